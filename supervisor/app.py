@@ -1,0 +1,96 @@
+"""The FastAPI application: wiring, lifespan (migrations), and error handling."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from supervisor import __version__
+from supervisor.api import supervisors
+from supervisor.clock import Clock, utc_now
+from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.errors import DomainError
+from supervisor.schemas.errors import SpecError
+from supervisor.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def _error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": message, **extra})
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SpecError)
+    async def spec_error(_: Request, exc: SpecError) -> JSONResponse:
+        errors = [{"field": e.field, "reason": e.reason} for e in exc.errors]
+        return _error(400, str(exc), errors=errors)
+
+    @app.exception_handler(DomainError)
+    async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        extra = {"field": exc.field} if exc.field else {}
+        return _error(exc.status_code, exc.message, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = []
+        for item in exc.errors():
+            field = ".".join(str(part) for part in item["loc"][1:]) or str(item["loc"][0])
+            errors.append({"field": field, "reason": str(item["msg"])})
+        message = "; ".join(f"{e['field']}: {e['reason']}" for e in errors)
+        return _error(400, message, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _error(500, f"internal error: {type(exc).__name__}")
+
+
+def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.prepare_dirs()
+        engine = make_engine(settings.metadata_url)
+        migrate(engine)
+        app.state.engine = engine
+        app.state.sessions = session_factory(engine)
+        log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="Sluicegate",
+        version=__version__,
+        description="Kafka topics ingested into Parquet segments exactly once, "
+        "driven through Apache Druid's supervisor API.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.clock = clock
+    _install_error_handlers(app)
+    app.include_router(supervisors.router)
+
+    @app.get("/status/health", tags=["service"], summary="Liveness of the service")
+    def health() -> bool:
+        return True
+
+    @app.get("/status", tags=["service"], summary="Version of the service")
+    def status() -> dict[str, str]:
+        return {"version": __version__}
+
+    return app

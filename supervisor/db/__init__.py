@@ -1,0 +1,1 @@
+"""The metadata store: SQLAlchemy models, engine set-up with migrations, repositories."""

@@ -1,0 +1,97 @@
+"""SQLAlchemy 2 models of the metadata DB. The schema itself is made by the Alembic migrations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class SupervisorSpecRow(Base):
+    """Append-only history of specs; the newest row per supervisor wins, a tombstone ends it."""
+
+    __tablename__ = "supervisor_specs"
+    __table_args__ = (Index("ix_supervisor_specs_supervisor_id", "supervisor_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    supervisor_id: Mapped[str] = mapped_column(String(255))
+    datasource: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime]
+    tombstone: Mapped[bool] = mapped_column(Boolean, default=False)
+    suspended: Mapped[bool] = mapped_column(Boolean, default=False)
+    payload: Mapped[dict[str, Any]]
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (
+        Index("ix_tasks_supervisor_status", "supervisor_id", "status"),
+        Index("ix_tasks_datasource", "datasource"),
+    )
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    type: Mapped[str] = mapped_column(String(64))
+    supervisor_id: Mapped[str | None] = mapped_column(String(255))
+    datasource: Mapped[str] = mapped_column(String(255))
+    group_id: Mapped[int | None] = mapped_column(Integer)
+    payload: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(32))
+    error_msg: Mapped[str | None] = mapped_column(Text)
+    location_host: Mapped[str | None] = mapped_column(String(255))
+    location_port: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class CommittedOffsetsRow(Base):
+    """Where the next task of a datasource's supervisor starts: one row, swapped by version."""
+
+    __tablename__ = "committed_offsets"
+
+    supervisor_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    datasource: Mapped[str] = mapped_column(String(255))
+    stream: Mapped[str] = mapped_column(String(255))
+    offsets: Mapped[dict[str, Any]]
+    version: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime]
+
+
+class SegmentRow(Base):
+    __tablename__ = "segments"
+    __table_args__ = (Index("ix_segments_datasource_used", "datasource", "used"),)
+
+    id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    datasource: Mapped[str] = mapped_column(String(255))
+    interval_start: Mapped[datetime]
+    interval_end: Mapped[datetime]
+    version: Mapped[str] = mapped_column(String(64))
+    partition_num: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    num_rows: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[bool] = mapped_column(Boolean, default=True)
+    payload: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+class AuditRow(Base):
+    """Who changed what: one row per change made through the API."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_key", "audit_key", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    audit_key: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(64))
+    author: Mapped[str] = mapped_column(String(255))
+    comment: Mapped[str] = mapped_column(Text)
+    remote_address: Mapped[str | None] = mapped_column(String(255))
+    payload: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]

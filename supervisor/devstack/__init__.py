@@ -1,0 +1,1 @@
+"""The embedded development stack: resolved jars, a local Kafka broker, PostgreSQL for tests."""

@@ -1,0 +1,24 @@
+"""Domain errors that carry the HTTP status a route answers with."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class BadRequestError(DomainError):
+    status_code = 400
+
+
+class NotFoundError(DomainError):
+    status_code = 404
+
+
+class PayloadTooLargeError(DomainError):
+    status_code = 413

@@ -1,0 +1,92 @@
+"""The Kafka supervisor spec as Druid users write it, in either layout, validated and normalized."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from supervisor.schemas.base import DruidModel
+from supervisor.schemas.data_schema import DataSchema
+from supervisor.schemas.errors import SpecError, field_error, from_validation_error
+from supervisor.schemas.io_config import KafkaIOConfig
+from supervisor.schemas.tuning_config import KafkaTuningConfig
+
+SUPPORTED_TYPES = ("kafka",)
+_SECTIONS = ("dataSchema", "ioConfig", "tuningConfig")
+
+
+class IngestionSpec(DruidModel):
+    dataSchema: DataSchema
+    ioConfig: KafkaIOConfig
+    tuningConfig: KafkaTuningConfig = Field(default_factory=KafkaTuningConfig)
+
+    @model_validator(mode="after")
+    def _input_format(self) -> IngestionSpec:
+        if self.ioConfig.inputFormat is None and self.dataSchema.parser is None:
+            raise field_error("ioConfig.inputFormat", "is required (or a legacy dataSchema.parser)")
+        return self
+
+
+class SupervisorSpec(DruidModel):
+    type: Literal["kafka"]
+    id: str | None = None
+    spec: IngestionSpec
+    context: dict[str, Any] | None = None
+    suspended: bool = False
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip():
+            raise ValueError("cannot be empty")
+        if "/" in value or value.startswith("."):
+            raise ValueError("cannot contain '/' or start with '.'")
+        return value
+
+    @property
+    def supervisor_id(self) -> str:
+        return self.id or self.spec.dataSchema.dataSource
+
+    @property
+    def datasource(self) -> str:
+        return self.spec.dataSchema.dataSource
+
+
+def _normalize_layout(raw: dict[str, Any]) -> dict[str, Any]:
+    """Move the legacy top-level dataSchema/ioConfig/tuningConfig under `spec`."""
+    legacy = {key: raw[key] for key in _SECTIONS if key in raw}
+    if not legacy:
+        return raw
+    body = {key: value for key, value in raw.items() if key not in _SECTIONS}
+    if "spec" not in raw:
+        body["spec"] = legacy
+        return body
+    nested = raw["spec"] if isinstance(raw["spec"], dict) else {}
+    for key, value in legacy.items():
+        if key in nested and nested[key] != value:
+            raise SpecError.single(
+                key, f"differs from spec.{key}; give it inside spec or at the top level, not both"
+            )
+    body["spec"] = {**legacy, **nested}
+    return body
+
+
+def parse_supervisor_spec(raw: Any) -> SupervisorSpec:
+    """Validate a submitted spec; raise SpecError naming every bad field."""
+    if not isinstance(raw, dict):
+        raise SpecError.single("", "the body must be a JSON object holding a supervisor spec")
+    kind = raw.get("type")
+    if kind is None:
+        raise SpecError.single("type", "is required; Sluicegate runs supervisors of type 'kafka'")
+    if kind not in SUPPORTED_TYPES:
+        raise SpecError.single(
+            "type", f"unsupported supervisor type '{kind}'; Sluicegate runs type 'kafka'"
+        )
+    body = _normalize_layout(raw)
+    try:
+        return SupervisorSpec.model_validate(body)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None

@@ -1,0 +1,162 @@
+"""Supervisor spec management: create or update, history, suspend, resume, terminate.
+
+The running machinery comes later; the state reported here is what is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from supervisor.clock import Clock, druid_timestamp
+from supervisor.db.models import SupervisorSpecRow
+from supervisor.db.repositories import AuditRepository, SpecRepository
+from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.schemas.errors import SpecError
+from supervisor.schemas.secrets import mask_spec, restore_masked
+from supervisor.schemas.spec import parse_supervisor_spec
+
+log = logging.getLogger(__name__)
+TOMBSTONE_TYPE = "NoopSupervisorSpec"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who asks for a change, recorded in the audit log (Druid's X-Druid-Author/Comment)."""
+
+    author: str = ""
+    comment: str = ""
+    remote_address: str | None = None
+
+
+def state_of(row: SupervisorSpecRow) -> str:
+    return "SUSPENDED" if row.suspended else "PENDING"
+
+
+def _check_update(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """Druid's validateSpecUpdateTo: the stream of a supervisor never changes."""
+    new_io, old_io = new["spec"]["ioConfig"], old["spec"]["ioConfig"]
+    for key in ("topic", "topicPattern"):
+        if (key in new_io) != (key in old_io):
+            raise SpecError.single(
+                "spec.ioConfig.topic",
+                "cannot switch between topic and topicPattern on update; "
+                "terminate the supervisor and submit a new one",
+            )
+        if key in new_io and new_io[key] != old_io[key]:
+            raise SpecError.single(
+                f"spec.ioConfig.{key}",
+                f"cannot change from '{old_io[key]}' to '{new_io[key]}' on update; "
+                "terminate the supervisor and submit a new one",
+            )
+
+
+class SupervisorService:
+    def __init__(self, session: Session, clock: Clock) -> None:
+        self.session = session
+        self.clock = clock
+        self.specs = SpecRepository(session)
+        self.audit = AuditRepository(session)
+
+    def _require(self, supervisor_id: str) -> SupervisorSpecRow:
+        row = self.specs.active(supervisor_id)
+        if row is None:
+            raise NotFoundError(f"[{supervisor_id}] does not exist")
+        return row
+
+    def _append(
+        self,
+        action: str,
+        actor: Actor,
+        supervisor_id: str,
+        datasource: str,
+        payload: dict[str, Any],
+        *,
+        suspended: bool = False,
+        tombstone: bool = False,
+    ) -> SupervisorSpecRow:
+        now = self.clock()
+        row = self.specs.append(
+            supervisor_id, datasource, payload, now, suspended=suspended, tombstone=tombstone
+        )
+        self.audit.add(
+            supervisor_id, "supervisor", action, actor.author, actor.comment,
+            actor.remote_address, mask_spec(payload), now,
+        )
+        log.info("supervisor %s: %s (version %s)", supervisor_id, action, row.id)
+        return row
+
+    def submit(self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False) -> str:
+        parsed = parse_supervisor_spec(raw)
+        supervisor_id = parsed.supervisor_id
+        payload = parsed.to_json()
+        payload["id"] = supervisor_id
+        previous = self.specs.active(supervisor_id)
+        payload = restore_masked(payload, previous.payload if previous else None)
+        if previous is not None:
+            _check_update(payload, previous.payload)
+            if skip_if_unmodified and previous.payload == payload:
+                return supervisor_id
+        self._append(
+            "update" if previous else "create", actor, supervisor_id, parsed.datasource,
+            payload, suspended=parsed.suspended,
+        )
+        return supervisor_id
+
+    def get(self, supervisor_id: str) -> dict[str, Any]:
+        return mask_spec(self._require(supervisor_id).payload)
+
+    def list_active(self) -> list[SupervisorSpecRow]:
+        return self.specs.all_active()
+
+    def history(self, supervisor_id: str, count: int | None) -> list[dict[str, Any]]:
+        if count is not None and count <= 0:
+            raise BadRequestError("count must be greater than zero", field="count")
+        rows = self.specs.history(supervisor_id, count)
+        if not rows:
+            raise NotFoundError(f"No history for [{supervisor_id}]")
+        return [self.version_entry(row) for row in rows]
+
+    def all_history(self) -> dict[str, list[dict[str, Any]]]:
+        result: dict[str, list[dict[str, Any]]] = {}
+        for row in self.specs.history():
+            result.setdefault(row.supervisor_id, []).append(self.version_entry(row))
+        return dict(sorted(result.items()))
+
+    @staticmethod
+    def version_entry(row: SupervisorSpecRow) -> dict[str, Any]:
+        return {"spec": mask_spec(row.payload), "version": druid_timestamp(row.created_at)}
+
+    def set_suspended(self, supervisor_id: str, suspended: bool, actor: Actor) -> dict[str, Any]:
+        row = self._require(supervisor_id)
+        if row.suspended == suspended:
+            word = "suspended" if suspended else "running"
+            raise BadRequestError(f"[{supervisor_id}] is already {word}")
+        payload = {**row.payload, "suspended": suspended}
+        self._append(
+            "suspend" if suspended else "resume", actor, supervisor_id, row.datasource,
+            payload, suspended=suspended,
+        )
+        return mask_spec(payload)
+
+    def set_all_suspended(self, suspended: bool, actor: Actor) -> None:
+        for row in self.specs.all_active():
+            if row.suspended != suspended:
+                self.set_suspended(row.supervisor_id, suspended, actor)
+
+    def terminate(self, supervisor_id: str, actor: Actor) -> None:
+        row = self._require(supervisor_id)
+        tombstone = {
+            "type": TOMBSTONE_TYPE,
+            "id": supervisor_id,
+            "dataSources": [row.datasource],
+            "suspended": False,
+        }
+        self._append("terminate", actor, supervisor_id, row.datasource, tombstone, tombstone=True)
+
+    def terminate_all(self, actor: Actor) -> None:
+        for row in self.specs.all_active():
+            self.terminate(row.supervisor_id, actor)

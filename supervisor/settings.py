@@ -1,0 +1,33 @@
+"""The one settings object. Every value can come from a `SLUICEGATE_*` environment variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_jar_cache() -> Path:
+    return Path.home() / ".cache" / "sluicegate" / "jars"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SLUICEGATE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8090, ge=0, le=65535)
+    metadata_url: str = "sqlite:///./var/sluicegate.db"
+    deep_storage: Path = Path("./var/segments")
+    work_dir: Path = Path("./var/work")
+    jar_cache: Path = Field(default_factory=default_jar_cache)
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    log_level: str = "info"
+
+    def prepare_dirs(self) -> None:
+        """Create the local directories the service writes to, including a SQLite file's."""
+        self.deep_storage.mkdir(parents=True, exist_ok=True)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        prefix = "sqlite:///"
+        if self.metadata_url.startswith(prefix) and ":memory:" not in self.metadata_url:
+            Path(self.metadata_url[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
