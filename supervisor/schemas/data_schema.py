@@ -11,7 +11,14 @@ from supervisor.schemas.base import DruidModel, check_period
 from supervisor.schemas.errors import field_error
 
 TIMESTAMP_FORMATS = {"auto", "iso", "posix", "millis", "micro", "nano", "ruby"}
-_JODA_LETTERS = re.compile(r"[yYxuMdDHhkKmsSaEZz]")
+_JODA_LETTERS = set("GCYxwweEyDMdaKhHkmsSzZ")
+_QUOTED = re.compile(r"'[^']*'")
+
+
+def is_joda_pattern(value: str) -> bool:
+    """Letters outside quotes must all be Joda-Time pattern letters, and there must be some."""
+    letters = [c for c in _QUOTED.sub("", value) if c.isascii() and c.isalpha()]
+    return bool(letters) and all(c in _JODA_LETTERS for c in letters)
 
 # Standard granularities with their length in milliseconds (month and longer are approximate,
 # used only to compare one granularity with another).
@@ -85,7 +92,7 @@ class TimestampSpec(DruidModel):
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        if value.lower() in TIMESTAMP_FORMATS or _JODA_LETTERS.search(value):
+        if value.lower() in TIMESTAMP_FORMATS or is_joda_pattern(value):
             return value
         known = ", ".join(sorted(TIMESTAMP_FORMATS))
         raise ValueError(f"unknown timestamp format '{value}'; use {known} or a Joda pattern")

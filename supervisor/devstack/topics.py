@@ -1,0 +1,61 @@
+"""Topic creation and producing, for the quickstart and the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> bool:
+    """Create a topic; False when it already exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name]
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
+            return False
+        raise
+    return True
+
+
+def add_partitions(bootstrap: str, name: str, total: int, timeout: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(name, total)])[name].result(timeout)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes]],
+    partition: int | None = None,
+    transactional_id: str | None = None,
+) -> int:
+    """Produce (key, value) records and wait for every delivery; return how many were sent."""
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    if transactional_id:
+        config["transactional.id"] = transactional_id
+    producer = Producer(config)
+    errors: list[str] = []
+
+    def _delivered(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    if transactional_id:
+        producer.init_transactions()
+        producer.begin_transaction()
+    count = 0
+    for key, value in records:
+        kwargs = {"partition": partition} if partition is not None else {}
+        producer.produce(topic, value=value, key=key, on_delivery=_delivered, **kwargs)
+        producer.poll(0)
+        count += 1
+    if transactional_id:
+        producer.commit_transaction()
+    remaining = producer.flush(60)
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} records undelivered; errors: {errors[:3]}")
+    return count

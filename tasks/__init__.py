@@ -1,0 +1,1 @@
+"""Code that runs as the Spark driver of an indexing task."""

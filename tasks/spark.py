@@ -1,0 +1,34 @@
+"""A SparkSession with the resolved spark-sql-kafka connector on its classpath."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from supervisor.devstack.jars import jars, spark_kafka_bundle
+
+
+def build_session(
+    jar_cache: Path,
+    master: str = "local[*]",
+    app_name: str = "sluicegate",
+    conf: dict[str, str] | None = None,
+) -> Any:
+    """Start (or reuse) a SparkSession that can read Kafka; no download happens at run time."""
+    from pyspark.sql import SparkSession
+
+    classpath = ",".join(str(jar) for jar in jars(spark_kafka_bundle(), jar_cache))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.jars", classpath)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,114 @@
+"""Fixtures on the real stack: a Kafka broker, Spark with the Kafka connector, PostgreSQL.
+
+One of each per test session; metadata DBs are fresh per test (SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from supervisor.app import create_app
+from supervisor.devstack.jars import kafka_broker_bundle, resolve, spark_kafka_bundle
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.ports import free_port
+from supervisor.devstack.postgres import LocalPostgres
+from supervisor.settings import Settings
+
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def jar_cache() -> Path:
+    cache = Settings().jar_cache
+    resolve(kafka_broker_bundle(), cache)
+    resolve(spark_kafka_bundle(), cache)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory, jar_cache: Path) -> Iterator[LocalKafka]:
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"), jar_cache)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(jar_cache: Path) -> Iterator[Any]:
+    from tasks.spark import build_session
+
+    session = build_session(jar_cache, master="local[2]", app_name="sluicegate-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    server = LocalPostgres().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def metadata_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'metadata.db'}"
+    server: LocalPostgres = request.getfixturevalue("postgres")
+    return server.create_database(f"t{next(_db_counter)}")
+
+
+@pytest.fixture
+def settings(metadata_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        metadata_url=metadata_url,
+        deep_storage=tmp_path / "segments",
+        work_dir=tmp_path / "work",
+        max_request_bytes=64 * 1024,
+    )
+
+
+class RunningService:
+    """The app served by a real uvicorn server on a free loopback port, in a thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.app = create_app(settings)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> RunningService:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the service did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[RunningService]:
+    with RunningService(settings) as running:
+        yield running
+
+
+@pytest.fixture
+def api(service: RunningService) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        yield client
