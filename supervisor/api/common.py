@@ -21,7 +21,7 @@ JSON_BODY = {
 
 
 def db_session(request: Request) -> Iterator[Session]:
-    """One session per request; commit at the request boundary, roll back on any error."""
+    """One session per request, committed before the response is sent (scope="function")."""
     session: Session = request.app.state.sessions()
     try:
         yield session
@@ -49,9 +49,11 @@ async def json_body(request: Request) -> Any:
     if not data.strip():
         raise BadRequestError("body: is empty; send a JSON document", field="body")
     try:
-        return json.loads(data)
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequestError("body: is not UTF-8 text", field="body") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadRequestError(
             f"body: malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",

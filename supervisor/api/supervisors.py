@@ -17,7 +17,9 @@ router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
 SUCCESS = {"status": "success"}
 
 
-def service(request: Request, session: Session = Depends(db_session)) -> SupervisorService:
+def service(
+    request: Request, session: Session = Depends(db_session, scope="function")
+) -> SupervisorService:
     return SupervisorService(session, request.app.state.clock)
 
 

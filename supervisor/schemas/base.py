@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from supervisor.schemas.errors import field_error
 from supervisor.schemas.periods import duration_millis, parse_period
@@ -31,10 +31,27 @@ def check_period(name: str, value: str | None, *, positive: bool = True) -> None
         raise field_error(name, str(exc)) from None
 
 
-def check_datetime(name: str, value: str | None) -> None:
-    if value is None:
-        return
+
+def _positive_period(value: str) -> str:
+    duration_millis(value)
+    return value
+
+
+def _fixed_period(value: str) -> str:
+    parse_period(value).to_millis()
+    return value
+
+
+def _iso_datetime(value: str) -> str:
     try:
         datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise field_error(name, f"'{value}' is not an ISO-8601 date-time") from None
+        raise ValueError(f"'{value}' is not an ISO-8601 date-time") from None
+    return value
+
+
+# An ISO-8601 period with a fixed length longer than zero (a duration or a timeout).
+PositivePeriod = Annotated[str, AfterValidator(_positive_period)]
+# An ISO-8601 period with a fixed length, zero allowed (a delay).
+FixedPeriod = Annotated[str, AfterValidator(_fixed_period)]
+IsoDateTime = Annotated[str, AfterValidator(_iso_datetime)]

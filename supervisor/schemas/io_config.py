@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
-from supervisor.schemas.base import DruidModel, check_datetime, check_period
+from supervisor.schemas.base import DruidModel, FixedPeriod, IsoDateTime, PositivePeriod
 from supervisor.schemas.errors import field_error
 
 INPUT_FORMATS = {
@@ -90,13 +90,13 @@ class KafkaIOConfig(DruidModel):
     inputFormat: InputFormat | None = None
     replicas: int = Field(default=1, ge=1)
     taskCount: int = Field(default=1, ge=1)
-    taskDuration: str = "PT1H"
-    startDelay: str = "PT5S"
-    period: str = "PT30S"
-    completionTimeout: str = "PT30M"
-    lateMessageRejectionPeriod: str | None = None
-    lateMessageRejectionStartDateTime: str | None = None
-    earlyMessageRejectionPeriod: str | None = None
+    taskDuration: PositivePeriod = "PT1H"
+    startDelay: FixedPeriod = "PT5S"
+    period: PositivePeriod = "PT30S"
+    completionTimeout: PositivePeriod = "PT30M"
+    lateMessageRejectionPeriod: PositivePeriod | None = None
+    lateMessageRejectionStartDateTime: IsoDateTime | None = None
+    earlyMessageRejectionPeriod: PositivePeriod | None = None
     autoScalerConfig: AutoScalerConfig | None = None
     idleConfig: IdleConfig | None = None
     stopTaskCount: int | None = Field(default=None, gt=0)
@@ -123,11 +123,6 @@ class KafkaIOConfig(DruidModel):
                 re.compile(self.topicPattern)
             except re.error as exc:
                 raise field_error("topicPattern", f"is not a valid regular expression: {exc}") from None
-        for name in ("taskDuration", "startDelay", "period", "completionTimeout"):
-            check_period(name, getattr(self, name), positive=name != "startDelay")
-        check_period("lateMessageRejectionPeriod", self.lateMessageRejectionPeriod)
-        check_period("earlyMessageRejectionPeriod", self.earlyMessageRejectionPeriod)
-        check_datetime("lateMessageRejectionStartDateTime", self.lateMessageRejectionStartDateTime)
         if self.lateMessageRejectionPeriod and self.lateMessageRejectionStartDateTime:
             raise field_error(
                 "lateMessageRejectionStartDateTime",

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from supervisor.schemas.base import DruidModel, check_period
+from supervisor.schemas.base import DruidModel, PositivePeriod
 
 INT_MAX = 2_147_483_647
 
@@ -18,8 +18,8 @@ class KafkaTuningConfig(DruidModel):
     skipBytesInMemoryOverheadCheck: bool = False
     maxRowsPerSegment: int = Field(default=5_000_000, gt=0)
     maxTotalRows: int | None = Field(default=20_000_000, gt=0)
-    intermediatePersistPeriod: str = "PT10M"
-    intermediateHandoffPeriod: str = f"P{INT_MAX}D"
+    intermediatePersistPeriod: PositivePeriod = "PT10M"
+    intermediateHandoffPeriod: PositivePeriod = f"P{INT_MAX}D"
     maxPendingPersists: int = Field(default=0, ge=0)
     indexSpec: dict[str, Any] = Field(default_factory=dict)
     indexSpecForIntermediatePersists: dict[str, Any] = Field(default_factory=dict)
@@ -29,10 +29,10 @@ class KafkaTuningConfig(DruidModel):
     skipSequenceNumberAvailabilityCheck: bool = False
     workerThreads: int | None = Field(default=None, gt=0)
     chatRetries: int = Field(default=8, ge=0)
-    httpTimeout: str = "PT10S"
-    shutdownTimeout: str = "PT80S"
-    offsetFetchPeriod: str = "PT30S"
-    repartitionTransitionDuration: str = "PT2M"
+    httpTimeout: PositivePeriod = "PT10S"
+    shutdownTimeout: PositivePeriod = "PT80S"
+    offsetFetchPeriod: PositivePeriod = "PT30S"
+    repartitionTransitionDuration: PositivePeriod = "PT2M"
     logParseExceptions: bool = False
     maxParseExceptions: int = Field(default=INT_MAX, ge=0)
     maxSavedParseExceptions: int = Field(default=0, ge=0)
@@ -43,12 +43,7 @@ class KafkaTuningConfig(DruidModel):
     appendableIndexSpec: dict[str, Any] = Field(default_factory=lambda: {"type": "onheap"})
 
     @model_validator(mode="after")
-    def _periods(self) -> KafkaTuningConfig:
-        for name in (
-            "intermediatePersistPeriod", "intermediateHandoffPeriod", "httpTimeout",
-            "shutdownTimeout", "offsetFetchPeriod", "repartitionTransitionDuration",
-        ):
-            check_period(name, getattr(self, name))
+    def _parse_exceptions(self) -> KafkaTuningConfig:
         if self.reportParseExceptions:
             # Druid: reportParseExceptions=true means fail on the first unparseable row.
             self.maxParseExceptions = 0

@@ -1,0 +1,310 @@
+"""The Druid-compatible supervisor API on a real server, against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from sqlalchemy import select
+
+from supervisor.db.engine import make_engine
+from supervisor.db.models import AuditRow
+from supervisor.schemas.secrets import MASK
+from tests.conftest import RunningService
+from tests.specs import spec
+
+BASE = "/druid/indexer/v1/supervisor"
+
+
+def submit(api: httpx.Client, body: dict, **params: str) -> httpx.Response:
+    return api.post(BASE, json=body, params=params)
+
+
+def test_create_get_and_list(api: httpx.Client) -> None:
+    response = submit(api, spec("wiki"))
+    assert response.status_code == 200
+    assert response.json() == {"id": "wiki"}
+    stored = api.get(f"{BASE}/wiki").json()
+    assert stored["id"] == "wiki"
+    assert stored["spec"]["ioConfig"]["topic"] == "wiki-edits"
+    assert stored["spec"]["ioConfig"]["taskCount"] == 1
+    assert stored["spec"]["tuningConfig"]["maxRowsInMemory"] == 150_000
+    assert api.get(BASE).json() == ["wiki"]
+
+
+def test_explicit_id_differs_from_datasource(api: httpx.Client) -> None:
+    body = spec("wiki")
+    body["id"] = "wiki-from-cluster-b"
+    assert submit(api, body).json() == {"id": "wiki-from-cluster-b"}
+    assert submit(api, spec("wiki")).json() == {"id": "wiki"}
+    assert api.get(BASE).json() == ["wiki", "wiki-from-cluster-b"]
+
+
+def test_list_variants(api: httpx.Client) -> None:
+    submit(api, spec("a"))
+    submit(api, spec("b", taskCount=2))
+    api.post(f"{BASE}/b/suspend")
+    full = api.get(f"{BASE}?full").json()
+    assert [entry["id"] for entry in full] == ["a", "b"]
+    assert full[1]["spec"]["spec"]["ioConfig"]["taskCount"] == 2
+    assert full[1]["state"] == "SUSPENDED"
+    assert full[0]["state"] == full[0]["detailedState"] == "PENDING"
+    states = api.get(BASE, params={"state": "true"}).json()
+    assert states == [
+        {"id": "a", "state": "PENDING", "detailedState": "PENDING", "healthy": True,
+         "dataSource": "a", "suspended": False},
+        {"id": "b", "state": "SUSPENDED", "detailedState": "SUSPENDED", "healthy": True,
+         "dataSource": "b", "suspended": True},
+    ]
+    system = api.get(f"{BASE}?system").json()
+    assert system[0]["type"] == "kafka"
+    assert system[0]["source"] == "wiki-edits"
+    assert json.loads(system[0]["specString"])["id"] == "a"
+
+
+def test_update_appends_history_and_skip_if_unmodified(api: httpx.Client) -> None:
+    submit(api, spec("wiki"))
+    submit(api, spec("wiki", taskCount=3))
+    assert api.get(f"{BASE}/wiki").json()["spec"]["ioConfig"]["taskCount"] == 3
+    assert len(api.get(f"{BASE}/wiki/history").json()) == 2
+    # unchanged + skip: no new version; unchanged without skip: a new version (Druid restarts it)
+    assert submit(api, spec("wiki", taskCount=3), skipRestartIfUnmodified="true").status_code == 200
+    assert len(api.get(f"{BASE}/wiki/history").json()) == 2
+    submit(api, spec("wiki", taskCount=3))
+    assert len(api.get(f"{BASE}/wiki/history").json()) == 3
+    # changed + skip: a new version
+    submit(api, spec("wiki", taskCount=4), skipRestartIfUnmodified="true")
+    history = api.get(f"{BASE}/wiki/history").json()
+    assert [v["spec"]["spec"]["ioConfig"]["taskCount"] for v in history] == [4, 3, 3, 1]
+    assert all(v["version"].endswith("Z") for v in history)
+    assert [v["version"] for v in api.get(f"{BASE}/wiki/history", params={"count": 2}).json()] == [
+        v["version"] for v in history[:2]
+    ]
+
+
+def test_update_may_not_change_the_stream(api: httpx.Client) -> None:
+    submit(api, spec("wiki"))
+    moved = submit(api, spec("wiki", topic="other"))
+    assert moved.status_code == 400
+    assert "spec.ioConfig.topic: cannot change from 'wiki-edits' to 'other'" in moved.json()["error"]
+    switched = spec("wiki")
+    del switched["spec"]["ioConfig"]["topic"]
+    switched["spec"]["ioConfig"]["topicPattern"] = "wiki-.*"
+    response = submit(api, switched)
+    assert response.status_code == 400
+    assert "cannot switch between topic and topicPattern" in response.json()["error"]
+    assert api.get(f"{BASE}/wiki").json()["spec"]["ioConfig"]["topic"] == "wiki-edits"
+
+
+def test_suspend_and_resume(api: httpx.Client) -> None:
+    submit(api, spec("wiki"))
+    suspended = api.post(f"{BASE}/wiki/suspend")
+    assert suspended.status_code == 200
+    assert suspended.json()["suspended"] is True
+    again = api.post(f"{BASE}/wiki/suspend")
+    assert again.status_code == 400
+    assert again.json()["error"] == "[wiki] is already suspended"
+    resumed = api.post(f"{BASE}/wiki/resume")
+    assert resumed.status_code == 200 and resumed.json()["suspended"] is False
+    assert api.post(f"{BASE}/wiki/resume").json()["error"] == "[wiki] is already running"
+    history = api.get(f"{BASE}/wiki/history").json()
+    assert [v["spec"]["suspended"] for v in history] == [False, True, False]
+
+
+def test_submitting_a_suspended_spec(api: httpx.Client) -> None:
+    body = spec("wiki")
+    body["suspended"] = True
+    submit(api, body)
+    assert api.get(BASE, params={"state": "true"}).json()[0]["state"] == "SUSPENDED"
+
+
+def test_bulk_endpoints(api: httpx.Client) -> None:
+    for name in ("a", "b", "c"):
+        submit(api, spec(name))
+    api.post(f"{BASE}/a/suspend")
+    assert api.post(f"{BASE}/suspendAll").json() == {"status": "success"}
+    assert {e["state"] for e in api.get(BASE, params={"state": "true"}).json()} == {"SUSPENDED"}
+    assert len(api.get(f"{BASE}/a/history").json()) == 2  # already suspended: no new version
+    assert api.post(f"{BASE}/resumeAll").json() == {"status": "success"}
+    assert {e["state"] for e in api.get(BASE, params={"state": "true"}).json()} == {"PENDING"}
+    assert api.post(f"{BASE}/terminateAll").json() == {"status": "success"}
+    assert api.get(BASE).json() == []
+
+
+def test_terminate_writes_a_tombstone_and_shutdown_is_an_alias(api: httpx.Client) -> None:
+    submit(api, spec("a"))
+    submit(api, spec("b"))
+    assert api.post(f"{BASE}/a/terminate").json() == {"id": "a"}
+    assert api.post(f"{BASE}/b/shutdown").json() == {"id": "b"}
+    assert api.get(BASE).json() == []
+    assert api.get(f"{BASE}/a").status_code == 404
+    history = api.get(f"{BASE}/a/history").json()
+    assert history[0]["spec"]["type"] == "NoopSupervisorSpec"
+    assert history[0]["spec"]["dataSources"] == ["a"]
+    assert api.post(f"{BASE}/a/terminate").status_code == 404
+    # a terminated id can be submitted again, and its history goes on
+    submit(api, spec("a"))
+    assert api.get(BASE).json() == ["a"]
+    assert len(api.get(f"{BASE}/a/history").json()) == 3
+
+
+def test_all_history(api: httpx.Client) -> None:
+    submit(api, spec("a"))
+    submit(api, spec("b"))
+    submit(api, spec("a", taskCount=2))
+    history = api.get(f"{BASE}/history").json()
+    assert sorted(history) == ["a", "b"]
+    assert [v["spec"]["spec"]["ioConfig"]["taskCount"] for v in history["a"]] == [2, 1]
+
+
+def test_unknown_ids_are_404(api: httpx.Client) -> None:
+    for method, path in [
+        ("GET", f"{BASE}/nope"),
+        ("GET", f"{BASE}/nope/history"),
+        ("POST", f"{BASE}/nope/suspend"),
+        ("POST", f"{BASE}/nope/resume"),
+        ("POST", f"{BASE}/nope/terminate"),
+        ("POST", f"{BASE}/nope/shutdown"),
+    ]:
+        response = api.request(method, path)
+        assert response.status_code == 404, (method, path)
+        assert "nope" in response.json()["error"]
+
+
+def test_validation_errors_are_400_naming_the_field(api: httpx.Client) -> None:
+    response = submit(api, spec("wiki", taskCount=0, taskDuration="an hour"))
+    assert response.status_code == 400
+    body = response.json()
+    fields = {e["field"]: e["reason"] for e in body["errors"]}
+    assert "greater than or equal to 1" in fields["spec.ioConfig.taskCount"]
+    assert "not an ISO-8601 period" in fields["spec.ioConfig.taskDuration"]
+    assert "spec.ioConfig.taskCount" in body["error"]
+    assert api.get(BASE).json() == []
+
+
+def test_bad_bodies_are_400_or_413_never_500(api: httpx.Client) -> None:
+    cases = [
+        (b"{not json", 400, "body: malformed JSON"),
+        (b"", 400, "body: is empty"),
+        (b"\xff\xfe", 400, "body: is not UTF-8"),
+        (b"[1, 2]", 400, "must be a JSON object"),
+        (b'{"type": "kinesis"}', 400, "type: unsupported supervisor type 'kinesis'"),
+        (b'{"type": "kafka"}', 400, "spec: Field required"),
+        (b'{"type": "kafka", "spec": []}', 400, "spec: Input should be a valid dictionary"),
+        (b'"kafka"', 400, "must be a JSON object"),
+        (json.dumps({"type": "kafka", "pad": "x" * 70_000}).encode(), 413, "larger than the limit"),
+    ]
+    for body, status, message in cases:
+        response = api.post(BASE, content=body, headers={"content-type": "application/json"})
+        assert response.status_code == status, (body[:40], response.text)
+        assert message in response.json()["error"], response.json()
+
+
+def test_body_over_the_limit_without_a_length_header(api: httpx.Client) -> None:
+    def chunks():  # chunked transfer: no content-length to trust
+        for _ in range(20):
+            yield b" " * 8192
+
+    response = api.post(BASE, content=chunks())
+    assert response.status_code == 413
+
+
+def test_bad_query_parameters_are_400(api: httpx.Client) -> None:
+    submit(api, spec("wiki"))
+    response = api.get(f"{BASE}/wiki/history", params={"count": "many"})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("count:")
+    assert api.get(f"{BASE}/wiki/history", params={"count": 0}).status_code == 400
+    bad_flag = api.post(BASE, params={"skipRestartIfUnmodified": "perhaps"}, json=spec("wiki"))
+    assert bad_flag.status_code == 400
+    assert "skipRestartIfUnmodified" in bad_flag.json()["error"]
+
+
+SECRETS = {
+    "bootstrap.servers": "127.0.0.1:9092",
+    "security.protocol": "SASL_SSL",
+    "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";',
+    "ssl.key.password": "k3y-pass",
+    "ssl.keystore.password": "store-pass",
+    "ssl.truststore.password": "trust-pass",
+    "sasl.oauthbearer.client.secret": "oauth-secret",
+}
+
+
+def test_secrets_are_stored_but_masked_everywhere(
+    api: httpx.Client, service: RunningService, caplog
+) -> None:
+    caplog.set_level("DEBUG")
+    body = spec("wiki", consumerProperties=dict(SECRETS))
+    submit(api, body)
+    submit(api, spec("wiki", consumerProperties=dict(SECRETS), taskCount=2))
+    api.post(f"{BASE}/wiki/suspend")
+    responses = [
+        api.get(f"{BASE}/wiki"),
+        api.get(f"{BASE}?full"),
+        api.get(f"{BASE}?system"),
+        api.get(f"{BASE}/wiki/history"),
+        api.get(f"{BASE}/history"),
+        api.post(f"{BASE}/wiki/resume"),
+    ]
+    for response in responses:
+        assert response.status_code == 200
+        for secret in ("hunter2", "k3y-pass", "store-pass", "trust-pass", "oauth-secret"):
+            assert secret not in response.text, response.request.url
+    props = api.get(f"{BASE}/wiki").json()["spec"]["ioConfig"]["consumerProperties"]
+    assert props["sasl.jaas.config"] == MASK
+    assert props["security.protocol"] == "SASL_SSL"
+    assert props["bootstrap.servers"] == "127.0.0.1:9092"
+    assert "hunter2" not in caplog.text
+    # stored as given
+    engine = make_engine(service.settings.metadata_url)
+    with engine.connect() as conn:
+        from supervisor.db.models import SupervisorSpecRow
+
+        payload = conn.execute(
+            select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc())
+        ).scalars().first()
+        audits = conn.execute(select(AuditRow.payload)).scalars().all()
+    engine.dispose()
+    assert payload["spec"]["ioConfig"]["consumerProperties"] == SECRETS
+    assert audits and all("hunter2" not in json.dumps(a) for a in audits)
+
+
+def test_resubmitting_a_masked_spec_keeps_the_secret(api: httpx.Client, service: RunningService) -> None:
+    submit(api, spec("wiki", consumerProperties=dict(SECRETS)))
+    fetched = api.get(f"{BASE}/wiki").json()
+    fetched["spec"]["ioConfig"]["taskCount"] = 5
+    assert submit(api, fetched).status_code == 200
+    engine = make_engine(service.settings.metadata_url)
+    from supervisor.db.models import SupervisorSpecRow
+
+    with engine.connect() as conn:
+        payload = conn.execute(
+            select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc())
+        ).scalars().first()
+    engine.dispose()
+    assert payload["spec"]["ioConfig"]["consumerProperties"]["sasl.jaas.config"] == SECRETS["sasl.jaas.config"]
+    assert payload["spec"]["ioConfig"]["taskCount"] == 5
+    fresh = spec("other", consumerProperties={"bootstrap.servers": "x:1", "ssl.key.password": MASK})
+    response = submit(api, fresh)
+    assert response.status_code == 400
+    assert "ssl.key.password: holds the placeholder" in response.json()["error"]
+
+
+def test_changes_are_audited_with_author_and_comment(api: httpx.Client, service: RunningService) -> None:
+    api.post(BASE, json=spec("wiki"), headers={"X-Druid-Author": "ada", "X-Druid-Comment": "first"})
+    api.post(f"{BASE}/wiki/suspend", headers={"X-Druid-Author": "grace"})
+    api.post(f"{BASE}/wiki/terminate")
+    engine = make_engine(service.settings.metadata_url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(AuditRow).order_by(AuditRow.id)).all()
+    engine.dispose()
+    assert [(r.action, r.author, r.comment) for r in rows] == [
+        ("create", "ada", "first"), ("suspend", "grace", ""), ("terminate", "", "")
+    ]
+    assert all(r.audit_key == "wiki" and r.remote_address == "127.0.0.1" for r in rows)
+
+
+def test_service_status(api: httpx.Client) -> None:
+    assert api.get("/status/health").json() is True
+    assert "version" in api.get("/status").json()
