@@ -50,7 +50,7 @@ def kafka_local(port: int, data_dir: Path) -> None:
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         stopping.append(signum)
-        broker.stop()
+        broker.request_stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -166,6 +166,11 @@ class LocalKafka:
                 text += "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
         return text or "(no output)"
 
+    def request_stop(self) -> None:
+        """Ask the broker to shut down (safe from a signal handler: it does not wait)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
     def wait(self) -> int:
         assert self.process is not None
         return self.process.wait()

@@ -1,0 +1,175 @@
+"""The `sluicegate` CLI against a running service: outputs and exit codes, errors included."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from supervisor.cli import main
+from supervisor.devstack.ports import free_port, wait_for_port
+from tests.conftest import RunningService
+from tests.specs import spec
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path) -> Path:
+    path = tmp_path / "wiki.json"
+    path.write_text(json.dumps(spec("wiki")))
+    return path
+
+
+@pytest.mark.parametrize("metadata_url", ["sqlite"], indirect=True)
+def test_supervisor_commands(service: RunningService, spec_file: Path, capsys) -> None:
+    url = ["supervisor", "--url", service.url]
+    assert run(capsys, *url, "submit", str(spec_file)) == (0, "supervisor wiki submitted\n", "")
+    code, out, _ = run(capsys, *url, "-o", "json", "submit", str(spec_file), "--skip-if-unmodified")
+    assert (code, json.loads(out)) == (0, {"id": "wiki"})
+
+    code, out, _ = run(capsys, *url, "list")
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split()[:3] == ["ID", "DATASOURCE", "STATE"]
+    assert row.split()[:3] == ["wiki", "wiki", "PENDING"]
+    code, out, _ = run(capsys, *url, "-o", "json", "list")
+    assert json.loads(out)[0]["id"] == "wiki"
+
+    code, out, _ = run(capsys, *url, "get", "wiki")
+    assert code == 0
+    assert ["topic", "wiki-edits"] in [line.split() for line in out.splitlines()]
+    code, out, _ = run(capsys, *url, "-o", "json", "get", "wiki")
+    assert json.loads(out)["spec"]["ioConfig"]["topic"] == "wiki-edits"
+
+    assert run(capsys, *url, "suspend", "wiki") == (0, "supervisor wiki suspended\n", "")
+    code, _, err = run(capsys, *url, "suspend", "wiki")
+    assert (code, err) == (1, "error: 400: [wiki] is already suspended\n")
+    assert run(capsys, *url, "resume", "wiki") == (0, "supervisor wiki resumed\n", "")
+
+    code, out, _ = run(capsys, *url, "history", "wiki")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:2] == ["VERSION", "STATE"]
+    assert [line.split()[1] for line in lines[1:]] == ["running", "suspended", "running"]
+    code, out, _ = run(capsys, *url, "-o", "json", "history", "wiki", "--count", "1")
+    assert len(json.loads(out)) == 1
+
+    assert run(capsys, *url, "terminate", "wiki") == (0, "supervisor wiki terminated\n", "")
+    assert run(capsys, *url, "list") == (0, "no supervisors\n", "")
+    code, out, _ = run(capsys, *url, "history", "wiki")
+    assert out.splitlines()[1].split()[1] == "terminated"
+
+
+@pytest.mark.parametrize("metadata_url", ["sqlite"], indirect=True)
+def test_cli_errors_are_one_line_with_exit_codes(
+    service: RunningService, spec_file: Path, tmp_path: Path, capsys
+) -> None:
+    url = ["supervisor", "--url", service.url]
+    code, out, err = run(capsys, *url, "get", "nope")
+    assert (code, out, err) == (1, "", "error: 404: [nope] does not exist\n")
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ nope")
+    code, _, err = run(capsys, *url, "submit", str(bad))
+    assert code == 2 and err.startswith(f"error: {bad} is not valid JSON") and err.count("\n") == 1
+
+    code, _, err = run(capsys, *url, "submit", str(tmp_path / "missing.json"))
+    assert code == 2 and "cannot read" in err and err.count("\n") == 1
+
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps(spec("wiki", taskCount=0)))
+    code, _, err = run(capsys, *url, "submit", str(invalid))
+    assert code == 1 and "spec.ioConfig.taskCount" in err and err.count("\n") == 1
+
+    down = f"http://127.0.0.1:{free_port()}"
+    code, _, err = run(capsys, "supervisor", "--url", down, "list")
+    assert code == 3 and err.startswith(f"error: cannot reach the service at {down}")
+
+    code, _, err = run(capsys, *url, "frobnicate")
+    assert code == 2 and err.startswith("error: No such command") and err.count("\n") == 1
+    code, _, err = run(capsys, *url, "-o", "yaml", "list")
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_url_from_environment(monkeypatch, capsys) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("SLUICEGATE_URL", down)
+    code, _, err = run(capsys, "supervisor", "list")
+    assert code == 3 and down in err
+
+
+def _sluicegate() -> str:
+    return str(Path(sys.executable).parent / "sluicegate")
+
+
+def test_serve_runs_migrations_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "SLUICEGATE_METADATA_URL": f"sqlite:///{tmp_path / 'env.db'}"}
+    process = subprocess.Popen(
+        [_sluicegate(), "serve", "--port", str(port), "--deep-storage", str(tmp_path / "seg"),
+         "--work-dir", str(tmp_path / "work")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        assert wait_for_port("127.0.0.1", port, 60), "serve did not listen"
+        assert httpx.get(f"http://127.0.0.1:{port}/status/health").json() is True
+        response = httpx.post(f"http://127.0.0.1:{port}/druid/indexer/v1/supervisor", json=spec())
+        assert response.json() == {"id": "wiki"}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    # uvicorn re-raises the signal once it has shut down cleanly
+    assert process.returncode in (0, -signal.SIGTERM), output
+    assert "Application shutdown complete" in output
+    assert (tmp_path / "env.db").exists()
+    assert (tmp_path / "seg").is_dir() and (tmp_path / "work").is_dir()
+
+
+@pytest.mark.kafka
+def test_kafka_local_runs_a_broker_until_sigint(tmp_path: Path, jar_cache: Path) -> None:
+    from supervisor.devstack.topics import create_topic, produce
+
+    port = free_port()
+    process = subprocess.Popen(
+        [_sluicegate(), "kafka-local", "--port", str(port), "--data-dir", str(tmp_path / "k")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert f"ready at 127.0.0.1:{port}" in ready, ready
+        bootstrap = f"127.0.0.1:{port}"
+        create_topic(bootstrap, "cli-topic", 1)
+        assert produce(bootstrap, "cli-topic", [(None, b"hello")]) == 1
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest = process.communicate(timeout=60)[0]
+    assert process.returncode == 0, rest
+    assert "Kafka stopped" in rest
+    assert (tmp_path / "k" / "logs" / "meta.properties").exists()
+
+
+@pytest.mark.kafka
+def test_quickstart_once(tmp_path: Path, jar_cache: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [_sluicegate(), "quickstart", "--once", "--kafka-port", str(free_port()),
+         "--port", str(free_port()), "--var", str(tmp_path / "qs"),
+         "--spec", str(root / "examples/wikipedia-supervisor.json"),
+         "--data", str(root / "examples/wikipedia-sample.jsonl")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "created topic wikipedia (3 partitions) with 200 records" in result.stdout
+    assert "submitted supervisor wikipedia" in result.stdout
+    assert "stopped." in result.stdout
