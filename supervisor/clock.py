@@ -14,4 +14,6 @@ def utc_now() -> datetime:
 
 def druid_timestamp(moment: datetime) -> str:
     """Druid's rendering of an instant: ISO-8601 in UTC with milliseconds and a Z."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )

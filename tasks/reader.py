@@ -28,7 +28,9 @@ def read_range(
         raise ValueError("start and end offsets must name the same partitions")
     for partition in start:
         if end[partition] < start[partition]:
-            raise ValueError(f"partition {partition}: end {end[partition]} < start {start[partition]}")
+            raise ValueError(
+                f"partition {partition}: end {end[partition]} < start {start[partition]}"
+            )
     reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)

@@ -29,7 +29,9 @@ def upgrade() -> None:
         sa.Column("suspended", sa.Boolean(), nullable=False),
         sa.Column("payload", sa.JSON(), nullable=False),
     )
-    op.create_index("ix_supervisor_specs_supervisor_id", "supervisor_specs", ["supervisor_id", "id"])
+    op.create_index(
+        "ix_supervisor_specs_supervisor_id", "supervisor_specs", ["supervisor_id", "id"]
+    )
     op.create_table(
         "tasks",
         sa.Column("id", sa.String(255), primary_key=True),

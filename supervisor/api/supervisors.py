@@ -78,19 +78,25 @@ def all_history(svc: SupervisorService = Depends(service)) -> dict[str, list[dic
 
 
 @router.post("/suspendAll", summary="Suspend every supervisor")
-def suspend_all(svc: SupervisorService = Depends(service), who: Actor = Depends(actor)) -> dict[str, str]:
+def suspend_all(
+    svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+) -> dict[str, str]:
     svc.set_all_suspended(True, who)
     return SUCCESS
 
 
 @router.post("/resumeAll", summary="Resume every supervisor")
-def resume_all(svc: SupervisorService = Depends(service), who: Actor = Depends(actor)) -> dict[str, str]:
+def resume_all(
+    svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+) -> dict[str, str]:
     svc.set_all_suspended(False, who)
     return SUCCESS
 
 
 @router.post("/terminateAll", summary="Terminate every supervisor")
-def terminate_all(svc: SupervisorService = Depends(service), who: Actor = Depends(actor)) -> dict[str, str]:
+def terminate_all(
+    svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+) -> dict[str, str]:
     svc.terminate_all(who)
     return SUCCESS
 

@@ -50,7 +50,11 @@ def _message(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
-        return response.text.strip().splitlines()[0] if response.text.strip() else response.reason_phrase
+        return (
+            response.text.strip().splitlines()[0]
+            if response.text.strip()
+            else response.reason_phrase
+        )
     if isinstance(body, dict) and "error" in body:
         return str(body["error"])
     return str(body)

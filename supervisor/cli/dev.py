@@ -17,10 +17,16 @@ from supervisor.settings import Settings
 @click.option("--host", help="Interface to listen on [SLUICEGATE_HOST, default 127.0.0.1].")
 @click.option("--port", type=int, help="Port [SLUICEGATE_PORT, default 8090].")
 @click.option("--metadata-url", help="SQLAlchemy URL of the metadata DB [SLUICEGATE_METADATA_URL].")
-@click.option("--deep-storage", type=click.Path(file_okay=False, path_type=Path),
-              help="Segment directory [SLUICEGATE_DEEP_STORAGE].")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Task work directory [SLUICEGATE_WORK_DIR].")
+@click.option(
+    "--deep-storage",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Segment directory [SLUICEGATE_DEEP_STORAGE].",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Task work directory [SLUICEGATE_WORK_DIR].",
+)
 def serve(**options: Any) -> None:
     """Run the service: migrate the metadata DB, then serve the API."""
     import uvicorn
@@ -32,14 +38,19 @@ def serve(**options: Any) -> None:
     settings = Settings(**overrides)
     configure_logging(settings.log_level)
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                log_config=None)
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level, log_config=None
+    )
 
 
 @click.command("kafka-local")
 @click.option("--port", type=click.IntRange(0, 65535), default=9092, show_default=True)
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("var/kafka"), show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/kafka"),
+    show_default=True,
+)
 def kafka_local(port: int, data_dir: Path) -> None:
     """Run a real single-node Apache Kafka broker (KRaft) on 127.0.0.1 until SIGINT/SIGTERM."""
     from supervisor.devstack.jars import JarsMissingError
@@ -55,8 +66,10 @@ def kafka_local(port: int, data_dir: Path) -> None:
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         broker.start()
-        click.echo(f"Kafka {_kafka_version()} ready at {broker.bootstrap_servers} "
-                   f"(data in {data_dir}); Ctrl-C stops it")
+        click.echo(
+            f"Kafka {_kafka_version()} ready at {broker.bootstrap_servers} "
+            f"(data in {data_dir}); Ctrl-C stops it"
+        )
         code = broker.wait() if broker.process is not None else 0
     except (BrokerError, JarsMissingError) as exc:
         raise CliError(str(exc).splitlines()[0], 1) from None
@@ -98,12 +111,27 @@ def resolve_jars() -> None:
 @click.command("quickstart")
 @click.option("--kafka-port", type=int, default=9092, show_default=True)
 @click.option("--port", type=int, default=8090, show_default=True, help="The service's port.")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("examples/wikipedia-supervisor.json"), show_default=True)
-@click.option("--data", "data_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("examples/wikipedia-sample.jsonl"), show_default=True)
-@click.option("--var", "var_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("var/quickstart"), show_default=True)
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("examples/wikipedia-supervisor.json"),
+    show_default=True,
+)
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("examples/wikipedia-sample.jsonl"),
+    show_default=True,
+)
+@click.option(
+    "--var",
+    "var_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/quickstart"),
+    show_default=True,
+)
 @click.option("--once", is_flag=True, help="Stop everything once the spec is submitted.")
 def quickstart(**options: Any) -> None:
     """Start the local broker and the service, load sample data, submit the example spec."""

@@ -28,10 +28,21 @@ pass_context = click.make_pass_decorator(Context)
 
 
 @click.group("supervisor")
-@click.option("--url", envvar="SLUICEGATE_URL", default=DEFAULT_URL, show_default=True,
-              help="The service's base URL (or SLUICEGATE_URL).")
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="table for people, json for scripts.")
+@click.option(
+    "--url",
+    envvar="SLUICEGATE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="The service's base URL (or SLUICEGATE_URL).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, json for scripts.",
+)
 @click.pass_context
 def supervisor_group(ctx: click.Context, url: str, output: str) -> None:
     """Create, inspect, suspend, resume and terminate supervisors."""
@@ -49,14 +60,18 @@ def _read_spec(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", EXIT_USAGE
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            EXIT_USAGE,
         ) from None
 
 
 @supervisor_group.command("submit")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--skip-if-unmodified", is_flag=True,
-              help="Keep the running version when the spec is unchanged.")
+@click.option(
+    "--skip-if-unmodified",
+    is_flag=True,
+    help="Keep the running version when the spec is unchanged.",
+)
 @pass_context
 def submit(ctx: Context, file: str, skip_if_unmodified: bool) -> None:
     """Create or update a supervisor from a Druid Kafka supervisor spec FILE."""
@@ -80,11 +95,22 @@ def list_supervisors(ctx: Context) -> None:
     if not rows:
         click.echo("no supervisors")
         return
-    click.echo(table(
-        ["ID", "DATASOURCE", "STATE", "DETAILED STATE", "HEALTHY", "SUSPENDED"],
-        [[r["id"], r.get("dataSource"), r["state"], r["detailedState"], r["healthy"],
-          r.get("suspended")] for r in rows],
-    ))
+    click.echo(
+        table(
+            ["ID", "DATASOURCE", "STATE", "DETAILED STATE", "HEALTHY", "SUSPENDED"],
+            [
+                [
+                    r["id"],
+                    r.get("dataSource"),
+                    r["state"],
+                    r["detailedState"],
+                    r["healthy"],
+                    r.get("suspended"),
+                ]
+                for r in rows
+            ],
+        )
+    )
 
 
 def _spec_summary(spec: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -133,10 +159,19 @@ def history(ctx: Context, supervisor_id: str, count: int | None) -> None:
     for entry in versions:
         spec = entry["spec"]
         terminated = spec.get("type") == "NoopSupervisorSpec"
-        event = "terminated" if terminated else ("suspended" if spec.get("suspended") else "running")
+        event = (
+            "terminated" if terminated else ("suspended" if spec.get("suspended") else "running")
+        )
         io = spec.get("spec", {}).get("ioConfig", {})
-        rows.append([entry["version"], event, io.get("taskCount"), io.get("replicas"),
-                     io.get("taskDuration")])
+        rows.append(
+            [
+                entry["version"],
+                event,
+                io.get("taskCount"),
+                io.get("replicas"),
+                io.get("taskDuration"),
+            ]
+        )
     click.echo(table(["VERSION", "STATE", "TASKCOUNT", "REPLICAS", "TASKDURATION"], rows))
 
 

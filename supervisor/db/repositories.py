@@ -42,7 +42,9 @@ class SpecRepository:
         )
         return list(self.session.scalars(query))
 
-    def history(self, supervisor_id: str | None = None, count: int | None = None) -> list[SupervisorSpecRow]:
+    def history(
+        self, supervisor_id: str | None = None, count: int | None = None
+    ) -> list[SupervisorSpecRow]:
         """Versions newest first, for one supervisor or all of them."""
         query = select(SupervisorSpecRow).order_by(SupervisorSpecRow.id.desc())
         if supervisor_id is not None:

@@ -126,8 +126,15 @@ def resolve(bundle: JarBundle, cache: Path, mvn: str = "mvn") -> Path:
         (work / "settings.xml").write_text(_SETTINGS_XML)
         out = work / "jars"
         command = [
-            mvn, "-q", "-B", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
-            "dependency:copy-dependencies", "-DincludeScope=runtime",
+            mvn,
+            "-q",
+            "-B",
+            "-s",
+            str(work / "settings.xml"),
+            "-f",
+            str(work / "pom.xml"),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
             f"-DoutputDirectory={out}",
         ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -124,7 +124,9 @@ class LocalKafka:
             check=False,
         )
         if result.returncode != 0:
-            raise BrokerError(f"formatting the KRaft log dir failed: {result.stdout}{result.stderr}")
+            raise BrokerError(
+                f"formatting the KRaft log dir failed: {result.stdout}{result.stderr}"
+            )
 
     def start(self, timeout: float = 90.0) -> LocalKafka:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -149,12 +151,14 @@ class LocalKafka:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise BrokerError(f"the broker exited with {self.process.returncode}: {self._tail()}")
+                raise BrokerError(
+                    f"the broker exited with {self.process.returncode}: {self._tail()}"
+                )
             try:
                 metadata = admin.list_topics(timeout=1.0)
                 if metadata.brokers:
                     return
-            except Exception:  # noqa: BLE001 - not ready yet; the loop retries until the deadline
+            except Exception:
                 time.sleep(0.2)
         self.stop()
         raise BrokerError(f"the broker was not ready within {timeout:.0f}s: {self._tail()}")

@@ -49,12 +49,35 @@ class LocalPostgres:
     def start(self) -> LocalPostgres:
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run(_bin("initdb"), "-D", str(self.data), "-A", "trust", "-U", self.user,
-                  "--no-sync", "-E", "UTF8")
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
-        self._run(_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.log),
-                  "-w", "-t", "60", "start")
+        self._run(
+            _bin("initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            self.user,
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        )
+        self._run(
+            _bin("pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         return self
 
     def url(self, database: str = "postgres") -> str:
@@ -63,8 +86,9 @@ class LocalPostgres:
     def create_database(self, name: str) -> str:
         import psycopg
 
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres", autocommit=True
+        ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 

@@ -56,12 +56,22 @@ class Quickstart:
         log = (self.var_dir / "service.log").open("ab")
         self.service = subprocess.Popen(
             [
-                sys.executable, "-m", "supervisor.cli", "serve", "--port", str(self.port),
-                "--metadata-url", f"sqlite:///{self.var_dir / 'sluicegate.db'}",
-                "--deep-storage", str(self.var_dir / "segments"),
-                "--work-dir", str(self.var_dir / "work"),
+                sys.executable,
+                "-m",
+                "supervisor.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--metadata-url",
+                f"sqlite:///{self.var_dir / 'sluicegate.db'}",
+                "--deep-storage",
+                str(self.var_dir / "segments"),
+                "--work-dir",
+                str(self.var_dir / "work"),
             ],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         log.close()
         deadline = time.monotonic() + 60

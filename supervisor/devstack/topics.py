@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> bool:
     """Create a topic; False when it already exists."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name]
+    future = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
+        name
+    ]
     try:
         future.result(timeout)
     except KafkaException as exc:
@@ -49,8 +52,12 @@ def produce(
         producer.begin_transaction()
     count = 0
     for key, value in records:
-        kwargs = {"partition": partition} if partition is not None else {}
-        producer.produce(topic, value=value, key=key, on_delivery=_delivered, **kwargs)
+        if partition is None:
+            producer.produce(topic, value=value, key=key, on_delivery=_delivered)
+        else:
+            producer.produce(
+                topic, value=value, key=key, partition=partition, on_delivery=_delivered
+            )
         producer.poll(0)
         count += 1
     if transactional_id:

@@ -31,7 +31,6 @@ def check_period(name: str, value: str | None, *, positive: bool = True) -> None
         raise field_error(name, str(exc)) from None
 
 
-
 def _positive_period(value: str) -> str:
     duration_millis(value)
     return value

@@ -1,4 +1,4 @@
-"""Druid's dataSchema: timestampSpec, dimensionsSpec, metricsSpec, granularitySpec, transformSpec."""
+"""Druid's dataSchema: timestampSpec, dimensions, metrics, granularitySpec, transformSpec."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def is_joda_pattern(value: str) -> bool:
     """Letters outside quotes must all be Joda-Time pattern letters, and there must be some."""
     letters = [c for c in _QUOTED.sub("", value) if c.isascii() and c.isalpha()]
     return bool(letters) and all(c in _JODA_LETTERS for c in letters)
+
 
 # Standard granularities with their length in milliseconds (month and longer are approximate,
 # used only to compare one granularity with another).
@@ -47,11 +48,27 @@ AGGREGATORS_WITH_FIELD = {
     for op in ("Sum", "Min", "Max", "First", "Last", "Any")
 } | {"stringFirst", "stringLast", "stringAny"}
 AGGREGATORS = AGGREGATORS_WITH_FIELD | {
-    "count", "filtered", "expression", "javascript", "cardinality", "hyperUnique",
-    "thetaSketch", "HLLSketchBuild", "HLLSketchMerge", "quantilesDoublesSketch",
-    "arrayOfDoublesSketch", "KllDoublesSketch", "KllFloatsSketch", "tDigestSketch",
-    "momentSketch", "fixedBucketsHistogram", "approxHistogram", "approxHistogramFold",
-    "variance", "varianceFold", "bloom",
+    "count",
+    "filtered",
+    "expression",
+    "javascript",
+    "cardinality",
+    "hyperUnique",
+    "thetaSketch",
+    "HLLSketchBuild",
+    "HLLSketchMerge",
+    "quantilesDoublesSketch",
+    "arrayOfDoublesSketch",
+    "KllDoublesSketch",
+    "KllFloatsSketch",
+    "tDigestSketch",
+    "momentSketch",
+    "fixedBucketsHistogram",
+    "approxHistogram",
+    "approxHistogramFold",
+    "variance",
+    "varianceFold",
+    "bloom",
 }
 
 
@@ -156,7 +173,9 @@ class Aggregator(DruidModel):
         if self.type in AGGREGATORS_WITH_FIELD and (self.fieldName is None) == (
             self.expression is None
         ):
-            raise field_error("fieldName", f"a {self.type} needs exactly one of fieldName and expression")
+            raise field_error(
+                "fieldName", f"a {self.type} needs exactly one of fieldName and expression"
+            )
         if self.type == "filtered":
             extra = self.model_extra or {}
             if not isinstance(extra.get("aggregator"), dict) or not isinstance(
@@ -180,9 +199,7 @@ class GranularitySpec(DruidModel):
         if segment == GRANULARITIES["none"]:
             raise field_error("segmentGranularity", "NONE is not a segment granularity")
         if query > segment:
-            raise field_error(
-                "queryGranularity", "must not be coarser than segmentGranularity"
-            )
+            raise field_error("queryGranularity", "must not be coarser than segmentGranularity")
         return self
 
 
@@ -237,7 +254,9 @@ class DataSchema(DruidModel):
         seen: set[str] = set()
         for index, metric in enumerate(self.metricsSpec):
             if metric.name in seen:
-                raise field_error(f"metricsSpec[{index}].name", f"metric '{metric.name}' is defined twice")
+                raise field_error(
+                    f"metricsSpec[{index}].name", f"metric '{metric.name}' is defined twice"
+                )
             if metric.name in dimensions:
                 raise field_error(
                     f"metricsSpec[{index}].name",

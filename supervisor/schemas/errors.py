@@ -58,9 +58,7 @@ def from_validation_error(error: ValidationError, prefix: tuple[Any, ...] = ()) 
     seen: set[tuple[str, str]] = set()
     for item in error.errors(include_url=False):
         loc = [
-            part
-            for part in item["loc"]
-            if isinstance(part, int) or not _TYPE_TAGS.match(str(part))
+            part for part in item["loc"] if isinstance(part, int) or not _TYPE_TAGS.match(str(part))
         ]
         message = str(item["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
         match = _FIELD_PREFIX.match(message)

@@ -11,8 +11,19 @@ from supervisor.schemas.base import DruidModel, FixedPeriod, IsoDateTime, Positi
 from supervisor.schemas.errors import field_error
 
 INPUT_FORMATS = {
-    "json", "csv", "tsv", "delimited", "kafka", "regex", "avro_stream", "avro_ocf",
-    "protobuf", "parquet", "orc", "kinesis", "javascript",
+    "json",
+    "csv",
+    "tsv",
+    "delimited",
+    "kafka",
+    "regex",
+    "avro_stream",
+    "avro_ocf",
+    "protobuf",
+    "parquet",
+    "orc",
+    "kinesis",
+    "javascript",
 }
 
 
@@ -25,8 +36,10 @@ class InputFormat(DruidModel):
         if self.type not in INPUT_FORMATS:
             known = ", ".join(sorted(INPUT_FORMATS))
             raise field_error("type", f"unknown input format '{self.type}'; known: {known}")
-        if self.type in {"csv", "tsv", "delimited"} and not extra.get("columns") and not extra.get(
-            "findColumnsFromHeader"
+        if (
+            self.type in {"csv", "tsv", "delimited"}
+            and not extra.get("columns")
+            and not extra.get("findColumnsFromHeader")
         ):
             raise field_error("columns", f"a {self.type} input format needs its columns listed")
         if self.type == "kafka":
@@ -85,7 +98,8 @@ class KafkaIOConfig(DruidModel):
     consumerProperties: dict[str, Any]
     pollTimeout: int = Field(default=100, gt=0)
     useEarliestOffset: bool = Field(
-        default=False, validation_alias=AliasChoices("useEarliestOffset", "useEarliestSequenceNumber")
+        default=False,
+        validation_alias=AliasChoices("useEarliestOffset", "useEarliestSequenceNumber"),
     )
     inputFormat: InputFormat | None = None
     replicas: int = Field(default=1, ge=1)
@@ -122,7 +136,9 @@ class KafkaIOConfig(DruidModel):
             try:
                 re.compile(self.topicPattern)
             except re.error as exc:
-                raise field_error("topicPattern", f"is not a valid regular expression: {exc}") from None
+                raise field_error(
+                    "topicPattern", f"is not a valid regular expression: {exc}"
+                ) from None
         if self.lateMessageRejectionPeriod and self.lateMessageRejectionStartDateTime:
             raise field_error(
                 "lateMessageRejectionStartDateTime",

@@ -83,8 +83,14 @@ class SupervisorService:
             supervisor_id, datasource, payload, now, suspended=suspended, tombstone=tombstone
         )
         self.audit.add(
-            supervisor_id, "supervisor", action, actor.author, actor.comment,
-            actor.remote_address, mask_spec(payload), now,
+            supervisor_id,
+            "supervisor",
+            action,
+            actor.author,
+            actor.comment,
+            actor.remote_address,
+            mask_spec(payload),
+            now,
         )
         log.info("supervisor %s: %s (version %s)", supervisor_id, action, row.id)
         return row
@@ -101,8 +107,12 @@ class SupervisorService:
             if skip_if_unmodified and previous.payload == payload:
                 return supervisor_id
         self._append(
-            "update" if previous else "create", actor, supervisor_id, parsed.datasource,
-            payload, suspended=parsed.suspended,
+            "update" if previous else "create",
+            actor,
+            supervisor_id,
+            parsed.datasource,
+            payload,
+            suspended=parsed.suspended,
         )
         return supervisor_id
 
@@ -137,8 +147,12 @@ class SupervisorService:
             raise BadRequestError(f"[{supervisor_id}] is already {word}")
         payload = {**row.payload, "suspended": suspended}
         self._append(
-            "suspend" if suspended else "resume", actor, supervisor_id, row.datasource,
-            payload, suspended=suspended,
+            "suspend" if suspended else "resume",
+            actor,
+            supervisor_id,
+            row.datasource,
+            payload,
+            suspended=suspended,
         )
         return mask_spec(payload)
 

@@ -51,10 +51,22 @@ def test_list_variants(api: httpx.Client) -> None:
     assert full[0]["state"] == full[0]["detailedState"] == "PENDING"
     states = api.get(BASE, params={"state": "true"}).json()
     assert states == [
-        {"id": "a", "state": "PENDING", "detailedState": "PENDING", "healthy": True,
-         "dataSource": "a", "suspended": False},
-        {"id": "b", "state": "SUSPENDED", "detailedState": "SUSPENDED", "healthy": True,
-         "dataSource": "b", "suspended": True},
+        {
+            "id": "a",
+            "state": "PENDING",
+            "detailedState": "PENDING",
+            "healthy": True,
+            "dataSource": "a",
+            "suspended": False,
+        },
+        {
+            "id": "b",
+            "state": "SUSPENDED",
+            "detailedState": "SUSPENDED",
+            "healthy": True,
+            "dataSource": "b",
+            "suspended": True,
+        },
     ]
     system = api.get(f"{BASE}?system").json()
     assert system[0]["type"] == "kafka"
@@ -86,7 +98,9 @@ def test_update_may_not_change_the_stream(api: httpx.Client) -> None:
     submit(api, spec("wiki"))
     moved = submit(api, spec("wiki", topic="other"))
     assert moved.status_code == 400
-    assert "spec.ioConfig.topic: cannot change from 'wiki-edits' to 'other'" in moved.json()["error"]
+    assert (
+        "spec.ioConfig.topic: cannot change from 'wiki-edits' to 'other'" in moved.json()["error"]
+    )
     switched = spec("wiki")
     del switched["spec"]["ioConfig"]["topic"]
     switched["spec"]["ioConfig"]["topicPattern"] = "wiki-.*"
@@ -223,7 +237,9 @@ def test_bad_query_parameters_are_400(api: httpx.Client) -> None:
 SECRETS = {
     "bootstrap.servers": "127.0.0.1:9092",
     "security.protocol": "SASL_SSL",
-    "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";',
+    "sasl.jaas.config": (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'
+    ),
     "ssl.key.password": "k3y-pass",
     "ssl.keystore.password": "store-pass",
     "ssl.truststore.password": "trust-pass",
@@ -261,16 +277,20 @@ def test_secrets_are_stored_but_masked_everywhere(
     with engine.connect() as conn:
         from supervisor.db.models import SupervisorSpecRow
 
-        payload = conn.execute(
-            select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc())
-        ).scalars().first()
+        payload = (
+            conn.execute(select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc()))
+            .scalars()
+            .first()
+        )
         audits = conn.execute(select(AuditRow.payload)).scalars().all()
     engine.dispose()
     assert payload["spec"]["ioConfig"]["consumerProperties"] == SECRETS
     assert audits and all("hunter2" not in json.dumps(a) for a in audits)
 
 
-def test_resubmitting_a_masked_spec_keeps_the_secret(api: httpx.Client, service: RunningService) -> None:
+def test_resubmitting_a_masked_spec_keeps_the_secret(
+    api: httpx.Client, service: RunningService
+) -> None:
     submit(api, spec("wiki", consumerProperties=dict(SECRETS)))
     fetched = api.get(f"{BASE}/wiki").json()
     fetched["spec"]["ioConfig"]["taskCount"] = 5
@@ -279,11 +299,16 @@ def test_resubmitting_a_masked_spec_keeps_the_secret(api: httpx.Client, service:
     from supervisor.db.models import SupervisorSpecRow
 
     with engine.connect() as conn:
-        payload = conn.execute(
-            select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc())
-        ).scalars().first()
+        payload = (
+            conn.execute(select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc()))
+            .scalars()
+            .first()
+        )
     engine.dispose()
-    assert payload["spec"]["ioConfig"]["consumerProperties"]["sasl.jaas.config"] == SECRETS["sasl.jaas.config"]
+    assert (
+        payload["spec"]["ioConfig"]["consumerProperties"]["sasl.jaas.config"]
+        == SECRETS["sasl.jaas.config"]
+    )
     assert payload["spec"]["ioConfig"]["taskCount"] == 5
     fresh = spec("other", consumerProperties={"bootstrap.servers": "x:1", "ssl.key.password": MASK})
     response = submit(api, fresh)
@@ -291,7 +316,9 @@ def test_resubmitting_a_masked_spec_keeps_the_secret(api: httpx.Client, service:
     assert "ssl.key.password: holds the placeholder" in response.json()["error"]
 
 
-def test_changes_are_audited_with_author_and_comment(api: httpx.Client, service: RunningService) -> None:
+def test_changes_are_audited_with_author_and_comment(
+    api: httpx.Client, service: RunningService
+) -> None:
     api.post(BASE, json=spec("wiki"), headers={"X-Druid-Author": "ada", "X-Druid-Comment": "first"})
     api.post(f"{BASE}/wiki/suspend", headers={"X-Druid-Author": "grace"})
     api.post(f"{BASE}/wiki/terminate")
@@ -300,7 +327,9 @@ def test_changes_are_audited_with_author_and_comment(api: httpx.Client, service:
         rows = conn.execute(select(AuditRow).order_by(AuditRow.id)).all()
     engine.dispose()
     assert [(r.action, r.author, r.comment) for r in rows] == [
-        ("create", "ada", "first"), ("suspend", "grace", ""), ("terminate", "", "")
+        ("create", "ada", "first"),
+        ("suspend", "grace", ""),
+        ("terminate", "", ""),
     ]
     assert all(r.audit_key == "wiki" and r.remote_address == "127.0.0.1" for r in rows)
 

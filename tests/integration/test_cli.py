@@ -116,9 +116,19 @@ def test_serve_runs_migrations_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "SLUICEGATE_METADATA_URL": f"sqlite:///{tmp_path / 'env.db'}"}
     process = subprocess.Popen(
-        [_sluicegate(), "serve", "--port", str(port), "--deep-storage", str(tmp_path / "seg"),
-         "--work-dir", str(tmp_path / "work")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            _sluicegate(),
+            "serve",
+            "--port",
+            str(port),
+            "--deep-storage",
+            str(tmp_path / "seg"),
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         assert wait_for_port("127.0.0.1", port, 60), "serve did not listen"
@@ -142,7 +152,9 @@ def test_kafka_local_runs_a_broker_until_sigint(tmp_path: Path, jar_cache: Path)
     port = free_port()
     process = subprocess.Popen(
         [_sluicegate(), "kafka-local", "--port", str(port), "--data-dir", str(tmp_path / "k")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -163,11 +175,24 @@ def test_kafka_local_runs_a_broker_until_sigint(tmp_path: Path, jar_cache: Path)
 def test_quickstart_once(tmp_path: Path, jar_cache: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [_sluicegate(), "quickstart", "--once", "--kafka-port", str(free_port()),
-         "--port", str(free_port()), "--var", str(tmp_path / "qs"),
-         "--spec", str(root / "examples/wikipedia-supervisor.json"),
-         "--data", str(root / "examples/wikipedia-sample.jsonl")],
-        capture_output=True, text=True, timeout=300,
+        [
+            _sluicegate(),
+            "quickstart",
+            "--once",
+            "--kafka-port",
+            str(free_port()),
+            "--port",
+            str(free_port()),
+            "--var",
+            str(tmp_path / "qs"),
+            "--spec",
+            str(root / "examples/wikipedia-supervisor.json"),
+            "--data",
+            str(root / "examples/wikipedia-sample.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "created topic wikipedia (3 partitions) with 200 records" in result.stdout

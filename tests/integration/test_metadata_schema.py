@@ -19,5 +19,11 @@ def test_migrations_match_the_models(metadata_url: str) -> None:
         tables = set(inspect(conn).get_table_names())
     engine.dispose()
     assert diff == []
-    assert {"supervisor_specs", "tasks", "committed_offsets", "segments", "audit_log",
-            "alembic_version"} <= tables
+    assert {
+        "supervisor_specs",
+        "tasks",
+        "committed_offsets",
+        "segments",
+        "audit_log",
+        "alembic_version",
+    } <= tables

@@ -22,12 +22,14 @@ def test_produce_and_consume_through_the_broker(kafka: LocalKafka) -> None:
     assert create_topic(kafka.bootstrap_servers, topic, 2) is False
     records = [(f"k{i}".encode(), json.dumps({"n": i}).encode()) for i in range(50)]
     assert produce(kafka.bootstrap_servers, topic, records, partition=1) == 50
-    consumer = Consumer({
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "group.id": f"g-{topic}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "group.id": f"g-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.assign([TopicPartition(topic, 1, 0)])
     seen: list[int] = []
     while len(seen) < 50:
@@ -45,9 +47,12 @@ def test_spark_reads_an_exact_offset_range(kafka: LocalKafka, spark) -> None:
     topic = _topic()
     create_topic(kafka.bootstrap_servers, topic, 3)
     for partition in range(3):
-        produce(kafka.bootstrap_servers, topic,
-                ((None, json.dumps({"p": partition, "i": i}).encode()) for i in range(20)),
-                partition=partition)
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            ((None, json.dumps({"p": partition, "i": i}).encode()) for i in range(20)),
+            partition=partition,
+        )
     start = {0: 0, 1: 5, 2: 19}
     end = {0: 10, 1: 12, 2: 20}
     frame = read_range(spark, kafka.bootstrap_servers, topic, start, end)
@@ -63,11 +68,23 @@ def test_spark_skips_transaction_markers_and_aborted_records(kafka: LocalKafka, 
     """read_committed: a committed transaction's control records leave gaps, not data loss."""
     topic = _topic()
     create_topic(kafka.bootstrap_servers, topic, 1)
-    produce(kafka.bootstrap_servers, topic, ((None, f"{i}".encode()) for i in range(5)),
-            partition=0, transactional_id=f"tx-{topic}")
-    produce(kafka.bootstrap_servers, topic, ((None, f"{i}".encode()) for i in range(5, 8)),
-            partition=0, transactional_id=f"tx-{topic}")
+    produce(
+        kafka.bootstrap_servers,
+        topic,
+        ((None, f"{i}".encode()) for i in range(5)),
+        partition=0,
+        transactional_id=f"tx-{topic}",
+    )
+    produce(
+        kafka.bootstrap_servers,
+        topic,
+        ((None, f"{i}".encode()) for i in range(5, 8)),
+        partition=0,
+        transactional_id=f"tx-{topic}",
+    )
     # 5 records + a commit marker, then 3 records + a commit marker: offsets 0..9
     frame = read_range(spark, kafka.bootstrap_servers, topic, {0: 0}, {0: 10})
-    values = sorted(int(r["v"]) for r in frame.select(frame.value.cast("string").alias("v")).collect())
+    values = sorted(
+        int(r["v"]) for r in frame.select(frame.value.cast("string").alias("v")).collect()
+    )
     assert values == list(range(8))

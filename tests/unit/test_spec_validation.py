@@ -24,56 +24,150 @@ INVALID: list[tuple[str, Any, str, str]] = [
     (f"{DS}.dataSource", ".hidden", f"{DS}.dataSource", "cannot start with '.'"),
     (f"{DS}.dataSource", "a/b", f"{DS}.dataSource", "cannot contain '/'"),
     (f"{DS}.dataSource", "a\tb", f"{DS}.dataSource", "whitespace"),
-    (f"{DS}.timestampSpec.format", "sometimes", f"{DS}.timestampSpec.format", "unknown timestamp format"),
-    (f"{DS}.dimensionsSpec.dimensions", ["a", "a"], f"{DS}.dimensionsSpec.dimensions[1]", "listed twice"),
-    (f"{DS}.dimensionsSpec.dimensions", [{"type": "blob", "name": "x"}],
-     f"{DS}.dimensionsSpec.dimensions[0].type", "Input should be"),
-    (f"{DS}.dimensionsSpec.dimensions", [{"type": "long"}],
-     f"{DS}.dimensionsSpec.dimensions[0].name", "Field required"),
-    (f"{DS}.dimensionsSpec.dimensionExclusions", ["channel"],
-     f"{DS}.dimensionsSpec.dimensions[0]", "both a dimension and excluded"),
-    (f"{DS}.dimensionsSpec.dimensions", ["__time"],
-     f"{DS}.dimensionsSpec.dimensions[0]", "forceSegmentSortByTime"),
-    (f"{DS}.metricsSpec", [{"type": "longSum", "name": "x"}],
-     f"{DS}.metricsSpec[0].fieldName", "exactly one of fieldName and expression"),
-    (f"{DS}.metricsSpec", [{"type": "hyperLogLogPlus", "name": "x"}],
-     f"{DS}.metricsSpec[0].type", "unknown aggregator type"),
+    (
+        f"{DS}.timestampSpec.format",
+        "sometimes",
+        f"{DS}.timestampSpec.format",
+        "unknown timestamp format",
+    ),
+    (
+        f"{DS}.dimensionsSpec.dimensions",
+        ["a", "a"],
+        f"{DS}.dimensionsSpec.dimensions[1]",
+        "listed twice",
+    ),
+    (
+        f"{DS}.dimensionsSpec.dimensions",
+        [{"type": "blob", "name": "x"}],
+        f"{DS}.dimensionsSpec.dimensions[0].type",
+        "Input should be",
+    ),
+    (
+        f"{DS}.dimensionsSpec.dimensions",
+        [{"type": "long"}],
+        f"{DS}.dimensionsSpec.dimensions[0].name",
+        "Field required",
+    ),
+    (
+        f"{DS}.dimensionsSpec.dimensionExclusions",
+        ["channel"],
+        f"{DS}.dimensionsSpec.dimensions[0]",
+        "both a dimension and excluded",
+    ),
+    (
+        f"{DS}.dimensionsSpec.dimensions",
+        ["__time"],
+        f"{DS}.dimensionsSpec.dimensions[0]",
+        "forceSegmentSortByTime",
+    ),
+    (
+        f"{DS}.metricsSpec",
+        [{"type": "longSum", "name": "x"}],
+        f"{DS}.metricsSpec[0].fieldName",
+        "exactly one of fieldName and expression",
+    ),
+    (
+        f"{DS}.metricsSpec",
+        [{"type": "hyperLogLogPlus", "name": "x"}],
+        f"{DS}.metricsSpec[0].type",
+        "unknown aggregator type",
+    ),
     (f"{DS}.metricsSpec", [{"type": "count"}], f"{DS}.metricsSpec[0].name", "Field required"),
-    (f"{DS}.metricsSpec", [{"type": "count", "name": "c"}, {"type": "count", "name": "c"}],
-     f"{DS}.metricsSpec[1].name", "defined twice"),
-    (f"{DS}.metricsSpec", [{"type": "count", "name": "channel"}],
-     f"{DS}.metricsSpec[0].name", "both a dimension and a metric"),
-    (f"{DS}.metricsSpec", [{"type": "filtered", "name": "f"}],
-     f"{DS}.metricsSpec[0].aggregator", "needs aggregator and filter"),
-    (f"{DS}.granularitySpec.segmentGranularity", "fortnight",
-     f"{DS}.granularitySpec.segmentGranularity", "unknown granularity 'fortnight'"),
-    (f"{DS}.granularitySpec.segmentGranularity", "none",
-     f"{DS}.granularitySpec.segmentGranularity", "not a segment granularity"),
-    (f"{DS}.granularitySpec.queryGranularity", "DAY",
-     f"{DS}.granularitySpec.queryGranularity", "coarser than segmentGranularity"),
-    (f"{DS}.granularitySpec.queryGranularity", {"type": "period"},
-     f"{DS}.granularitySpec.queryGranularity.period", "is required"),
-    (f"{DS}.granularitySpec.queryGranularity", {"type": "duration", "duration": -5},
-     f"{DS}.granularitySpec.queryGranularity.duration", "positive"),
+    (
+        f"{DS}.metricsSpec",
+        [{"type": "count", "name": "c"}, {"type": "count", "name": "c"}],
+        f"{DS}.metricsSpec[1].name",
+        "defined twice",
+    ),
+    (
+        f"{DS}.metricsSpec",
+        [{"type": "count", "name": "channel"}],
+        f"{DS}.metricsSpec[0].name",
+        "both a dimension and a metric",
+    ),
+    (
+        f"{DS}.metricsSpec",
+        [{"type": "filtered", "name": "f"}],
+        f"{DS}.metricsSpec[0].aggregator",
+        "needs aggregator and filter",
+    ),
+    (
+        f"{DS}.granularitySpec.segmentGranularity",
+        "fortnight",
+        f"{DS}.granularitySpec.segmentGranularity",
+        "unknown granularity 'fortnight'",
+    ),
+    (
+        f"{DS}.granularitySpec.segmentGranularity",
+        "none",
+        f"{DS}.granularitySpec.segmentGranularity",
+        "not a segment granularity",
+    ),
+    (
+        f"{DS}.granularitySpec.queryGranularity",
+        "DAY",
+        f"{DS}.granularitySpec.queryGranularity",
+        "coarser than segmentGranularity",
+    ),
+    (
+        f"{DS}.granularitySpec.queryGranularity",
+        {"type": "period"},
+        f"{DS}.granularitySpec.queryGranularity.period",
+        "is required",
+    ),
+    (
+        f"{DS}.granularitySpec.queryGranularity",
+        {"type": "duration", "duration": -5},
+        f"{DS}.granularitySpec.queryGranularity.duration",
+        "positive",
+    ),
     (f"{DS}.granularitySpec.rollup", "maybe", f"{DS}.granularitySpec.rollup", "valid boolean"),
-    (f"{DS}.transformSpec.transforms", [{"type": "expression", "name": "x", "expression": "1"},
-                                        {"type": "expression", "name": "x", "expression": "2"}],
-     f"{DS}.transformSpec.transforms[1].name", "defined twice"),
-    (f"{DS}.transformSpec.transforms", [{"type": "javascript", "name": "x", "expression": "1"}],
-     f"{DS}.transformSpec.transforms[0].type", "Input should be 'expression'"),
-    (f"{DS}.transformSpec.filter", {"dimension": "x"}, f"{DS}.transformSpec.filter.type", "needs a type"),
+    (
+        f"{DS}.transformSpec.transforms",
+        [
+            {"type": "expression", "name": "x", "expression": "1"},
+            {"type": "expression", "name": "x", "expression": "2"},
+        ],
+        f"{DS}.transformSpec.transforms[1].name",
+        "defined twice",
+    ),
+    (
+        f"{DS}.transformSpec.transforms",
+        [{"type": "javascript", "name": "x", "expression": "1"}],
+        f"{DS}.transformSpec.transforms[0].type",
+        "Input should be 'expression'",
+    ),
+    (
+        f"{DS}.transformSpec.filter",
+        {"dimension": "x"},
+        f"{DS}.transformSpec.filter.type",
+        "needs a type",
+    ),
     (f"{IO}.topic", ..., f"{IO}.topic", "exactly one of topic and topicPattern"),
     (f"{IO}.topicPattern", "wiki-.*", f"{IO}.topic", "exactly one of topic and topicPattern"),
     (f"{IO}.topic", "", f"{IO}.topic", "cannot be empty"),
     (f"{IO}.consumerProperties", ..., f"{IO}.consumerProperties", "Field required"),
-    (f"{IO}.consumerProperties", {"group.id": "x"},
-     f"{IO}.consumerProperties.bootstrap.servers", "must hold bootstrap.servers"),
-    (f"{IO}.consumerProperties", {"bootstrap.servers": " "},
-     f"{IO}.consumerProperties.bootstrap.servers", "must hold bootstrap.servers"),
+    (
+        f"{IO}.consumerProperties",
+        {"group.id": "x"},
+        f"{IO}.consumerProperties.bootstrap.servers",
+        "must hold bootstrap.servers",
+    ),
+    (
+        f"{IO}.consumerProperties",
+        {"bootstrap.servers": " "},
+        f"{IO}.consumerProperties.bootstrap.servers",
+        "must hold bootstrap.servers",
+    ),
     (f"{IO}.inputFormat", ..., f"{IO}.inputFormat", "is required"),
     (f"{IO}.inputFormat", {"type": "xml"}, f"{IO}.inputFormat.type", "unknown input format 'xml'"),
     (f"{IO}.inputFormat", {"type": "csv"}, f"{IO}.inputFormat.columns", "needs its columns"),
-    (f"{IO}.inputFormat", {"type": "kafka"}, f"{IO}.inputFormat.valueFormat", "needs a valueFormat"),
+    (
+        f"{IO}.inputFormat",
+        {"type": "kafka"},
+        f"{IO}.inputFormat.valueFormat",
+        "needs a valueFormat",
+    ),
     (f"{IO}.taskCount", 0, f"{IO}.taskCount", "greater than or equal to 1"),
     (f"{IO}.taskCount", "two", f"{IO}.taskCount", "valid integer"),
     (f"{IO}.replicas", -1, f"{IO}.replicas", "greater than or equal to 1"),
@@ -86,34 +180,84 @@ INVALID: list[tuple[str, Any, str, str]] = [
     (f"{IO}.startDelay", "soon", f"{IO}.startDelay", "not an ISO-8601 period"),
     (f"{IO}.lateMessageRejectionPeriod", "P1X", f"{IO}.lateMessageRejectionPeriod", "ISO-8601"),
     (f"{IO}.earlyMessageRejectionPeriod", "x", f"{IO}.earlyMessageRejectionPeriod", "ISO-8601"),
-    (f"{IO}.lateMessageRejectionStartDateTime", "yesterday",
-     f"{IO}.lateMessageRejectionStartDateTime", "not an ISO-8601 date-time"),
+    (
+        f"{IO}.lateMessageRejectionStartDateTime",
+        "yesterday",
+        f"{IO}.lateMessageRejectionStartDateTime",
+        "not an ISO-8601 date-time",
+    ),
     (f"{IO}.topicPattern", "wiki-(", f"{IO}.topic", "exactly one of topic and topicPattern"),
     (f"{IO}.stopTaskCount", 0, f"{IO}.stopTaskCount", "greater than 0"),
-    (f"{IO}.autoScalerConfig", {"enableTaskAutoScaler": True, "taskCountMin": 1},
-     f"{IO}.autoScalerConfig.taskCountMax", "is required"),
-    (f"{IO}.autoScalerConfig", {"enableTaskAutoScaler": True, "taskCountMax": 2},
-     f"{IO}.autoScalerConfig.taskCountMin", "is required"),
-    (f"{IO}.autoScalerConfig", {"enableTaskAutoScaler": True, "taskCountMax": 2, "taskCountMin": 3},
-     f"{IO}.autoScalerConfig.taskCountMin", "not be greater than taskCountMax"),
-    (f"{IO}.autoScalerConfig", {"enableTaskAutoScaler": True, "taskCountMax": 4, "taskCountMin": 2,
-                                "taskCountStart": 5},
-     f"{IO}.autoScalerConfig.taskCountStart", "between taskCountMin and taskCountMax"),
-    (f"{IO}.autoScalerConfig", {"triggerScaleOutFractionThreshold": 1.5},
-     f"{IO}.autoScalerConfig.triggerScaleOutFractionThreshold", "less than or equal to 1"),
-    (f"{IO}.autoScalerConfig", {"stopTaskCountRatio": 0},
-     f"{IO}.autoScalerConfig.stopTaskCountRatio", "greater than 0"),
-    (f"{IO}.autoScalerConfig", {"lagAggregate": "MEDIAN"},
-     f"{IO}.autoScalerConfig.lagAggregate", "Input should be"),
-    (f"{IO}.idleConfig", {"enabled": True, "inactiveAfterMillis": 0},
-     f"{IO}.idleConfig.inactiveAfterMillis", "greater than 0"),
+    (
+        f"{IO}.autoScalerConfig",
+        {"enableTaskAutoScaler": True, "taskCountMin": 1},
+        f"{IO}.autoScalerConfig.taskCountMax",
+        "is required",
+    ),
+    (
+        f"{IO}.autoScalerConfig",
+        {"enableTaskAutoScaler": True, "taskCountMax": 2},
+        f"{IO}.autoScalerConfig.taskCountMin",
+        "is required",
+    ),
+    (
+        f"{IO}.autoScalerConfig",
+        {"enableTaskAutoScaler": True, "taskCountMax": 2, "taskCountMin": 3},
+        f"{IO}.autoScalerConfig.taskCountMin",
+        "not be greater than taskCountMax",
+    ),
+    (
+        f"{IO}.autoScalerConfig",
+        {"enableTaskAutoScaler": True, "taskCountMax": 4, "taskCountMin": 2, "taskCountStart": 5},
+        f"{IO}.autoScalerConfig.taskCountStart",
+        "between taskCountMin and taskCountMax",
+    ),
+    (
+        f"{IO}.autoScalerConfig",
+        {"triggerScaleOutFractionThreshold": 1.5},
+        f"{IO}.autoScalerConfig.triggerScaleOutFractionThreshold",
+        "less than or equal to 1",
+    ),
+    (
+        f"{IO}.autoScalerConfig",
+        {"stopTaskCountRatio": 0},
+        f"{IO}.autoScalerConfig.stopTaskCountRatio",
+        "greater than 0",
+    ),
+    (
+        f"{IO}.autoScalerConfig",
+        {"lagAggregate": "MEDIAN"},
+        f"{IO}.autoScalerConfig.lagAggregate",
+        "Input should be",
+    ),
+    (
+        f"{IO}.idleConfig",
+        {"enabled": True, "inactiveAfterMillis": 0},
+        f"{IO}.idleConfig.inactiveAfterMillis",
+        "greater than 0",
+    ),
     (f"{IO}.type", "kinesis", f"{IO}.type", "Input should be 'kafka'"),
     (f"{TUNING}.maxRowsInMemory", 0, f"{TUNING}.maxRowsInMemory", "greater than 0"),
     (f"{TUNING}.maxRowsPerSegment", -3, f"{TUNING}.maxRowsPerSegment", "greater than 0"),
     (f"{TUNING}.maxTotalRows", 0, f"{TUNING}.maxTotalRows", "greater than 0"),
-    (f"{TUNING}.intermediatePersistPeriod", "10m", f"{TUNING}.intermediatePersistPeriod", "ISO-8601"),
-    (f"{TUNING}.handoffConditionTimeout", -1, f"{TUNING}.handoffConditionTimeout", "greater than or equal to 0"),
-    (f"{TUNING}.maxParseExceptions", -1, f"{TUNING}.maxParseExceptions", "greater than or equal to 0"),
+    (
+        f"{TUNING}.intermediatePersistPeriod",
+        "10m",
+        f"{TUNING}.intermediatePersistPeriod",
+        "ISO-8601",
+    ),
+    (
+        f"{TUNING}.handoffConditionTimeout",
+        -1,
+        f"{TUNING}.handoffConditionTimeout",
+        "greater than or equal to 0",
+    ),
+    (
+        f"{TUNING}.maxParseExceptions",
+        -1,
+        f"{TUNING}.maxParseExceptions",
+        "greater than or equal to 0",
+    ),
     (f"{TUNING}.httpTimeout", "ten seconds", f"{TUNING}.httpTimeout", "ISO-8601"),
     (f"{TUNING}.offsetFetchPeriod", "PT0S", f"{TUNING}.offsetFetchPeriod", "longer than zero"),
     (f"{TUNING}.numPersistThreads", 0, f"{TUNING}.numPersistThreads", "greater than or equal to 1"),
@@ -122,8 +266,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "field", "reason"), INVALID, ids=[f"{r[0]}={r[1]!r}"[:60] for r in INVALID])
-def test_invalid_specs_name_the_field_and_reason(path: str, value: Any, field: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "value", "field", "reason"), INVALID, ids=[f"{r[0]}={r[1]!r}"[:60] for r in INVALID]
+)
+def test_invalid_specs_name_the_field_and_reason(
+    path: str, value: Any, field: str, reason: str
+) -> None:
     body = set_path(spec(), path, value)
     with pytest.raises(SpecError) as raised:
         parse_supervisor_spec(body)
@@ -137,13 +285,25 @@ def test_druid_defaults_are_filled_in() -> None:
     io, tuning = parsed.spec.ioConfig, parsed.spec.tuningConfig
     assert (io.taskCount, io.replicas, io.taskDuration, io.startDelay) == (1, 1, "PT1H", "PT5S")
     assert (io.period, io.completionTimeout, io.useEarliestOffset, io.pollTimeout) == (
-        "PT30S", "PT30M", False, 100)
+        "PT30S",
+        "PT30M",
+        False,
+        100,
+    )
     assert (tuning.maxRowsInMemory, tuning.maxRowsPerSegment, tuning.maxTotalRows) == (
-        150_000, 5_000_000, 20_000_000)
+        150_000,
+        5_000_000,
+        20_000_000,
+    )
     assert (tuning.intermediatePersistPeriod, tuning.intermediateHandoffPeriod) == (
-        "PT10M", "P2147483647D")
+        "PT10M",
+        "P2147483647D",
+    )
     assert (tuning.handoffConditionTimeout, tuning.chatRetries, tuning.httpTimeout) == (
-        900_000, 8, "PT10S")
+        900_000,
+        8,
+        "PT10S",
+    )
     assert (tuning.maxParseExceptions, tuning.maxSavedParseExceptions) == (2_147_483_647, 0)
     assert (tuning.offsetFetchPeriod, tuning.repartitionTransitionDuration) == ("PT30S", "PT2M")
     assert parsed.supervisor_id == "wiki"
@@ -160,7 +320,7 @@ def test_legacy_top_level_layout_is_accepted() -> None:
 def test_both_layouts_must_agree() -> None:
     body = spec()
     body["ioConfig"] = {**body["spec"]["ioConfig"], "topic": "other"}
-    with pytest.raises(SpecError, match="ioConfig: differs from spec.ioConfig"):
+    with pytest.raises(SpecError, match=r"ioConfig: differs from spec\.ioConfig"):
         parse_supervisor_spec(body)
 
 
@@ -188,8 +348,9 @@ def test_report_parse_exceptions_means_fail_on_first() -> None:
 
 
 def test_late_rejection_period_and_start_time_are_exclusive() -> None:
-    body = spec(lateMessageRejectionPeriod="PT1H",
-                lateMessageRejectionStartDateTime="2026-01-01T00:00:00Z")
+    body = spec(
+        lateMessageRejectionPeriod="PT1H", lateMessageRejectionStartDateTime="2026-01-01T00:00:00Z"
+    )
     with pytest.raises(SpecError, match="cannot be combined with lateMessageRejectionPeriod"):
         parse_supervisor_spec(body)
 
@@ -222,7 +383,9 @@ def test_body_must_be_an_object(body: Any) -> None:
         parse_supervisor_spec(body)
 
 
-@pytest.mark.parametrize("pattern", ["yyyy-MM-dd HH:mm:ss", "dd/MM/yyyy'T'HH:mm", "EEE, d MMM yyyy HH:mm:ss Z"])
+@pytest.mark.parametrize(
+    "pattern", ["yyyy-MM-dd HH:mm:ss", "dd/MM/yyyy'T'HH:mm", "EEE, d MMM yyyy HH:mm:ss Z"]
+)
 def test_joda_timestamp_patterns_are_accepted(pattern: str) -> None:
     body = set_path(spec(), "spec.dataSchema.timestampSpec.format", pattern)
     assert parse_supervisor_spec(body).spec.dataSchema.timestampSpec.format == pattern

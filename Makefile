@@ -1,0 +1,43 @@
+# Sluicegate developer entry points. `make setup` is idempotent; `make test` is what CI runs.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup system-deps jars lint format test quickstart openapi clean
+
+setup: system-deps $(STAMP) jars
+
+system-deps:
+	@bash .ci/system-deps.sh
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+jars: $(STAMP)
+	$(BIN)/sluicegate resolve-jars
+
+lint: $(STAMP)
+	$(BIN)/ruff check supervisor tasks migrations tests
+	$(BIN)/ruff format --check supervisor tasks migrations tests
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format supervisor tasks migrations tests
+	$(BIN)/ruff check --fix supervisor tasks migrations tests
+
+test: setup lint
+	$(BIN)/pytest
+
+quickstart: setup
+	$(BIN)/sluicegate quickstart
+
+openapi: $(STAMP)
+	$(BIN)/python -m supervisor.openapi > openapi.yaml
+
+clean:
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache
