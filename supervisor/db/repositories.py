@@ -103,7 +103,3 @@ class AuditRepository:
                 created_at=created_at,
             )
         )
-
-    def for_key(self, key: str) -> list[AuditRow]:
-        query = select(AuditRow).where(AuditRow.audit_key == key).order_by(AuditRow.id)
-        return list(self.session.scalars(query))

@@ -145,6 +145,3 @@ class KafkaIOConfig(DruidModel):
                 "cannot be combined with lateMessageRejectionPeriod",
             )
         return self
-
-    def stream_name(self) -> str:
-        return self.topic if self.topic is not None else f"{self.topicPattern}"

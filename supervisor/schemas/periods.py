@@ -39,9 +39,6 @@ class Period:
             + self.millis
         )
 
-    def to_seconds(self) -> float:
-        return self.to_millis() / 1000.0
-
 
 def parse_period(text: str) -> Period:
     """Parse an ISO-8601 period; a ValueError names what is wrong."""

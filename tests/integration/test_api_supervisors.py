@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
-from supervisor.db.models import AuditRow
+from supervisor.db.models import AuditRow, SupervisorSpecRow
 from supervisor.schemas.secrets import MASK
 from tests.conftest import RunningService
 from tests.specs import spec
 
 BASE = "/druid/indexer/v1/supervisor"
+
+
+def db_rows(service: RunningService, query: Any) -> list[Any]:
+    """Rows straight from the service's metadata DB."""
+    engine = make_engine(service.settings.metadata_url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(query).all())
+    finally:
+        engine.dispose()
+
+
+def latest_stored_spec(service: RunningService) -> dict[str, Any]:
+    query = select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc()).limit(1)
+    payload: dict[str, Any] = db_rows(service, query)[0][0]
+    return payload
 
 
 def submit(api: httpx.Client, body: dict, **params: str) -> httpx.Response:
@@ -273,17 +290,8 @@ def test_secrets_are_stored_but_masked_everywhere(
     assert props["bootstrap.servers"] == "127.0.0.1:9092"
     assert "hunter2" not in caplog.text
     # stored as given
-    engine = make_engine(service.settings.metadata_url)
-    with engine.connect() as conn:
-        from supervisor.db.models import SupervisorSpecRow
-
-        payload = (
-            conn.execute(select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc()))
-            .scalars()
-            .first()
-        )
-        audits = conn.execute(select(AuditRow.payload)).scalars().all()
-    engine.dispose()
+    payload = latest_stored_spec(service)
+    audits = [row[0] for row in db_rows(service, select(AuditRow.payload))]
     assert payload["spec"]["ioConfig"]["consumerProperties"] == SECRETS
     assert audits and all("hunter2" not in json.dumps(a) for a in audits)
 
@@ -295,16 +303,7 @@ def test_resubmitting_a_masked_spec_keeps_the_secret(
     fetched = api.get(f"{BASE}/wiki").json()
     fetched["spec"]["ioConfig"]["taskCount"] = 5
     assert submit(api, fetched).status_code == 200
-    engine = make_engine(service.settings.metadata_url)
-    from supervisor.db.models import SupervisorSpecRow
-
-    with engine.connect() as conn:
-        payload = (
-            conn.execute(select(SupervisorSpecRow.payload).order_by(SupervisorSpecRow.id.desc()))
-            .scalars()
-            .first()
-        )
-    engine.dispose()
+    payload = latest_stored_spec(service)
     assert (
         payload["spec"]["ioConfig"]["consumerProperties"]["sasl.jaas.config"]
         == SECRETS["sasl.jaas.config"]
@@ -322,10 +321,7 @@ def test_changes_are_audited_with_author_and_comment(
     api.post(BASE, json=spec("wiki"), headers={"X-Druid-Author": "ada", "X-Druid-Comment": "first"})
     api.post(f"{BASE}/wiki/suspend", headers={"X-Druid-Author": "grace"})
     api.post(f"{BASE}/wiki/terminate")
-    engine = make_engine(service.settings.metadata_url)
-    with engine.connect() as conn:
-        rows = conn.execute(select(AuditRow).order_by(AuditRow.id)).all()
-    engine.dispose()
+    rows = db_rows(service, select(AuditRow).order_by(AuditRow.id))
     assert [(r.action, r.author, r.comment) for r in rows] == [
         ("create", "ada", "first"),
         ("suspend", "grace", ""),
