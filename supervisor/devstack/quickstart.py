@@ -119,8 +119,9 @@ class Quickstart:
             if response.status_code != 200:
                 raise CliError(f"submitting the spec failed: {response.text}", 1)
             supervisor_id = response.json()["id"]
-            state = httpx.get(f"{self.url}/druid/indexer/v1/supervisor", params={"state": "true"})
-            click.echo(f"submitted supervisor {supervisor_id}: {state.json()}")
+            states = httpx.get(f"{self.url}/druid/indexer/v1/supervisor", params={"state": "true"})
+            state = {entry["id"]: entry["state"] for entry in states.json()}.get(supervisor_id)
+            click.echo(f"submitted supervisor {supervisor_id} (state {state})")
             click.echo(
                 f"\n  service:    {self.url}\n  kafka:      {broker.bootstrap_servers}\n"
                 f"  try:        sluicegate supervisor --url {self.url} list\n"

@@ -37,7 +37,13 @@ def produce(
     transactional_id: str | None = None,
 ) -> int:
     """Produce (key, value) records and wait for every delivery; return how many were sent."""
-    config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    # log_level 3: librdkafka's retry warnings while a fresh broker loads its coordinators are noise
+    config = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 5,
+        "enable.idempotence": True,
+        "log_level": 3,
+    }
     if transactional_id:
         config["transactional.id"] = transactional_id
     producer = Producer(config)
