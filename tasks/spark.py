@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ def build_session(
         .appName(app_name)
         .config("spark.jars", classpath)
         .config("spark.ui.enabled", "false")
+        # Python workers run the driver's interpreter (the venv), not whatever python3 is on PATH.
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
