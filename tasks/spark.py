@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,15 @@ def build_session(
     """Start (or reuse) a SparkSession that can read Kafka; no download happens at run time."""
     from pyspark.sql import SparkSession
 
+    # Python workers must run the driver's interpreter (the venv), not whatever python3 is on
+    # PATH; pyspark reads this variable when it creates the SparkContext.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     classpath = ",".join(str(jar) for jar in jars(spark_kafka_bundle(), jar_cache))
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.jars", classpath)
         .config("spark.ui.enabled", "false")
-        # Python workers run the driver's interpreter (the venv), not whatever python3 is on PATH.
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
