@@ -5,10 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from supervisor.db.models import AuditRow, SupervisorSpecRow
+from supervisor.db.models import (
+    AuditRow,
+    CommittedOffsetsRow,
+    SegmentRow,
+    SupervisorSpecRow,
+)
 
 
 class SpecRepository:
@@ -103,3 +108,71 @@ class AuditRepository:
                 created_at=created_at,
             )
         )
+
+
+class OffsetsRepository:
+    """Committed offsets per supervisor, changed only by compare-and-swap on `version`."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, supervisor_id: str) -> CommittedOffsetsRow | None:
+        return self.session.get(CommittedOffsetsRow, supervisor_id, populate_existing=True)
+
+    def insert(
+        self,
+        supervisor_id: str,
+        datasource: str,
+        stream: str,
+        offsets: dict[str, int],
+        now: datetime,
+    ) -> None:
+        self.session.add(
+            CommittedOffsetsRow(
+                supervisor_id=supervisor_id,
+                datasource=datasource,
+                stream=stream,
+                offsets=offsets,
+                version=1,
+                updated_at=now,
+            )
+        )
+        self.session.flush()
+
+    def compare_and_swap(
+        self, supervisor_id: str, expected_version: int, offsets: dict[str, int], now: datetime
+    ) -> bool:
+        """Write new offsets if nobody changed them since `expected_version` was read."""
+        result = self.session.execute(
+            update(CommittedOffsetsRow)
+            .where(
+                CommittedOffsetsRow.supervisor_id == supervisor_id,
+                CommittedOffsetsRow.version == expected_version,
+            )
+            .values(offsets=offsets, version=expected_version + 1, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(getattr(result, "rowcount", 0) == 1)
+
+
+class SegmentRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def existing_ids(self, ids: list[str]) -> set[str]:
+        if not ids:
+            return set()
+        query = select(SegmentRow.id).where(SegmentRow.id.in_(ids))
+        return set(self.session.scalars(query))
+
+    def insert(self, rows: list[SegmentRow]) -> None:
+        self.session.add_all(rows)
+        self.session.flush()
+
+    def used(self, datasource: str) -> list[SegmentRow]:
+        query = (
+            select(SegmentRow)
+            .where(SegmentRow.datasource == datasource, SegmentRow.used.is_(True))
+            .order_by(SegmentRow.interval_start, SegmentRow.id)
+        )
+        return list(self.session.scalars(query))

@@ -1,0 +1,137 @@
+"""The publish transaction: segments and offsets committed together, exactly once.
+
+In one DB transaction: the committed offsets of the task's partitions must equal its start
+offsets (compare-and-swap on the row's version), then the segments are inserted and the end
+offsets written. A replica that finds its end offsets and segments already committed has lost
+the race to a sibling: success, nothing written. A start ahead of what is committed means the
+predecessor is still publishing: retry. Anything else fails with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from supervisor.clock import Clock
+from supervisor.db.models import SegmentRow
+from supervisor.db.repositories import OffsetsRepository, SegmentRepository
+from tasks.protocol import PublishAction, SegmentDescriptor, offsets_json
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    PUBLISHED = "published"
+    ALREADY_PUBLISHED = "alreadyPublished"
+    RETRY = "retry"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    outcome: Outcome
+    reason: str = ""
+
+    @property
+    def success(self) -> bool:
+        return self.outcome in (Outcome.PUBLISHED, Outcome.ALREADY_PUBLISHED)
+
+
+def _segment_row(segment: SegmentDescriptor, task_id: str, now: datetime) -> SegmentRow:
+    return SegmentRow(
+        id=segment.id,
+        datasource=segment.dataSource,
+        interval_start=datetime.fromisoformat(segment.intervalStart),
+        interval_end=datetime.fromisoformat(segment.intervalEnd),
+        version=segment.version,
+        partition_num=segment.partitionNum,
+        path=segment.path,
+        size_bytes=segment.size,
+        num_rows=segment.numRows,
+        used=True,
+        payload={**segment.model_dump(mode="json"), "taskId": task_id},
+        created_at=now,
+    )
+
+
+def _compare(stored: dict[str, int], start: dict[str, int], end: dict[str, int]) -> Outcome | None:
+    """None when the start matches what is stored; else why not."""
+    overlapping = [p for p in start if p in stored]
+    if all(stored[p] == start[p] for p in overlapping):
+        return None
+    if all(stored[p] == end[p] for p in start if p in stored) and len(overlapping) == len(start):
+        return Outcome.ALREADY_PUBLISHED
+    if all(stored[p] <= start[p] for p in overlapping):
+        return Outcome.RETRY
+    return Outcome.FAILED
+
+
+class PublishService:
+    def __init__(self, session: Session, clock: Clock) -> None:
+        self.session = session
+        self.clock = clock
+        self.offsets = OffsetsRepository(session)
+        self.segments = SegmentRepository(session)
+
+    def publish(self, task_id: str, action: PublishAction) -> PublishResult:
+        """Run the transaction; the caller's session is committed here or rolled back."""
+        try:
+            result = self._transaction(task_id, action)
+        except IntegrityError:
+            self.session.rollback()
+            return PublishResult(Outcome.RETRY, "another publish of these offsets raced this one")
+        if result.outcome is Outcome.PUBLISHED:
+            self.session.commit()
+        else:
+            self.session.rollback()
+        log.info("publish by task %s: %s %s", task_id, result.outcome, result.reason)
+        return result
+
+    def _transaction(self, task_id: str, action: PublishAction) -> PublishResult:
+        start = offsets_json(action.startMetadata.offsets())
+        end = offsets_json(action.endMetadata.offsets())
+        stream = action.startMetadata.stream
+        if action.endMetadata.stream != stream or set(start) != set(end):
+            return PublishResult(Outcome.FAILED, "start and end metadata name different partitions")
+        now = self.clock()
+        row = self.offsets.get(action.supervisorId)
+        stored: dict[str, int] = dict(row.offsets) if row is not None else {}
+        if row is not None and row.stream != stream:
+            return PublishResult(
+                Outcome.FAILED, f"committed offsets are for stream '{row.stream}', not '{stream}'"
+            )
+        verdict = _compare(stored, start, end)
+        ids = [segment.id for segment in action.segments]
+        if verdict is Outcome.ALREADY_PUBLISHED:
+            missing = set(ids) - self.segments.existing_ids(ids)
+            if not missing:
+                return PublishResult(Outcome.ALREADY_PUBLISHED, "a replica published this range")
+            verdict = Outcome.FAILED
+        if verdict is Outcome.RETRY:
+            return PublishResult(
+                Outcome.RETRY,
+                f"start offsets {start} are ahead of the committed offsets {stored}; "
+                "the previous task is still publishing",
+            )
+        if verdict is Outcome.FAILED:
+            return PublishResult(
+                Outcome.FAILED,
+                f"inconsistency between the committed offsets {stored} and the task's "
+                f"start offsets {start}",
+            )
+        if self.segments.existing_ids(ids):
+            # Segments and offsets commit together, so this is a concurrent publish that committed
+            # after the offsets were read: the retry will see it.
+            return PublishResult(Outcome.RETRY, "these segments were published concurrently")
+        new_offsets = {**stored, **end}
+        if row is None:
+            self.offsets.insert(action.supervisorId, action.dataSource, stream, new_offsets, now)
+        elif not self.offsets.compare_and_swap(action.supervisorId, row.version, new_offsets, now):
+            return PublishResult(Outcome.RETRY, "the committed offsets changed during the publish")
+        self.segments.insert([_segment_row(s, task_id, now) for s in action.segments])
+        return PublishResult(Outcome.PUBLISHED)

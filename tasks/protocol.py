@@ -1,0 +1,169 @@
+"""What the overlord and an indexing task say to each other: the task payload (Druid's
+`index_kafka` task), task states, segment descriptors and the publish action."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from supervisor.schemas.base import DruidModel
+from supervisor.schemas.data_schema import DataSchema
+from supervisor.schemas.errors import field_error
+from supervisor.schemas.io_config import InputFormat
+from supervisor.schemas.tuning_config import KafkaTuningConfig
+
+END_OF_PARTITION = 2**63 - 1  # Druid's Long.MAX_VALUE: read until told where to end
+TOKEN_HEADER = "X-Sluicegate-Task-Token"
+
+
+class TaskState(StrEnum):
+    NOT_STARTED = "NOT_STARTED"
+    STARTING = "STARTING"
+    READING = "READING"
+    PAUSED = "PAUSED"
+    PUBLISHING = "PUBLISHING"
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+
+
+class SequenceNumbers(DruidModel):
+    """Druid's SeekableStream{Start,End}SequenceNumbers: per-partition Kafka offsets."""
+
+    type: Literal["start", "end"]
+    stream: str = Field(min_length=1)
+    partitionSequenceNumberMap: dict[str, int]
+
+    @field_validator("partitionSequenceNumberMap")
+    @classmethod
+    def _offsets(cls, value: dict[str, int]) -> dict[str, int]:
+        for partition, offset in value.items():
+            if not partition.isdigit():
+                raise field_error(partition, "partition ids are non-negative integers")
+            if offset < 0:
+                raise field_error(partition, "offsets cannot be negative")
+        return value
+
+    def offsets(self) -> dict[int, int]:
+        return {int(p): o for p, o in self.partitionSequenceNumberMap.items()}
+
+
+class KafkaIndexTaskIOConfig(DruidModel):
+    type: Literal["kafka"] = "kafka"
+    taskGroupId: int | None = None
+    baseSequenceName: str | None = None
+    startSequenceNumbers: SequenceNumbers
+    endSequenceNumbers: SequenceNumbers | None = None
+    consumerProperties: dict[str, Any]
+    pollTimeout: int = Field(default=100, gt=0)
+    inputFormat: InputFormat
+    minimumMessageTime: str | None = None
+    maximumMessageTime: str | None = None
+
+    @model_validator(mode="after")
+    def _ranges(self) -> KafkaIndexTaskIOConfig:
+        if not self.consumerProperties.get("bootstrap.servers"):
+            raise field_error("consumerProperties.bootstrap.servers", "is required")
+        start = self.startSequenceNumbers
+        if not start.partitionSequenceNumberMap:
+            raise field_error("startSequenceNumbers", "names no partition")
+        end = self.endSequenceNumbers
+        if end is None:
+            return self
+        if end.stream != start.stream:
+            raise field_error("endSequenceNumbers.stream", "differs from startSequenceNumbers")
+        if set(end.partitionSequenceNumberMap) != set(start.partitionSequenceNumberMap):
+            raise field_error("endSequenceNumbers", "must name the same partitions as the start")
+        for partition, offset in end.offsets().items():
+            if offset < start.offsets()[partition]:
+                raise field_error(
+                    f"endSequenceNumbers.partitionSequenceNumberMap.{partition}",
+                    "is before the start offset",
+                )
+        return self
+
+    @property
+    def topic(self) -> str:
+        return self.startSequenceNumbers.stream
+
+    def start_offsets(self) -> dict[int, int]:
+        return self.startSequenceNumbers.offsets()
+
+    def end_offsets(self) -> dict[int, int]:
+        if self.endSequenceNumbers is None:
+            return {p: END_OF_PARTITION for p in self.start_offsets()}
+        return self.endSequenceNumbers.offsets()
+
+
+class IndexKafkaTask(DruidModel):
+    """Druid's `index_kafka` task as it is submitted to /druid/indexer/v1/task."""
+
+    type: Literal["index_kafka"]
+    id: str = Field(min_length=1, max_length=255)
+    supervisorId: str | None = None
+    groupId: str | None = None
+    dataSchema: DataSchema
+    tuningConfig: KafkaTuningConfig = Field(default_factory=KafkaTuningConfig)
+    ioConfig: KafkaIndexTaskIOConfig
+    context: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        if "/" in value or value.startswith(".") or not value.strip():
+            raise ValueError("cannot be blank, contain '/' or start with '.'")
+        return value
+
+    @property
+    def datasource(self) -> str:
+        return self.dataSchema.dataSource
+
+    @property
+    def supervisor_key(self) -> str:
+        """Whose committed offsets this task moves: its supervisor, else its datasource."""
+        return self.supervisorId or self.datasource
+
+
+def offsets_json(offsets: dict[int, int]) -> dict[str, int]:
+    return {str(p): o for p, o in sorted(offsets.items())}
+
+
+def range_digest(topic: str, start: dict[int, int], end: dict[int, int]) -> str:
+    """A short digest of an offset range: replicas of one range name their segments alike."""
+    text = json.dumps([topic, offsets_json(start), offsets_json(end)], separators=(",", ":"))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+class SegmentDescriptor(BaseModel):
+    """A built segment, as the task reports it for publishing."""
+
+    id: str
+    dataSource: str
+    intervalStart: str
+    intervalEnd: str
+    version: str
+    partitionNum: int = Field(ge=0)
+    path: str
+    size: int = Field(ge=0)
+    numRows: int = Field(ge=0)
+    dimensions: list[str]
+    metrics: list[str]
+
+
+class PublishAction(BaseModel):
+    """Segment transactional insert: the segments and the offset range, in one transaction."""
+
+    type: Literal["segmentTransactionalInsert"] = "segmentTransactionalInsert"
+    supervisorId: str
+    dataSource: str
+    segments: list[SegmentDescriptor]
+    startMetadata: SequenceNumbers
+    endMetadata: SequenceNumbers
+
+
+class TaskActionRequest(BaseModel):
+    task: str
+    action: PublishAction

@@ -1,0 +1,142 @@
+"""The exactly-once publish transaction on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from supervisor.clock import utc_now
+from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.db.models import CommittedOffsetsRow, SegmentRow
+from supervisor.services.publish import Outcome, PublishService
+from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
+
+
+@pytest.fixture
+def sessions(metadata_url: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(metadata_url)
+    migrate(engine)
+    yield session_factory(engine)
+    engine.dispose()
+
+
+def action(start: dict[int, int], end: dict[int, int], tag: str = "a") -> PublishAction:
+    segments = [
+        SegmentDescriptor(
+            id=f"wiki_{tag}_{start}_{end}",
+            dataSource="wiki",
+            intervalStart="2026-11-22T09:00:00+00:00",
+            intervalEnd="2026-11-22T10:00:00+00:00",
+            version=tag,
+            partitionNum=0,
+            path=f"/deep/{tag}.parquet",
+            size=100,
+            numRows=sum(end[p] - start[p] for p in start),
+            dimensions=["channel"],
+            metrics=["count"],
+        )
+    ]
+
+    def seq(kind: str, offsets: dict[int, int]) -> SequenceNumbers:
+        return SequenceNumbers(
+            type=kind,  # type: ignore[arg-type]
+            stream="edits",
+            partitionSequenceNumberMap={str(p): o for p, o in offsets.items()},
+        )
+
+    return PublishAction(
+        supervisorId="wiki",
+        dataSource="wiki",
+        segments=segments,
+        startMetadata=seq("start", start),
+        endMetadata=seq("end", end),
+    )
+
+
+def publish(sessions: sessionmaker[Session], act: PublishAction, task: str = "t1") -> Any:
+    with sessions() as session:
+        return PublishService(session, utc_now).publish(task, act)
+
+
+def committed(sessions: sessionmaker[Session]) -> tuple[dict[str, int] | None, int]:
+    with sessions() as session:
+        row = session.get(CommittedOffsetsRow, "wiki")
+        count = session.scalar(select(func.count()).select_from(SegmentRow))
+        return (dict(row.offsets) if row else None), int(count or 0)
+
+
+def test_first_publish_commits_segments_and_end_offsets(sessions) -> None:
+    result = publish(sessions, action({0: 0, 1: 0}, {0: 10, 1: 7}))
+    assert result.outcome is Outcome.PUBLISHED
+    assert committed(sessions) == ({"0": 10, "1": 7}, 1)
+
+
+def test_a_replica_publishing_second_succeeds_without_writing(sessions) -> None:
+    act = action({0: 0}, {0: 10})
+    assert publish(sessions, act, "replica-1").outcome is Outcome.PUBLISHED
+    second = publish(sessions, act, "replica-2")
+    assert second.outcome is Outcome.ALREADY_PUBLISHED and second.success
+    assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_successor_continues_from_the_end_offsets(sessions) -> None:
+    publish(sessions, action({0: 0, 1: 0}, {0: 10, 1: 7}, "g1"))
+    result = publish(sessions, action({0: 10, 1: 7}, {0: 15, 1: 9}, "g2"))
+    assert result.outcome is Outcome.PUBLISHED
+    assert committed(sessions) == ({"0": 15, "1": 9}, 2)
+
+
+def test_other_partitions_are_kept(sessions) -> None:
+    publish(sessions, action({0: 0}, {0: 10}, "p0"))
+    publish(sessions, action({1: 0}, {1: 4}, "p1"))
+    assert committed(sessions) == ({"0": 10, "1": 4}, 2)
+
+
+def test_start_ahead_of_committed_is_retryable(sessions) -> None:
+    publish(sessions, action({0: 0}, {0: 10}, "g1"))
+    result = publish(sessions, action({0: 20}, {0: 30}, "g3"))
+    assert result.outcome is Outcome.RETRY
+    assert "still publishing" in result.reason
+    assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_mismatched_start_fails_and_changes_nothing(sessions) -> None:
+    publish(sessions, action({0: 0}, {0: 10}, "g1"))
+    result = publish(sessions, action({0: 5}, {0: 12}, "bad"))
+    assert result.outcome is Outcome.FAILED
+    assert "inconsistency between the committed offsets" in result.reason
+    assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_same_range_with_other_segments_fails(sessions) -> None:
+    publish(sessions, action({0: 0}, {0: 10}, "a"))
+    result = publish(sessions, action({0: 0}, {0: 10}, "different"))
+    assert result.outcome is Outcome.FAILED
+    assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_concurrent_replicas_publish_exactly_once(sessions) -> None:
+    act = action({0: 0, 1: 0}, {0: 100, 1: 50})
+    outcomes: list[Outcome] = []
+    barrier = threading.Barrier(4)
+
+    def replica(name: str) -> None:
+        barrier.wait()
+        for _ in range(20):  # what the task's publish client does: retry retryable outcomes
+            result = publish(sessions, act, name)
+            if result.outcome is not Outcome.RETRY:
+                outcomes.append(result.outcome)
+                return
+
+    threads = [threading.Thread(target=replica, args=(f"r{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(outcomes) == sorted([Outcome.PUBLISHED] + [Outcome.ALREADY_PUBLISHED] * 3)
+    assert committed(sessions) == ({"0": 100, "1": 50}, 1)
