@@ -30,6 +30,8 @@ def build_session(
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
+        # a kafka inputFormat adds key/timestamp/header fields; they win over same-named ones
+        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
     for key, value in (conf or {}).items():

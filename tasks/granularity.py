@@ -1,0 +1,54 @@
+"""Granularities as time buckets: a Spark floor expression and the bucket's end in Python."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+# Fixed-length buckets in milliseconds; calendar ones are truncated with date_trunc.
+FIXED_MS = {
+    "second": 1_000, "minute": 60_000, "five_minute": 300_000, "ten_minute": 600_000,
+    "fifteen_minute": 900_000, "thirty_minute": 1_800_000, "hour": 3_600_000,
+    "six_hour": 21_600_000, "eight_hour": 28_800_000, "day": 86_400_000,
+}
+CALENDAR = {"week", "month", "quarter", "year"}
+SUPPORTED_QUERY = {"none", *FIXED_MS, *CALENDAR}
+SUPPORTED_SEGMENT = {*FIXED_MS, *CALENDAR}
+
+
+def name_of(granularity: str | dict[str, Any]) -> str | None:
+    """The simple name of a granularity, or None for period/duration objects."""
+    if isinstance(granularity, str):
+        return granularity.strip().lower()
+    kind = str(granularity.get("type", "")).lower()
+    return kind if kind in SUPPORTED_QUERY or kind == "all" else None
+
+
+def floor_ms(column: Any, granularity: str) -> Any:
+    """Spark expression: epoch-millis `column` floored to the granularity's bucket start."""
+    from pyspark.sql import functions as F
+
+    if granularity == "none":
+        return column
+    if granularity in FIXED_MS:
+        size = FIXED_MS[granularity]
+        return F.floor(column / F.lit(size)).cast("long") * F.lit(size)
+    truncated = F.date_trunc(granularity, F.timestamp_millis(column))
+    return F.unix_millis(truncated)
+
+
+def bucket_end(start_ms: int, granularity: str) -> int:
+    if granularity in FIXED_MS:
+        return start_ms + FIXED_MS[granularity]
+    start = datetime.fromtimestamp(start_ms / 1000, UTC)
+    if granularity == "week":
+        end = start + timedelta(days=7)
+    else:
+        months = {"month": 1, "quarter": 3, "year": 12}[granularity]
+        month_index = start.month - 1 + months
+        end = start.replace(year=start.year + month_index // 12, month=month_index % 12 + 1)
+    return int(end.timestamp() * 1000)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

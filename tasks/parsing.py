@@ -1,0 +1,94 @@
+"""Kafka records → a map of string fields, per the inputFormat (json, csv, tsv, delimited, kafka).
+
+A record that cannot be parsed gets a null map; the pipeline counts and samples it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.schemas.io_config import InputFormat
+
+SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka"}
+
+
+def check(input_format: InputFormat, path: str) -> list[tuple[str, str]]:
+    extra = input_format.model_extra or {}
+    if input_format.type not in SUPPORTED:
+        return [(f"{path}.type", f"input format '{input_format.type}' is not supported yet; "
+                 "supported: " + ", ".join(sorted(SUPPORTED)))]
+    problems: list[tuple[str, str]] = []
+    if input_format.type == "json" and extra.get("flattenSpec"):
+        problems.append((f"{path}.flattenSpec", "flattenSpec is not supported yet"))
+    if input_format.type in ("csv", "tsv", "delimited") and not extra.get("columns"):
+        problems.append((f"{path}.columns", "streaming needs the columns listed"))
+    if input_format.type == "kafka":
+        value_format = InputFormat.model_validate(extra.get("valueFormat", {}))
+        if value_format.type == "kafka":
+            problems.append((f"{path}.valueFormat.type", "cannot itself be kafka"))
+        else:
+            problems += check(value_format, f"{path}.valueFormat")
+    return problems
+
+
+def _text(column: Any) -> Any:
+    return column.cast("string")
+
+
+def _delimited(value: Any, input_format: InputFormat) -> Any:
+    from pyspark.sql import functions as F
+
+    extra = input_format.model_extra or {}
+    delimiter = {"csv": ",", "tsv": "\t"}.get(input_format.type, extra.get("delimiter", "\t"))
+    columns: list[str] = list(extra["columns"])
+    schema = ", ".join(f"`{name}` STRING" for name in columns)
+    options = {"sep": delimiter, "mode": "PERMISSIVE"}
+    parsed = F.from_csv(value, schema, options)
+    fields = F.map_from_arrays(
+        F.array(*[F.lit(name) for name in columns]),
+        F.array(*[parsed[name] for name in columns]),
+    )
+    all_null = F.lit(True)
+    for name in columns:
+        all_null = all_null & parsed[name].isNull()
+    return F.when(value.isNull() | all_null, F.lit(None)).otherwise(fields)
+
+
+def value_fields(value: Any, input_format: InputFormat) -> Any:
+    """Spark column: map<string,string> of the record's fields, null when unparseable."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType, StringType
+
+    if input_format.type == "json":
+        text = _text(value)
+        parsed = F.from_json(text, MapType(StringType(), StringType()), {"mode": "PERMISSIVE"})
+        # A JSON value that is not an object (an array, a number) is unparseable too.
+        return F.when(F.ltrim(text).startswith("{"), parsed)
+    return _delimited(_text(value), input_format)
+
+
+def record_fields(record: Any, input_format: InputFormat) -> Any:
+    """The fields of a Kafka source row (value, key, timestamp, headers, topic columns)."""
+    from pyspark.sql import functions as F
+
+    if input_format.type != "kafka":
+        return value_fields(record["value"], input_format)
+    extra = input_format.model_extra or {}
+    value_format = InputFormat.model_validate(extra["valueFormat"])
+    values = value_fields(record["value"], value_format)
+    key_column = extra.get("keyColumnName", "kafka.key")
+    time_column = extra.get("timestampColumnName", "kafka.timestamp")
+    topic_column = extra.get("topicColumnName", "kafka.topic")
+    header_prefix = extra.get("headerColumnPrefix", "kafka.header.")
+    added = F.create_map(
+        F.lit(key_column), _text(record["key"]),
+        F.lit(time_column), F.unix_millis(record["timestamp"]).cast("string"),
+        F.lit(topic_column), record["topic"],
+    )
+    headers = F.map_from_entries(
+        F.transform(
+            F.coalesce(record["headers"], F.array()),
+            lambda h: F.struct(F.concat(F.lit(header_prefix), h["key"]), _text(h["value"])),
+        )
+    )
+    return F.when(values.isNotNull(), F.map_concat(values, added, headers))

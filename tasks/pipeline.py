@@ -1,0 +1,220 @@
+"""The row pipeline of one micro-batch, all in Spark: parse, timestamp, filter, dimensions,
+metrics, query granularity, rollup; rows that fail are counted and sampled; the result is
+written as an intermediate persist (Parquet) under the task's work directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from supervisor.schemas.data_schema import DataSchema
+from supervisor.schemas.io_config import InputFormat
+from tasks import aggregators, filters, granularity, parsing, timestamps
+
+OK, UNPARSEABLE, THROWN_AWAY = "ok", "unparseable", "thrownAway"
+_SPARK_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    schema: DataSchema
+    input_format: InputFormat
+    min_time_ms: int | None = None
+    max_time_ms: int | None = None
+
+    @property
+    def rollup(self) -> bool:
+        return self.schema.granularitySpec.rollup
+
+    @property
+    def query_granularity(self) -> str:
+        return granularity.name_of(self.schema.granularitySpec.queryGranularity) or "none"
+
+    @property
+    def segment_granularity(self) -> str:
+        return granularity.name_of(self.schema.granularitySpec.segmentGranularity) or "day"
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.schema.metricsSpec]
+
+    def declared_dimensions(self) -> list[tuple[str, str]]:
+        dims = self.schema.dimensionsSpec.dimensions
+        return [(d, "string") if isinstance(d, str) else (d.name, d.type) for d in dims]
+
+    def schemaless_exclusions(self) -> set[str]:
+        metric_inputs = {m.fieldName for m in self.schema.metricsSpec if m.fieldName}
+        return {
+            self.schema.timestampSpec.column,
+            *metric_inputs,
+            *self.schema.dimensionsSpec.dimensionExclusions,
+            *self.metric_names,
+        }
+
+
+@dataclass
+class RowStats:
+    processed: int = 0
+    processedBytes: int = 0
+    processedWithError: int = 0
+    unparseable: int = 0
+    thrownAway: int = 0
+
+    def add(self, other: RowStats) -> None:
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+@dataclass
+class BatchResult:
+    stats: RowStats
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    dimensions: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _field(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("__fields").getItem(name)
+
+
+def _typed(name: str, kind: str) -> Any:
+    value = _field(name)
+    return value if kind == "string" else value.try_cast(_SPARK_TYPES[kind])
+
+
+def _error_flag(plan: RowPlan, dims: list[tuple[str, str]]) -> Any:
+    """A row with a value that does not fit its declared type: ingested, counted as error."""
+    from pyspark.sql import functions as F
+
+    flag = F.lit(False)
+    checks = [(name, _SPARK_TYPES[kind]) for name, kind in dims if kind != "string"]
+    checks += [
+        (m.fieldName, aggregators.value_type(m))
+        for m in plan.schema.metricsSpec
+        if m.fieldName and aggregators.value_type(m) != "string"
+    ]
+    for name, spark_type in checks:
+        value = _field(name)
+        flag = flag | (value.isNotNull() & value.try_cast(spark_type).isNull())
+    return flag
+
+
+def _status(plan: RowPlan) -> tuple[Any, Any]:
+    from pyspark.sql import functions as F
+
+    keep = F.lit(True)
+    if plan.schema.transformSpec.filter is not None:
+        keep = filters.to_column(plan.schema.transformSpec.filter, _field)
+    if plan.min_time_ms is not None:
+        keep = keep & (F.col("__ts") >= F.lit(plan.min_time_ms))
+    if plan.max_time_ms is not None:
+        keep = keep & (F.col("__ts") <= F.lit(plan.max_time_ms))
+    status = (
+        F.when(F.col("__fields").isNull(), F.lit(UNPARSEABLE))
+        .when(F.col("__ts").isNull(), F.lit(UNPARSEABLE))
+        .when(keep, F.lit(OK))
+        .otherwise(F.lit(THROWN_AWAY))
+    )
+    column = plan.schema.timestampSpec.column
+    reason = (
+        F.when(F.col("__fields").isNull(), F.lit("Unable to parse row"))
+        .when(
+            F.col("__ts").isNull(),
+            F.concat(F.lit(f"Timestamp[{column}="), F.coalesce(_field(column), F.lit("null")),
+                     F.lit("] is unparseable")),
+        )
+    )
+    return status, reason
+
+
+def _dimensions(plan: RowPlan, base: Any, known: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    declared = plan.declared_dimensions()
+    if declared:
+        return declared
+    from pyspark.sql import functions as F
+
+    excluded = plan.schemaless_exclusions()
+    keys = base.where(F.col("__status") == OK).select(F.explode(F.map_keys("__fields")).alias("k"))
+    seen = {name for name, _ in known}
+    found = sorted(r["k"] for r in keys.distinct().collect() if r["k"] not in excluded)
+    return known + [(name, "string") for name in found if name not in seen]
+
+
+def rows_frame(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
+    """The ingested rows of a parsed batch, rolled up when the spec says so."""
+    from pyspark.sql import functions as F
+
+    ts = F.col("__ts")
+    columns = [granularity.floor_ms(ts, plan.query_granularity).alias("__time")]
+    columns += [_typed(name, kind).alias(name) for name, kind in dims]
+    for metric in plan.schema.metricsSpec:
+        columns += aggregators.row_columns(metric, _field, ts)
+    rows = base.where(F.col("__status") == OK).select(*columns)
+    return rollup(plan, rows, [name for name, _ in dims])
+
+
+def rollup(plan: RowPlan, rows: Any, dims: list[str]) -> Any:
+    if not plan.rollup:
+        return rows
+    aggs = [agg for metric in plan.schema.metricsSpec for agg in aggregators.rollup_columns(metric)]
+    if not aggs:
+        return rows.select("__time", *dims).distinct()
+    return rows.groupBy("__time", *dims).agg(*aggs)
+
+
+def process_batch(
+    plan: RowPlan,
+    frame: Any,
+    persist_path: str,
+    max_samples: int,
+    known_dims: list[tuple[str, str]],
+) -> BatchResult:
+    """Parse one batch of Kafka rows, count and sample failures, write the persist."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    fields = parsing.record_fields(frame, plan.input_format)
+    base = frame.select(
+        "partition", "offset",
+        F.coalesce(F.length("value"), F.lit(0)).alias("__bytes"),
+        F.col("value").cast("string").alias("__raw"),
+        fields.alias("__fields"),
+    ).withColumn("__ts", timestamps.time_ms(plan.schema.timestampSpec, _field))
+    status, reason = _status(plan)
+    dims_hint = plan.declared_dimensions()
+    base = base.select(
+        "*", status.alias("__status"), reason.alias("__reason"),
+        _error_flag(plan, dims_hint).alias("__error"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        stats = RowStats()
+        for row in base.groupBy("__status", "__error").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("__bytes").alias("b")
+        ).collect():
+            stats.processedBytes += int(row["b"] or 0)
+            if row["__status"] == OK:
+                if row["__error"]:
+                    stats.processedWithError += row["n"]
+                else:
+                    stats.processed += row["n"]
+            elif row["__status"] == UNPARSEABLE:
+                stats.unparseable += row["n"]
+            else:
+                stats.thrownAway += row["n"]
+        samples = []
+        if max_samples > 0 and stats.unparseable:
+            failed = base.where(F.col("__status") == UNPARSEABLE).orderBy("partition", "offset")
+            for row in failed.select("partition", "offset", "__raw", "__reason").limit(max_samples).collect():
+                samples.append({
+                    "partition": row["partition"], "offset": row["offset"],
+                    "input": (row["__raw"] or "")[:1024], "message": row["__reason"],
+                })
+        dims = _dimensions(plan, base, known_dims)
+        rows_frame(plan, base, dims).write.mode("overwrite").parquet(persist_path)
+        return BatchResult(stats, samples, dims)
+    finally:
+        base.unpersist()
