@@ -9,9 +9,15 @@ from typing import Any
 from supervisor.schemas.data_schema import Aggregator
 
 _TYPES = {"long": "bigint", "double": "double", "float": "float", "string": "string"}
-SUPPORTED = {"count"} | {
-    f"{kind}{op}" for kind in ("long", "double", "float") for op in ("Sum", "Min", "Max", "First", "Last")
-} | {"stringFirst", "stringLast"}
+SUPPORTED = (
+    {"count"}
+    | {
+        f"{kind}{op}"
+        for kind in ("long", "double", "float")
+        for op in ("Sum", "Min", "Max", "First", "Last")
+    }
+    | {"stringFirst", "stringLast"}
+)
 
 TIME_SUFFIX = "__time_of"
 

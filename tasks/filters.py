@@ -10,8 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SUPPORTED = {"selector", "equals", "in", "bound", "range", "null", "like", "regex", "and",
-             "or", "not", "true", "false"}
+SUPPORTED = {
+    "selector",
+    "equals",
+    "in",
+    "bound",
+    "range",
+    "null",
+    "like",
+    "regex",
+    "and",
+    "or",
+    "not",
+    "true",
+    "false",
+}
 NUMERIC_TYPES = {"LONG", "DOUBLE", "FLOAT", "long", "double", "float"}
 
 
@@ -23,8 +36,13 @@ def check(spec: dict[str, Any], path: str = "filter") -> list[tuple[str, str]]:
     """Every unsupported part of a filter, as (field path, reason)."""
     kind = spec.get("type")
     if kind not in SUPPORTED:
-        return [(f"{path}.type", f"filter type '{kind}' is not supported yet; supported: "
-                 + ", ".join(sorted(SUPPORTED)))]
+        return [
+            (
+                f"{path}.type",
+                f"filter type '{kind}' is not supported yet; supported: "
+                + ", ".join(sorted(SUPPORTED)),
+            )
+        ]
     problems: list[tuple[str, str]] = []
     if kind in ("and", "or"):
         for index, child in enumerate(spec.get("fields", [])):
@@ -57,7 +75,7 @@ def to_column(spec: dict[str, Any], field: Callable[[str], Any]) -> Any:
         return result
     if kind == "not":
         return ~F.coalesce(to_column(spec["field"], field), F.lit(False))
-    value = field(spec.get("dimension", spec.get("column")))
+    value = field(str(spec.get("dimension", spec.get("column"))))
     if kind in ("selector", "equals"):
         target = spec.get("value", spec.get("matchValue"))
         if target is None or target == "":
@@ -93,7 +111,11 @@ def _bound(spec: dict[str, Any], value: Any) -> Any:
     upper_strict = spec.get("upperStrict", False) or spec.get("upperOpen", False)
     condition = F.lit(True)
     if lower is not None:
-        condition = condition & ((column > literal(lower)) if lower_strict else (column >= literal(lower)))
+        condition = condition & (
+            (column > literal(lower)) if lower_strict else (column >= literal(lower))
+        )
     if upper is not None:
-        condition = condition & ((column < literal(upper)) if upper_strict else (column <= literal(upper)))
+        condition = condition & (
+            (column < literal(upper)) if upper_strict else (column <= literal(upper))
+        )
     return F.coalesce(condition & column.isNotNull(), F.lit(False))

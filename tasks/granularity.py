@@ -7,9 +7,16 @@ from typing import Any
 
 # Fixed-length buckets in milliseconds; calendar ones are truncated with date_trunc.
 FIXED_MS = {
-    "second": 1_000, "minute": 60_000, "five_minute": 300_000, "ten_minute": 600_000,
-    "fifteen_minute": 900_000, "thirty_minute": 1_800_000, "hour": 3_600_000,
-    "six_hour": 21_600_000, "eight_hour": 28_800_000, "day": 86_400_000,
+    "second": 1_000,
+    "minute": 60_000,
+    "five_minute": 300_000,
+    "ten_minute": 600_000,
+    "fifteen_minute": 900_000,
+    "thirty_minute": 1_800_000,
+    "hour": 3_600_000,
+    "six_hour": 21_600_000,
+    "eight_hour": 28_800_000,
+    "day": 86_400_000,
 }
 CALENDAR = {"week", "month", "quarter", "year"}
 SUPPORTED_QUERY = {"none", *FIXED_MS, *CALENDAR}

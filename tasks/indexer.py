@@ -127,7 +127,9 @@ class KafkaIndexer:
                 current, end = dict(self.state.current), dict(self.state.end)
             latest = self.offsets.latest(topic, partitions)
             batch_end = {
-                p: min(end[p], latest[p], current[p] + budget) if latest[p] > current[p] else current[p]
+                p: min(end[p], latest[p], current[p] + budget)
+                if latest[p] > current[p]
+                else current[p]
                 for p in partitions
             }
             if batch_end == current:
@@ -153,12 +155,20 @@ class KafkaIndexer:
                     {"partition": partition, "from": start, "to": earliest[partition]}
                 )
                 self.state.current[partition] = earliest[partition]
-            log.warning("partition %s: skipped lost offsets %s..%s", partition, start, earliest[partition])
+            log.warning(
+                "partition %s: skipped lost offsets %s..%s", partition, start, earliest[partition]
+            )
 
     def _read_batch(self, topic: str, current: dict[int, int], batch_end: dict[int, int]) -> None:
         io = self.task.ioConfig
-        frame = read_range(self.spark, str(io.consumerProperties["bootstrap.servers"]), topic,
-                           current, batch_end, _kafka_options(io.consumerProperties))
+        frame = read_range(
+            self.spark,
+            str(io.consumerProperties["bootstrap.servers"]),
+            topic,
+            current,
+            batch_end,
+            _kafka_options(io.consumerProperties),
+        )
         persist = str(self.work_dir / "persists" / f"{len(self.persists):06d}")
         tuning = self.task.tuningConfig
         remaining = max(0, tuning.maxSavedParseExceptions - len(self.state.samples))
@@ -229,12 +239,21 @@ class KafkaIndexer:
 
 
 def _sequence(kind: str, topic: str, offsets: dict[int, int]) -> SequenceNumbers:
-    return SequenceNumbers(type=kind, stream=topic, partitionSequenceNumberMap=offsets_json(offsets))  # type: ignore[arg-type]
+    return SequenceNumbers(
+        type=kind, stream=topic, partitionSequenceNumberMap=offsets_json(offsets)
+    )
 
 
 def _kafka_options(props: dict[str, Any]) -> dict[str, str]:
-    skip = ("bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset",
-            "key.deserializer", "value.deserializer", "isolation.level")
+    skip = (
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "auto.offset.reset",
+        "key.deserializer",
+        "value.deserializer",
+        "isolation.level",
+    )
     return {k: str(v) for k, v in props.items() if k not in skip and not k.startswith("druid.")}
 
 

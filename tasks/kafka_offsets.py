@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 
 class OffsetReader:
     def __init__(self, consumer_properties: dict[str, object], timeout: float = 10.0) -> None:
-        config = {k: v for k, v in consumer_properties.items() if not k.startswith("druid.")}
         allowed = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id")
-        self.admin = AdminClient(
-            {k: v for k, v in config.items() if k.startswith(allowed)}
-        )
+        config: dict[str, str | int | float | bool] = {
+            k: str(v) for k, v in consumer_properties.items() if k.startswith(allowed)
+        }
+        self.admin = AdminClient(config)
         self.timeout = timeout
 
     def _list(self, topic: str, partitions: list[int], spec: OffsetSpec) -> dict[int, int]:
@@ -24,7 +24,7 @@ class OffsetReader:
 
     def latest(self, topic: str, partitions: list[int]) -> dict[int, int]:
         """The last stable offset of each partition: what read_committed can read up to."""
-        return self._list(topic, partitions, OffsetSpec.latest())
+        return self._list(topic, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
     def earliest(self, topic: str, partitions: list[int]) -> dict[int, int]:
-        return self._list(topic, partitions, OffsetSpec.earliest())
+        return self._list(topic, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]

@@ -15,8 +15,13 @@ SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka"}
 def check(input_format: InputFormat, path: str) -> list[tuple[str, str]]:
     extra = input_format.model_extra or {}
     if input_format.type not in SUPPORTED:
-        return [(f"{path}.type", f"input format '{input_format.type}' is not supported yet; "
-                 "supported: " + ", ".join(sorted(SUPPORTED)))]
+        return [
+            (
+                f"{path}.type",
+                f"input format '{input_format.type}' is not supported yet; "
+                "supported: " + ", ".join(sorted(SUPPORTED)),
+            )
+        ]
     problems: list[tuple[str, str]] = []
     if input_format.type == "json" and extra.get("flattenSpec"):
         problems.append((f"{path}.flattenSpec", "flattenSpec is not supported yet"))
@@ -57,11 +62,10 @@ def _delimited(value: Any, input_format: InputFormat) -> Any:
 def value_fields(value: Any, input_format: InputFormat) -> Any:
     """Spark column: map<string,string> of the record's fields, null when unparseable."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType, StringType
 
     if input_format.type == "json":
         text = _text(value)
-        parsed = F.from_json(text, MapType(StringType(), StringType()), {"mode": "PERMISSIVE"})
+        parsed = F.from_json(text, "map<string,string>", {"mode": "PERMISSIVE"})
         # A JSON value that is not an object (an array, a number) is unparseable too.
         return F.when(F.ltrim(text).startswith("{"), parsed)
     return _delimited(_text(value), input_format)
@@ -81,9 +85,12 @@ def record_fields(record: Any, input_format: InputFormat) -> Any:
     topic_column = extra.get("topicColumnName", "kafka.topic")
     header_prefix = extra.get("headerColumnPrefix", "kafka.header.")
     added = F.create_map(
-        F.lit(key_column), _text(record["key"]),
-        F.lit(time_column), F.unix_millis(record["timestamp"]).cast("string"),
-        F.lit(topic_column), record["topic"],
+        F.lit(key_column),
+        _text(record["key"]),
+        F.lit(time_column),
+        F.unix_millis(record["timestamp"]).cast("string"),
+        F.lit(topic_column),
+        record["topic"],
     )
     headers = F.map_from_entries(
         F.transform(

@@ -120,13 +120,13 @@ def _status(plan: RowPlan) -> tuple[Any, Any]:
         .otherwise(F.lit(THROWN_AWAY))
     )
     column = plan.schema.timestampSpec.column
-    reason = (
-        F.when(F.col("__fields").isNull(), F.lit("Unable to parse row"))
-        .when(
-            F.col("__ts").isNull(),
-            F.concat(F.lit(f"Timestamp[{column}="), F.coalesce(_field(column), F.lit("null")),
-                     F.lit("] is unparseable")),
-        )
+    reason = F.when(F.col("__fields").isNull(), F.lit("Unable to parse row")).when(
+        F.col("__ts").isNull(),
+        F.concat(
+            F.lit(f"Timestamp[{column}="),
+            F.coalesce(_field(column), F.lit("null")),
+            F.lit("] is unparseable"),
+        ),
     )
     return status, reason
 
@@ -179,7 +179,8 @@ def process_batch(
 
     fields = parsing.record_fields(frame, plan.input_format)
     base = frame.select(
-        "partition", "offset",
+        "partition",
+        "offset",
         F.coalesce(F.length("value"), F.lit(0)).alias("__bytes"),
         F.col("value").cast("string").alias("__raw"),
         fields.alias("__fields"),
@@ -187,14 +188,18 @@ def process_batch(
     status, reason = _status(plan)
     dims_hint = plan.declared_dimensions()
     base = base.select(
-        "*", status.alias("__status"), reason.alias("__reason"),
+        "*",
+        status.alias("__status"),
+        reason.alias("__reason"),
         _error_flag(plan, dims_hint).alias("__error"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = RowStats()
-        for row in base.groupBy("__status", "__error").agg(
-            F.count(F.lit(1)).alias("n"), F.sum("__bytes").alias("b")
-        ).collect():
+        for row in (
+            base.groupBy("__status", "__error")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("__bytes").alias("b"))
+            .collect()
+        ):
             stats.processedBytes += int(row["b"] or 0)
             if row["__status"] == OK:
                 if row["__error"]:
@@ -208,11 +213,19 @@ def process_batch(
         samples = []
         if max_samples > 0 and stats.unparseable:
             failed = base.where(F.col("__status") == UNPARSEABLE).orderBy("partition", "offset")
-            for row in failed.select("partition", "offset", "__raw", "__reason").limit(max_samples).collect():
-                samples.append({
-                    "partition": row["partition"], "offset": row["offset"],
-                    "input": (row["__raw"] or "")[:1024], "message": row["__reason"],
-                })
+            for row in (
+                failed.select("partition", "offset", "__raw", "__reason")
+                .limit(max_samples)
+                .collect()
+            ):
+                samples.append(
+                    {
+                        "partition": row["partition"],
+                        "offset": row["offset"],
+                        "input": (row["__raw"] or "")[:1024],
+                        "message": row["__reason"],
+                    }
+                )
         dims = _dimensions(plan, base, known_dims)
         rows_frame(plan, base, dims).write.mode("overwrite").parquet(persist_path)
         return BatchResult(stats, samples, dims)

@@ -32,13 +32,20 @@ class SegmentContext:
         return range_digest(self.topic, self.start, self.end)
 
     def segment_id(self, interval_start: int, interval_end: int, chunk: int) -> str:
-        return "_".join([
-            self.datasource, granularity.iso(interval_start), granularity.iso(interval_end),
-            self.version, str(chunk),
-        ])
+        return "_".join(
+            [
+                self.datasource,
+                granularity.iso(interval_start),
+                granularity.iso(interval_end),
+                self.version,
+                str(chunk),
+            ]
+        )
 
     def directory(self, interval_start: int, interval_end: int) -> str:
-        interval = f"{granularity.iso(interval_start)}_{granularity.iso(interval_end)}".replace(":", "-")
+        interval = f"{granularity.iso(interval_start)}_{granularity.iso(interval_end)}".replace(
+            ":", "-"
+        )
         return f"{self.deep_storage}/{self.datasource}/{interval}/{self.version}/{self.task_id}"
 
 
@@ -58,10 +65,16 @@ def _writer(context: SegmentContext, plan_granularity: str, metadata: dict[str, 
             writer.close()
             start, chunk = open_key  # type: ignore[misc]
             end = granularity.bucket_end(start, plan_granularity)
-            return pa.RecordBatch.from_pydict({
-                "interval_start": [start], "interval_end": [end], "chunk": [chunk],
-                "path": [path], "rows": [rows], "size": [Path(path).stat().st_size],
-            })
+            return pa.RecordBatch.from_pydict(
+                {
+                    "interval_start": [start],
+                    "interval_end": [end],
+                    "chunk": [chunk],
+                    "path": [path],
+                    "rows": [rows],
+                    "size": [Path(path).stat().st_size],
+                }
+            )
 
         for batch in batches:
             table = pa.Table.from_batches([batch])
@@ -82,9 +95,15 @@ def _writer(context: SegmentContext, plan_granularity: str, metadata: dict[str, 
                     Path(directory).mkdir(parents=True, exist_ok=True)
                     path = f"{directory}/{key[1]}.parquet"
                     body = table.drop_columns([INTERVAL, CHUNK])
-                    segment_meta = {**metadata, "sluicegate.segmentId": context.segment_id(key[0], end, key[1])}
+                    segment_meta = {
+                        **metadata,
+                        "sluicegate.segmentId": context.segment_id(key[0], end, key[1]),
+                    }
                     schema = body.schema.with_metadata(
-                        {**(body.schema.metadata or {}), **{k.encode(): v.encode() for k, v in segment_meta.items()}}
+                        {
+                            **(body.schema.metadata or {}),
+                            **{k.encode(): v.encode() for k, v in segment_meta.items()},
+                        }
                     )
                     writer = pq.ParquetWriter(path, schema, compression="zstd")
                 part = table.slice(index, stop - index).drop_columns([INTERVAL, CHUNK])
@@ -98,7 +117,11 @@ def _writer(context: SegmentContext, plan_granularity: str, metadata: dict[str, 
 
 
 def build_segments(
-    spark: Any, plan: RowPlan, persists: list[str], dims: list[str], context: SegmentContext,
+    spark: Any,
+    plan: RowPlan,
+    persists: list[str],
+    dims: list[str],
+    context: SegmentContext,
     max_rows_per_segment: int,
 ) -> list[SegmentDescriptor]:
     from pyspark.sql import Window
@@ -113,8 +136,12 @@ def build_segments(
     frame = rollup(plan, frame.select("__time", *dims, *_metric_columns(plan)), dims)
     order = [F.col("__time"), *[F.col(d).asc_nulls_first() for d in dims]]
     window = Window.partitionBy(INTERVAL).orderBy(*order)
-    frame = frame.withColumn(INTERVAL, granularity.floor_ms(F.col("__time"), plan.segment_granularity))
-    frame = frame.withColumn(CHUNK, ((F.row_number().over(window) - 1) / max_rows_per_segment).cast("int"))
+    frame = frame.withColumn(
+        INTERVAL, granularity.floor_ms(F.col("__time"), plan.segment_granularity)
+    )
+    frame = frame.withColumn(
+        CHUNK, ((F.row_number().over(window) - 1) / max_rows_per_segment).cast("int")
+    )
     helpers = aggregators.helper_columns(plan.schema.metricsSpec)
     frame = frame.drop(*helpers).withColumn("__time", F.timestamp_millis("__time"))
     frame = frame.repartition(INTERVAL, CHUNK).sortWithinPartitions(INTERVAL, CHUNK, *order)

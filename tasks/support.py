@@ -9,20 +9,28 @@ from supervisor.schemas.io_config import InputFormat
 from tasks import aggregators, filters, granularity, parsing
 
 
-def unsupported(schema: DataSchema, input_format: InputFormat | None, prefix: str) -> list[FieldError]:
+def unsupported(
+    schema: DataSchema, input_format: InputFormat | None, prefix: str
+) -> list[FieldError]:
     """Every part of the pipeline's input that is not supported yet, with its field path."""
     problems: list[tuple[str, str]] = []
     ds = "dataSchema"
     if schema.parser is not None:
-        problems.append((f"{ds}.parser", "the legacy parser is not supported; use ioConfig.inputFormat"))
+        problems.append(
+            (f"{ds}.parser", "the legacy parser is not supported; use ioConfig.inputFormat")
+        )
     if input_format is not None:
         problems += parsing.check(input_format, "ioConfig.inputFormat")
     dims = schema.dimensionsSpec
     for index, dim in enumerate(dims.dimensions):
         kind = "string" if isinstance(dim, str) else dim.type
         if kind in ("json", "auto"):
-            problems.append((f"{ds}.dimensionsSpec.dimensions[{index}].type",
-                             f"'{kind}' dimensions are not supported yet"))
+            problems.append(
+                (
+                    f"{ds}.dimensionsSpec.dimensions[{index}].type",
+                    f"'{kind}' dimensions are not supported yet",
+                )
+            )
     if dims.spatialDimensions:
         problems.append((f"{ds}.dimensionsSpec.spatialDimensions", "not supported yet"))
     if dims.useSchemaDiscovery:
@@ -30,21 +38,36 @@ def unsupported(schema: DataSchema, input_format: InputFormat | None, prefix: st
     for index, metric in enumerate(schema.metricsSpec):
         path = f"{ds}.metricsSpec[{index}]"
         if metric.type not in aggregators.SUPPORTED:
-            problems.append((f"{path}.type", f"aggregator '{metric.type}' is not supported yet; "
-                             "supported: " + ", ".join(sorted(aggregators.SUPPORTED))))
+            problems.append(
+                (
+                    f"{path}.type",
+                    f"aggregator '{metric.type}' is not supported yet; "
+                    "supported: " + ", ".join(sorted(aggregators.SUPPORTED)),
+                )
+            )
         elif metric.expression is not None:
             problems.append((f"{path}.expression", "expression inputs are not supported yet"))
     spec = schema.granularitySpec
     query = granularity.name_of(spec.queryGranularity)
     if query not in granularity.SUPPORTED_QUERY:
-        problems.append((f"{ds}.granularitySpec.queryGranularity",
-                         "only named granularities (none, second ... year) are supported yet"))
+        problems.append(
+            (
+                f"{ds}.granularitySpec.queryGranularity",
+                "only named granularities (none, second ... year) are supported yet",
+            )
+        )
     segment = granularity.name_of(spec.segmentGranularity)
     if segment not in granularity.SUPPORTED_SEGMENT:
-        problems.append((f"{ds}.granularitySpec.segmentGranularity",
-                         "only named granularities (second ... year) are supported yet"))
+        problems.append(
+            (
+                f"{ds}.granularitySpec.segmentGranularity",
+                "only named granularities (second ... year) are supported yet",
+            )
+        )
     if schema.transformSpec.transforms:
-        problems.append((f"{ds}.transformSpec.transforms", "expression transforms are not supported yet"))
+        problems.append(
+            (f"{ds}.transformSpec.transforms", "expression transforms are not supported yet")
+        )
     if schema.transformSpec.filter is not None:
         problems += filters.check(schema.transformSpec.filter, f"{ds}.transformSpec.filter")
     return [FieldError(f"{prefix}{field}", reason) for field, reason in problems]

@@ -51,40 +51,63 @@ def edits(kafka: LocalKafka) -> tuple[str, list[dict[str, Any]]]:
     records = [record(n) for n in range(3 * N_PER_PARTITION)]
     for partition in range(3):
         mine = records[partition::3]
-        produce(kafka.bootstrap_servers, topic,
-                ((None, json.dumps(r).encode()) for r in mine), partition=partition)
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            ((None, json.dumps(r).encode()) for r in mine),
+            partition=partition,
+        )
     return topic, records
 
 
-def task(topic: str, bootstrap: str, *, rollup: bool, start: dict[int, int],
-         end: dict[int, int], task_id: str = "t1", **tuning: Any) -> IndexKafkaTask:
+def task(
+    topic: str,
+    bootstrap: str,
+    *,
+    rollup: bool,
+    start: dict[int, int],
+    end: dict[int, int],
+    task_id: str = "t1",
+    **tuning: Any,
+) -> IndexKafkaTask:
     dims = ["channel"] if rollup else ["channel", {"type": "long", "name": "id"}]
-    return IndexKafkaTask.model_validate({
-        "type": "index_kafka",
-        "id": task_id,
-        "dataSchema": {
-            "dataSource": "edits",
-            "timestampSpec": {"column": "ts", "format": "iso"},
-            "dimensionsSpec": {"dimensions": dims},
-            "metricsSpec": [
-                {"type": "count", "name": "count"},
-                {"type": "longSum", "name": "added", "fieldName": "added"},
-                {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
-            ],
-            "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "MINUTE" if rollup else "NONE",
-                                "rollup": rollup},
-        },
-        "tuningConfig": {"type": "kafka", "maxRowsInMemory": 250, **tuning},
-        "ioConfig": {
-            "type": "kafka",
-            "startSequenceNumbers": {"type": "start", "stream": topic,
-                                     "partitionSequenceNumberMap": {str(p): o for p, o in start.items()}},
-            "endSequenceNumbers": {"type": "end", "stream": topic,
-                                   "partitionSequenceNumberMap": {str(p): o for p, o in end.items()}},
-            "consumerProperties": {"bootstrap.servers": bootstrap},
-            "inputFormat": {"type": "json"},
-        },
-    })
+    return IndexKafkaTask.model_validate(
+        {
+            "type": "index_kafka",
+            "id": task_id,
+            "dataSchema": {
+                "dataSource": "edits",
+                "timestampSpec": {"column": "ts", "format": "iso"},
+                "dimensionsSpec": {"dimensions": dims},
+                "metricsSpec": [
+                    {"type": "count", "name": "count"},
+                    {"type": "longSum", "name": "added", "fieldName": "added"},
+                    {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
+                ],
+                "granularitySpec": {
+                    "segmentGranularity": "HOUR",
+                    "queryGranularity": "MINUTE" if rollup else "NONE",
+                    "rollup": rollup,
+                },
+            },
+            "tuningConfig": {"type": "kafka", "maxRowsInMemory": 250, **tuning},
+            "ioConfig": {
+                "type": "kafka",
+                "startSequenceNumbers": {
+                    "type": "start",
+                    "stream": topic,
+                    "partitionSequenceNumberMap": {str(p): o for p, o in start.items()},
+                },
+                "endSequenceNumbers": {
+                    "type": "end",
+                    "stream": topic,
+                    "partitionSequenceNumberMap": {str(p): o for p, o in end.items()},
+                },
+                "consumerProperties": {"bootstrap.servers": bootstrap},
+                "inputFormat": {"type": "json"},
+            },
+        }
+    )
 
 
 def run(spark: Any, sessions: sessionmaker[Session], spec: IndexKafkaTask, tmp_path: Path) -> Any:
@@ -122,7 +145,7 @@ def test_exact_ranges_without_rollup_publish_each_record_once(
     spec = task(topic, kafka.bootstrap_servers, rollup=False, start=start, end=end)
     state = run(spark, sessions, spec, tmp_path)
     assert state.status is TaskState.SUCCESS, state.error
-    expected = sorted(r["id"] for p in range(3) for r in records[p::3][start[p]:end[p]])
+    expected = sorted(r["id"] for p in range(3) for r in records[p::3][start[p] : end[p]])
     rows = published_rows(sessions)
     assert sorted(r["id"] for r in rows) == expected
     assert committed(sessions) == {"0": 390, "1": 400, "2": 333}
@@ -136,7 +159,12 @@ def test_rollup_sums_match_the_input(
     topic, records = edits
     start = {0: 0, 1: 0, 2: 0}
     end = {p: N_PER_PARTITION for p in range(3)}
-    state = run(spark, sessions, task(topic, kafka.bootstrap_servers, rollup=True, start=start, end=end), tmp_path)
+    state = run(
+        spark,
+        sessions,
+        task(topic, kafka.bootstrap_servers, rollup=True, start=start, end=end),
+        tmp_path,
+    )
     assert state.status is TaskState.SUCCESS, state.error
     rows = published_rows(sessions)
     assert sum(r["count"] for r in rows) == len(records)
