@@ -175,3 +175,91 @@ def test_rollup_sums_match_the_input(
     assert {c: sum(r["added"] for r in rows if r["channel"] == c) for c in CHANNELS} == by_channel
     keys = [(r["__time"], r["channel"]) for r in rows]
     assert len(keys) == len(set(keys))
+
+
+def test_two_replicas_publish_one_set_of_segments(
+    kafka: LocalKafka, spark: Any, edits: Any, sessions: Any, tmp_path: Path
+) -> None:
+    import threading
+
+    topic, records = edits
+    start = {0: 0, 1: 0, 2: 0}
+    end = {0: 200, 1: 150, 2: 100}
+    states: dict[str, Any] = {}
+
+    def replica(name: str) -> None:
+        spec = task(topic, kafka.bootstrap_servers, rollup=True, start=start, end=end, task_id=name)
+        states[name] = run(spark, sessions, spec, tmp_path)
+
+    threads = [threading.Thread(target=replica, args=(f"replica-{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert [s.status for s in states.values()] == [TaskState.SUCCESS, TaskState.SUCCESS]
+    assert states["replica-0"].segments == states["replica-1"].segments  # same deterministic ids
+    rows = published_rows(sessions)
+    assert sum(r["count"] for r in rows) == 450
+    with sessions() as session:
+        paths = {Path(s.path).parent.name for s in SegmentRepository(session).used("edits")}
+    assert len(paths) == 1  # only the winner's task path is published ...
+    loser = ({"replica-0", "replica-1"} - paths).pop()
+    assert not list((tmp_path / "deep").rglob(f"{loser}/*.parquet"))  # ... and the loser cleaned up
+    assert committed(sessions) == {"0": 200, "1": 150, "2": 100}
+
+
+def test_start_offsets_that_do_not_match_fail_and_publish_nothing(
+    kafka: LocalKafka, spark: Any, edits: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic, _ = edits
+    first = task(topic, kafka.bootstrap_servers, rollup=True, start={0: 0}, end={0: 100}, task_id="a")
+    assert run(spark, sessions, first, tmp_path).status is TaskState.SUCCESS
+    before = published_rows(sessions)
+    stale = task(topic, kafka.bootstrap_servers, rollup=True, start={0: 50}, end={0: 120}, task_id="b")
+    state = run(spark, sessions, stale, tmp_path)
+    assert state.status is TaskState.FAILED
+    assert "inconsistency between the committed offsets" in (state.error or "")
+    assert published_rows(sessions) == before
+    assert committed(sessions) == {"0": 100}
+
+
+def test_malformed_records_are_counted_and_sampled(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic = f"dirty-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    values = [
+        json.dumps(record(1)).encode(),
+        b"{not json",
+        json.dumps({**record(2), "ts": "yesterday"}).encode(),
+        json.dumps({**record(3), "added": "lots"}).encode(),
+        b"[1, 2, 3]",
+        json.dumps(record(4)).encode(),
+    ]
+    produce(kafka.bootstrap_servers, topic, ((None, v) for v in values), partition=0)
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 6},
+                maxSavedParseExceptions=10)
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.SUCCESS, state.error
+    assert (state.stats.processed, state.stats.processedWithError, state.stats.unparseable) == (2, 1, 3)
+    assert [(s["offset"], s["message"]) for s in state.samples] == [
+        (1, "Unable to parse row"),
+        (2, "Timestamp[ts=yesterday] is unparseable"),
+        (4, "Unable to parse row"),
+    ]
+    assert state.samples[0]["input"] == "{not json"
+    assert sorted(r["id"] for r in published_rows(sessions)) == [1, 3, 4]
+
+
+def test_too_many_parse_exceptions_fail_the_task(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic = f"bad-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    produce(kafka.bootstrap_servers, topic, ((None, b"garbage") for _ in range(5)), partition=0)
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 5},
+                maxParseExceptions=2)
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.FAILED
+    assert "Max parse exceptions [2] exceeded" in (state.error or "")
+    assert committed(sessions) == {}
