@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from supervisor.schemas.data_schema import Aggregator
+from tasks.columns import col
 
 _TYPES = {"long": "bigint", "double": "double", "float": "float", "string": "string"}
 SUPPORTED = (
@@ -60,17 +61,18 @@ def rollup_columns(metric: Aggregator) -> list[Any]:
     from pyspark.sql import functions as F
 
     name = metric.name
+    value = col(name)
     op = op_of(metric)
     if op == "Sum":
-        return [F.sum(name).cast(value_type(metric)).alias(name)]
+        return [F.sum(value).cast(value_type(metric)).alias(name)]
     if op == "Min":
-        return [F.min(name).alias(name)]
+        return [F.min(value).alias(name)]
     if op == "Max":
-        return [F.max(name).alias(name)]
+        return [F.max(value).alias(name)]
     time = name + TIME_SUFFIX
     if op == "First":
-        return [F.min_by(name, time).alias(name), F.min(time).alias(time)]
-    return [F.max_by(name, time).alias(name), F.max(time).alias(time)]
+        return [F.min_by(value, col(time)).alias(name), F.min(col(time)).alias(time)]
+    return [F.max_by(value, col(time)).alias(name), F.max(col(time)).alias(time)]
 
 
 def helper_columns(metrics: list[Aggregator]) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 from supervisor.schemas.data_schema import DataSchema
 from supervisor.schemas.io_config import InputFormat
 from tasks import aggregators, filters, granularity, parsing, timestamps
+from tasks.columns import cols
 
 OK, UNPARSEABLE, THROWN_AWAY = "ok", "unparseable", "thrownAway"
 _SPARK_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
@@ -162,8 +163,8 @@ def rollup(plan: RowPlan, rows: Any, dims: list[str]) -> Any:
         return rows
     aggs = [agg for metric in plan.schema.metricsSpec for agg in aggregators.rollup_columns(metric)]
     if not aggs:
-        return rows.select("__time", *dims).distinct()
-    return rows.groupBy("__time", *dims).agg(*aggs)
+        return rows.select("__time", *cols(dims)).distinct()
+    return rows.groupBy("__time", *cols(dims)).agg(*aggs)
 
 
 def process_batch(

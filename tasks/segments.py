@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks import aggregators, granularity
+from tasks.columns import cols
 from tasks.pipeline import RowPlan, rollup
 from tasks.protocol import SegmentDescriptor, offsets_json, range_digest
 
@@ -49,7 +50,9 @@ class SegmentContext:
         return f"{self.deep_storage}/{self.datasource}/{interval}/{self.version}/{self.task_id}"
 
 
-def _writer(context: SegmentContext, plan_granularity: str, metadata: dict[str, str]) -> Any:
+def _writer(
+    context: SegmentContext, plan_granularity: str, metadata: dict[str, str], names: list[str]
+) -> Any:
     """The mapInArrow function: write each (interval, chunk) of a partition as one Parquet file."""
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
@@ -77,7 +80,7 @@ def _writer(context: SegmentContext, plan_granularity: str, metadata: dict[str, 
             )
 
         for batch in batches:
-            table = pa.Table.from_batches([batch])
+            table = pa.Table.from_batches([batch]).rename_columns(names)
             intervals = table.column(INTERVAL).to_pylist()
             chunks = table.column(CHUNK).to_pylist()
             index = 0
@@ -133,8 +136,8 @@ def build_segments(
     for name in dims:
         if name not in frame.columns:
             frame = frame.withColumn(name, F.lit(None).cast("string"))
-    frame = rollup(plan, frame.select("__time", *dims, *_metric_columns(plan)), dims)
-    order = [F.col("__time"), *[F.col(d).asc_nulls_first() for d in dims]]
+    frame = rollup(plan, frame.select("__time", *cols([*dims, *_metric_columns(plan)])), dims)
+    order = [F.col("__time"), *[c.asc_nulls_first() for c in cols(dims)]]
     window = Window.partitionBy(INTERVAL).orderBy(*order)
     frame = frame.withColumn(
         INTERVAL, granularity.floor_ms(F.col("__time"), plan.segment_granularity)
@@ -153,8 +156,11 @@ def build_segments(
         "sluicegate.taskId": context.task_id,
         "sluicegate.specVersion": context.spec_version,
     }
+    # mapInArrow resolves columns by unquoted name, so dotted names travel positionally
+    names = frame.columns
+    frame = frame.toDF(*[f"c{index}" for index in range(len(names))])
     written = frame.mapInArrow(
-        _writer(context, plan.segment_granularity, metadata),
+        _writer(context, plan.segment_granularity, metadata, names),
         "interval_start long, interval_end long, chunk long, path string, rows long, size long",
     ).collect()
     metrics = plan.metric_names

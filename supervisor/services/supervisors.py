@@ -18,6 +18,7 @@ from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
+from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
 TOMBSTONE_TYPE = "NoopSupervisorSpec"
@@ -97,6 +98,9 @@ class SupervisorService:
 
     def submit(self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False) -> str:
         parsed = parse_supervisor_spec(raw)
+        problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
+        if problems:
+            raise SpecError(problems)
         supervisor_id = parsed.supervisor_id
         payload = parsed.to_json()
         payload["id"] = supervisor_id

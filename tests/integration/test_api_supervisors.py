@@ -333,3 +333,14 @@ def test_changes_are_audited_with_author_and_comment(
 def test_service_status(api: httpx.Client) -> None:
     assert api.get("/status/health").json() is True
     assert "version" in api.get("/status").json()
+
+
+def test_unsupported_pipeline_features_are_400(api: httpx.Client) -> None:
+    body = spec("wiki")
+    body["spec"]["dataSchema"]["metricsSpec"] = [
+        {"type": "thetaSketch", "name": "u", "fieldName": "user"}
+    ]
+    response = submit(api, body)
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "spec.dataSchema.metricsSpec[0].type"
+    assert api.get(BASE).json() == []

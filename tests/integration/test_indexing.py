@@ -182,7 +182,7 @@ def test_two_replicas_publish_one_set_of_segments(
 ) -> None:
     import threading
 
-    topic, records = edits
+    topic, _ = edits
     start = {0: 0, 1: 0, 2: 0}
     end = {0: 200, 1: 150, 2: 100}
     states: dict[str, Any] = {}
@@ -212,10 +212,14 @@ def test_start_offsets_that_do_not_match_fail_and_publish_nothing(
     kafka: LocalKafka, spark: Any, edits: Any, sessions: Any, tmp_path: Path
 ) -> None:
     topic, _ = edits
-    first = task(topic, kafka.bootstrap_servers, rollup=True, start={0: 0}, end={0: 100}, task_id="a")
+    first = task(
+        topic, kafka.bootstrap_servers, rollup=True, start={0: 0}, end={0: 100}, task_id="a"
+    )
     assert run(spark, sessions, first, tmp_path).status is TaskState.SUCCESS
     before = published_rows(sessions)
-    stale = task(topic, kafka.bootstrap_servers, rollup=True, start={0: 50}, end={0: 120}, task_id="b")
+    stale = task(
+        topic, kafka.bootstrap_servers, rollup=True, start={0: 50}, end={0: 120}, task_id="b"
+    )
     state = run(spark, sessions, stale, tmp_path)
     assert state.status is TaskState.FAILED
     assert "inconsistency between the committed offsets" in (state.error or "")
@@ -237,11 +241,21 @@ def test_malformed_records_are_counted_and_sampled(
         json.dumps(record(4)).encode(),
     ]
     produce(kafka.bootstrap_servers, topic, ((None, v) for v in values), partition=0)
-    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 6},
-                maxSavedParseExceptions=10)
+    spec = task(
+        topic,
+        kafka.bootstrap_servers,
+        rollup=False,
+        start={0: 0},
+        end={0: 6},
+        maxSavedParseExceptions=10,
+    )
     state = run(spark, sessions, spec, tmp_path)
     assert state.status is TaskState.SUCCESS, state.error
-    assert (state.stats.processed, state.stats.processedWithError, state.stats.unparseable) == (2, 1, 3)
+    assert (state.stats.processed, state.stats.processedWithError, state.stats.unparseable) == (
+        2,
+        1,
+        3,
+    )
     assert [(s["offset"], s["message"]) for s in state.samples] == [
         (1, "Unable to parse row"),
         (2, "Timestamp[ts=yesterday] is unparseable"),
@@ -257,9 +271,70 @@ def test_too_many_parse_exceptions_fail_the_task(
     topic = f"bad-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, topic, 1)
     produce(kafka.bootstrap_servers, topic, ((None, b"garbage") for _ in range(5)), partition=0)
-    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 5},
-                maxParseExceptions=2)
+    spec = task(
+        topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 5}, maxParseExceptions=2
+    )
     state = run(spark, sessions, spec, tmp_path)
     assert state.status is TaskState.FAILED
     assert "Max parse exceptions [2] exceeded" in (state.error or "")
     assert committed(sessions) == {}
+
+
+def test_filters_and_the_kafka_input_format(
+    kafka: LocalKafka, spark: Any, edits: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic, records = edits
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 120})
+    spec.dataSchema.transformSpec.filter = {
+        "type": "or",
+        "fields": [
+            {"type": "selector", "dimension": "channel", "value": "#en"},
+            {"type": "bound", "dimension": "added", "lower": "15", "ordering": "numeric"},
+            {
+                "type": "and",
+                "fields": [
+                    {"type": "like", "dimension": "channel", "pattern": "#d%"},
+                    {
+                        "type": "not",
+                        "field": {"type": "in", "dimension": "id", "values": ["0", "3"]},
+                    },
+                ],
+            },
+        ],
+    }
+    spec.ioConfig.inputFormat = spec.ioConfig.inputFormat.model_validate(
+        {"type": "kafka", "valueFormat": {"type": "json"}}
+    )
+    spec.dataSchema.dimensionsSpec.dimensions.append("kafka.topic")
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.SUCCESS, state.error
+    mine = records[0::3][:120]
+
+    def keep(r: dict[str, Any]) -> bool:
+        return (
+            r["channel"] == "#en"
+            or r["added"] >= 15
+            or (r["channel"].startswith("#d") and r["id"] not in (0, 3))
+        )
+
+    rows = published_rows(sessions)
+    assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in mine if keep(r))
+    assert state.stats.thrownAway == sum(1 for r in mine if not keep(r))
+    assert {r["kafka.topic"] for r in rows} == {topic}
+
+
+def test_csv_input_format(kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path) -> None:
+    topic = f"csv-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    lines = [f"2026-11-22T09:00:0{i}Z,{i},#en,{i * 10},1".encode() for i in range(5)]
+    produce(kafka.bootstrap_servers, topic, ((None, v) for v in lines), partition=0)
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 5})
+    spec.ioConfig.inputFormat = spec.ioConfig.inputFormat.model_validate(
+        {"type": "csv", "columns": ["ts", "id", "channel", "added", "deleted"]}
+    )
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.SUCCESS, state.error
+    rows = sorted(published_rows(sessions), key=lambda r: r["id"])
+    assert [(r["id"], r["channel"], r["added"]) for r in rows] == [
+        (i, "#en", i * 10) for i in range(5)
+    ]
