@@ -44,6 +44,15 @@ class TaskFailedError(RuntimeError):
     """The task cannot go on; the message is recorded as its failure reason."""
 
 
+class ControlError(Exception):
+    """A control request that cannot be honoured now; carries the HTTP status to answer."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
 @dataclass
 class IndexerState:
     """Everything the control API reports; changed only under the indexer's lock."""
@@ -56,6 +65,8 @@ class IndexerState:
     skipped: list[dict[str, int]] = field(default_factory=list)
     error: str | None = None
     segments: list[str] = field(default_factory=list)
+    end_is_final: bool = False
+    started_at: float | None = None
 
 
 class KafkaIndexer:
@@ -84,11 +95,91 @@ class KafkaIndexer:
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
         self.persists: list[str] = []
         self.dimensions: list[tuple[str, str]] = []
+        self.pause_requested = False
+        self.stop_requested = False
+        self.state.end_is_final = task.ioConfig.endSequenceNumbers is not None
+
+    # ---- control, called from the control server's threads --------------------------------
+
+    def snapshot(self) -> IndexerState:
+        with self.lock:
+            return IndexerState(
+                **{
+                    **vars(self.state),
+                    "current": dict(self.state.current),
+                    "end": dict(self.state.end),
+                    "samples": list(self.state.samples),
+                }
+            )
+
+    def pause(self, timeout: float) -> dict[int, int] | None:
+        """Ask the loop to pause; the current offsets once paused, None if not yet."""
+        with self.lock:
+            if self.state.status not in (TaskState.READING, TaskState.PAUSED):
+                raise ControlError(
+                    409,
+                    f"Can't pause, task is not in a pausable state (state: [{self.state.status}])",
+                )
+            self.pause_requested = True
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.state.status is not TaskState.READING, timeout)
+            if self.state.status is TaskState.PAUSED:
+                return dict(self.state.current)
+            return None
+
+    def resume(self, timeout: float = 5.0) -> None:
+        with self.lock:
+            self.pause_requested = False
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.state.status is not TaskState.PAUSED, timeout)
+            if self.state.status is TaskState.PAUSED:
+                raise ControlError(500, "the task did not resume in time")
+
+    def set_end_offsets(self, offsets: dict[int, int], finish: bool) -> dict[int, int]:
+        """Druid's POST offsets/end: only while paused, each offset >= current; resumes."""
+        with self.lock:
+            if finish and self.state.end_is_final and offsets == self.state.end:
+                return dict(self.state.end)  # a repeat of the same request
+            if self.state.status is not TaskState.PAUSED:
+                raise ControlError(400, "Task must be paused before changing the end offsets")
+            if not finish:
+                raise ControlError(
+                    400,
+                    "finish=false (incremental checkpoints) is not supported yet; send finish=true",
+                )
+            if set(offsets) != set(self.state.current):
+                raise ControlError(
+                    400,
+                    f"end offsets must name partitions {sorted(self.state.current)}, "
+                    f"got {sorted(offsets)}",
+                )
+            for partition, offset in offsets.items():
+                current = self.state.current[partition]
+                if offset < current:
+                    raise ControlError(
+                        400,
+                        f"partition {partition}: end offset {offset} is before the current "
+                        f"offset {current}",
+                    )
+            self.state.end = dict(offsets)
+            self.state.end_is_final = True
+            self.pause_requested = False
+            self.lock.notify_all()
+            return dict(self.state.end)
+
+    def stop(self) -> None:
+        """Graceful stop: finish the batch in flight, then publish what was read and exit."""
+        with self.lock:
+            self.stop_requested = True
+            self.pause_requested = False
+            self.lock.notify_all()
 
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self) -> IndexerState:
         try:
+            with self.lock:
+                self.state.started_at = time.time()
             self._set_status(TaskState.READING)
             self._read_until_end()
             self._set_status(TaskState.PUBLISHING)
@@ -120,8 +211,13 @@ class KafkaIndexer:
         partitions = sorted(self.start)
         budget = max(1, self.task.tuningConfig.maxRowsInMemory // len(partitions))
         self._check_log_start(topic, partitions)
+        poll = self.task.ioConfig.pollTimeout / 1000
         while True:
             with self.lock:
+                self._honour_pause()
+                if self.stop_requested:
+                    self.state.end = dict(self.state.current)
+                    self.state.end_is_final = True
                 if self._finished_reading():
                     return
                 current, end = dict(self.state.current), dict(self.state.end)
@@ -133,9 +229,21 @@ class KafkaIndexer:
                 for p in partitions
             }
             if batch_end == current:
-                self.sleep(self.task.ioConfig.pollTimeout / 1000)
+                with self.lock:
+                    self.lock.wait_for(lambda: self.pause_requested or self.stop_requested, poll)
                 continue
             self._read_batch(topic, current, batch_end)
+
+    def _honour_pause(self) -> None:
+        """Under the lock: sit PAUSED while a pause is asked for (and no stop)."""
+        while self.pause_requested and not self.stop_requested:
+            if self.state.status is not TaskState.PAUSED:
+                self.state.status = TaskState.PAUSED
+                self.lock.notify_all()
+            self.lock.wait(0.5)
+        if self.state.status is TaskState.PAUSED:
+            self.state.status = TaskState.READING
+            self.lock.notify_all()
 
     def _check_log_start(self, topic: str, partitions: list[int]) -> None:
         earliest = self.offsets.earliest(topic, partitions)

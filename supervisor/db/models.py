@@ -50,6 +50,9 @@ class TaskRow(Base):
     location_port: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    token: Mapped[str | None] = mapped_column(String(64))
+    log_path: Mapped[str | None] = mapped_column(Text)
+    report: Mapped[dict[str, Any] | None]
 
 
 class CommittedOffsetsRow(Base):
