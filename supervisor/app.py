@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,11 +14,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from supervisor import __version__
-from supervisor.api import supervisors
+from supervisor.api import supervisors, tasks
 from supervisor.clock import Clock, utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.errors import DomainError
+from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.errors import SpecError
+from supervisor.services.tasks import TaskService
 from supervisor.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,37 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(500, f"internal error: {type(exc).__name__}")
 
 
+class TaskMonitor:
+    """Records ended task processes in the DB, a few times a second, in a thread."""
+
+    def __init__(self, sessions: Any, clock: Clock, runner: LocalProcessRunner) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self.runner = runner
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def run_once(self) -> None:
+        exits = self.runner.exited()
+        if exits:
+            with self.sessions() as session:
+                TaskService(session, self.clock, self.runner).record_exits(exits)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(0.25):
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("task monitor pass failed")
+
+
 def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> FastAPI:
     settings = settings or Settings()
 
@@ -68,9 +102,14 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         app.state.engine = engine
         app.state.sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
+        monitor = TaskMonitor(app.state.sessions, clock, app.state.runner)
+        monitor.start()
         try:
             yield
         finally:
+            monitor.stop()
+            if settings.kill_tasks_on_exit:
+                app.state.runner.kill_all()
             engine.dispose()
 
     app = FastAPI(
@@ -82,8 +121,10 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
     )
     app.state.settings = settings
     app.state.clock = clock
+    app.state.runner = LocalProcessRunner(settings)
     _install_error_handlers(app)
     app.include_router(supervisors.router)
+    app.include_router(tasks.router)
 
     @app.get("/status/health", tags=["service"], summary="Liveness of the service")
     def health() -> bool:

@@ -23,6 +23,18 @@ class Settings(BaseSettings):
     jar_cache: Path = Field(default_factory=default_jar_cache)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     log_level: str = "info"
+    # Spark master of indexing tasks (local[*], spark://host:7077, ...)
+    task_master: str = "local[*]"
+    # How tasks reach this service; derived from host and port when unset.
+    overlord_url: str | None = None
+    # Kill running task processes when the service stops (tests); by default they keep running.
+    kill_tasks_on_exit: bool = False
+
+    def advertised_url(self) -> str:
+        if self.overlord_url:
+            return self.overlord_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"
 
     def prepare_dirs(self) -> None:
         """Create the local directories the service writes to, including a SQLite file's."""

@@ -13,6 +13,7 @@ from supervisor.db.models import (
     CommittedOffsetsRow,
     SegmentRow,
     SupervisorSpecRow,
+    TaskRow,
 )
 
 
@@ -175,4 +176,28 @@ class SegmentRepository:
             .where(SegmentRow.datasource == datasource, SegmentRow.used.is_(True))
             .order_by(SegmentRow.interval_start, SegmentRow.id)
         )
+        return list(self.session.scalars(query))
+
+
+class TaskRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, task_id: str) -> TaskRow | None:
+        return self.session.get(TaskRow, task_id, populate_existing=True)
+
+    def add(self, row: TaskRow) -> None:
+        self.session.add(row)
+        self.session.flush()
+
+    def find(
+        self, statuses: tuple[str, ...] | None, datasource: str | None, limit: int | None
+    ) -> list[TaskRow]:
+        query = select(TaskRow).order_by(TaskRow.created_at.desc(), TaskRow.id)
+        if statuses is not None:
+            query = query.where(TaskRow.status.in_(statuses))
+        if datasource is not None:
+            query = query.where(TaskRow.datasource == datasource)
+        if limit is not None:
+            query = query.limit(limit)
         return list(self.session.scalars(query))

@@ -24,14 +24,25 @@ def _properties(spec: dict[str, Any]) -> dict[str, Any] | None:
     return props if isinstance(props, dict) else None
 
 
-def mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a normalized spec (or a tombstone) with every secret value masked."""
-    masked = copy.deepcopy(spec)
-    props = _properties(masked)
+def _mask(props: dict[str, Any] | None) -> None:
     if props is not None:
         for key in props:
             if is_secret(key) and props[key] is not None:
                 props[key] = MASK
+
+
+def mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a normalized spec (or a tombstone) with every secret value masked."""
+    masked = copy.deepcopy(spec)
+    _mask(_properties(masked))
+    return masked
+
+
+def mask_task(payload: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a task payload with the secrets of its consumerProperties masked."""
+    masked = copy.deepcopy(payload)
+    props = masked.get("ioConfig", {}).get("consumerProperties")
+    _mask(props if isinstance(props, dict) else None)
     return masked
 
 

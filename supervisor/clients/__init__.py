@@ -1,0 +1,1 @@
+"""Clients of what the overlord talks to: indexing tasks' control APIs, Kafka."""

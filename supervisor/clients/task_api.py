@@ -1,0 +1,45 @@
+"""The overlord's client of a task's control API (Druid's chat endpoints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tasks.protocol import TOKEN_HEADER
+
+
+class TaskApiError(Exception):
+    def __init__(self, status_code: int | None, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class TaskApiClient:
+    def __init__(
+        self, host: str, port: int, task_id: str, token: str, timeout: float = 10.0
+    ) -> None:
+        self.http = httpx.Client(
+            base_url=f"http://{host}:{port}/druid/worker/v1/chat/{task_id}",
+            timeout=timeout,
+            headers={TOKEN_HEADER: token},
+        )
+
+    def __enter__(self) -> TaskApiClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.http.close()
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise TaskApiError(None, f"task unreachable: {type(exc).__name__}") from None
+        if response.status_code >= 400:
+            message = response.json().get("error", response.text) if response.content else ""
+            raise TaskApiError(response.status_code, str(message))
+        return response
+
+    def get(self, path: str) -> Any:
+        return self.call("GET", path).json()

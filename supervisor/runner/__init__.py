@@ -1,0 +1,1 @@
+"""Task runners: how the overlord starts, watches and kills indexing task processes."""

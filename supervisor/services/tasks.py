@@ -1,0 +1,195 @@
+"""Indexing tasks: submit, inspect, shut down; record how their processes ended."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.clock import Clock, druid_timestamp
+from supervisor.db.models import TaskRow
+from supervisor.db.repositories import TaskRepository
+from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.runner.local import Exited, LocalProcessRunner
+from supervisor.schemas.errors import SpecError, from_validation_error
+from supervisor.schemas.secrets import mask_task
+from tasks.protocol import IndexKafkaTask
+from tasks.support import unsupported
+
+log = logging.getLogger(__name__)
+RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
+STATE_FILTERS = {"running": (RUNNING,), "complete": (SUCCESS, FAILED), "waiting": (), "pending": ()}
+
+
+def parse_task(raw: Any) -> IndexKafkaTask:
+    if not isinstance(raw, dict):
+        raise SpecError.single("", "the body must be a JSON object holding a task")
+    if raw.get("type") != "index_kafka":
+        raise SpecError.single(
+            "type",
+            f"unsupported task type '{raw.get('type')}'; Sluicegate runs 'index_kafka' tasks",
+        )
+    try:
+        task = IndexKafkaTask.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    problems = unsupported(task.dataSchema, task.ioConfig.inputFormat, "")
+    if problems:
+        raise SpecError(problems)
+    return task
+
+
+def status_of(row: TaskRow, now: datetime) -> dict[str, Any]:
+    """Druid's TaskStatusPlus."""
+    finished = row.status in (SUCCESS, FAILED)
+    duration = int(((row.updated_at if finished else now) - row.created_at).total_seconds() * 1000)
+    return {
+        "id": row.id,
+        "groupId": row.payload.get("groupId") or row.id,
+        "type": row.type,
+        "createdTime": druid_timestamp(row.created_at),
+        "queueInsertionTime": druid_timestamp(row.created_at),
+        "statusCode": row.status,
+        "status": row.status,
+        "runnerStatusCode": "NONE" if finished else "RUNNING",
+        "duration": duration if finished else -1,
+        "location": {"host": row.location_host, "port": row.location_port or -1, "tlsPort": -1},
+        "dataSource": row.datasource,
+        "errorMsg": row.error_msg,
+    }
+
+
+class TaskService:
+    def __init__(self, session: Session, clock: Clock, runner: LocalProcessRunner) -> None:
+        self.session = session
+        self.clock = clock
+        self.runner = runner
+        self.tasks = TaskRepository(session)
+
+    def require(self, task_id: str) -> TaskRow:
+        row = self.tasks.get(task_id)
+        if row is None:
+            raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
+        return row
+
+    def submit(self, raw: Any) -> str:
+        task = parse_task(raw)
+        if self.tasks.get(task.id) is not None:
+            raise BadRequestError(f"Task [{task.id}] already exists", field="id")
+        payload = task.model_dump(mode="json", by_alias=True, exclude_none=True)
+        now = self.clock()
+        row = TaskRow(
+            id=task.id,
+            type=task.type,
+            supervisor_id=task.supervisorId,
+            datasource=task.datasource,
+            group_id=task.ioConfig.taskGroupId,
+            payload=payload,
+            status=RUNNING,
+            created_at=now,
+            updated_at=now,
+        )
+        self.tasks.add(row)
+        launched = self.runner.launch(task.id, payload)
+        row.location_host, row.location_port = launched.host, launched.port
+        row.token, row.log_path = launched.token, launched.log_path
+        self.session.commit()
+        log.info("task %s launched on %s:%s", task.id, launched.host, launched.port)
+        return task.id
+
+    def list_tasks(
+        self, state: str | None, datasource: str | None, limit: int | None
+    ) -> list[dict[str, Any]]:
+        if state is not None and state not in STATE_FILTERS:
+            raise BadRequestError(
+                f"state: must be one of {', '.join(STATE_FILTERS)}", field="state"
+            )
+        if limit is not None and limit < 0:
+            raise BadRequestError("max: must not be negative", field="max")
+        statuses = STATE_FILTERS[state] if state else None
+        now = self.clock()
+        return [status_of(r, now) for r in self.tasks.find(statuses, datasource, limit)]
+
+    def payload(self, task_id: str) -> dict[str, Any]:
+        row = self.require(task_id)
+        return {"task": row.id, "payload": mask_task(row.payload)}
+
+    def status(self, task_id: str) -> dict[str, Any]:
+        return {"task": task_id, "status": status_of(self.require(task_id), self.clock())}
+
+    def _live(self, row: TaskRow) -> dict[str, Any] | None:
+        if row.status != RUNNING or row.token is None or row.location_port is None:
+            return None
+        try:
+            with TaskApiClient(
+                row.location_host or "127.0.0.1", row.location_port, row.id, row.token
+            ) as client:
+                return {
+                    "status": client.get("/status"),
+                    "rowStats": client.get("/rowStats")["totals"]["buildSegments"],
+                    "unparseableEvents": client.get("/unparseableEvents")["buildSegments"],
+                    "errorMsg": None,
+                }
+        except TaskApiError:
+            return None
+
+    def reports(self, task_id: str) -> dict[str, Any]:
+        row = self.require(task_id)
+        report = self._live(row) or row.report or {}
+        return {
+            "ingestionStatsAndErrors": {
+                "type": "ingestionStatsAndErrors",
+                "taskId": row.id,
+                "payload": {
+                    "ingestionState": report.get("status", row.status),
+                    "rowStats": {"buildSegments": report.get("rowStats", {})},
+                    "unparseableEvents": {"buildSegments": report.get("unparseableEvents", [])},
+                    "errorMsg": report.get("errorMsg") or row.error_msg,
+                    "segments": report.get("segments", []),
+                },
+            }
+        }
+
+    def log_text(self, task_id: str) -> str:
+        row = self.require(task_id)
+        if row.log_path is None or not Path(row.log_path).exists():
+            raise NotFoundError(f"No log for task [{task_id}]")
+        return Path(row.log_path).read_text(errors="replace")
+
+    def shutdown(self, task_id: str) -> dict[str, str]:
+        row = self.require(task_id)
+        if row.status == RUNNING and self.runner.kill(task_id):
+            self._finish(row, FAILED, "Shutdown request from user", None)
+            self.session.commit()
+        return {"task": task_id}
+
+    def _finish(
+        self, row: TaskRow, status: str, error: str | None, report: dict[str, Any] | None
+    ) -> None:
+        if row.status != RUNNING:
+            return
+        row.status, row.error_msg, row.updated_at = status, error, self.clock()
+        if report is not None:
+            row.report = report
+
+    def record_exits(self, exits: list[Exited]) -> None:
+        """Write how task processes ended; the runner tells which did."""
+        for exited in exits:
+            row = self.tasks.get(exited.task_id)
+            if row is None:
+                continue
+            report = exited.report
+            if report is not None and report.get("status") == SUCCESS and exited.exit_code == 0:
+                self._finish(row, SUCCESS, None, report)
+            else:
+                reason = (report or {}).get("errorMsg") or (
+                    f"task process exited with code {exited.exit_code}"
+                )
+                self._finish(row, FAILED, reason, report)
+            log.info("task %s ended: %s", row.id, row.status)
+        self.session.commit()

@@ -1,0 +1,5 @@
+import sys
+
+from tasks.main import main
+
+sys.exit(main())

@@ -1,0 +1,245 @@
+"""Indexing tasks as real processes: submitted over HTTP, controlled over their chat API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.topics import create_topic, produce
+from supervisor.settings import Settings
+from tasks.protocol import TOKEN_HEADER
+from tests.conftest import RunningService
+from tests.integration.test_api_supervisors import db_rows
+
+TASKS = "/druid/indexer/v1"
+
+
+@pytest.fixture
+def overlord(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
+    settings = Settings(
+        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
+        deep_storage=tmp_path / "deep",
+        work_dir=tmp_path / "work",
+        jar_cache=jar_cache,
+        task_master="local[2]",
+        kill_tasks_on_exit=True,
+    )
+    with RunningService(settings) as service:
+        settings.port = service.port  # tasks publish back to this server
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            yield service, client
+
+
+def topic_with(kafka: LocalKafka, partitions: int, per_partition: int) -> str:
+    topic = f"task-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, partitions)
+    for p in range(partitions):
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            (
+                (
+                    None,
+                    json.dumps({"ts": "2026-11-22T10:00:00Z", "id": f"{p}-{i}", "n": 1}).encode(),
+                )
+                for i in range(per_partition)
+            ),
+            partition=p,
+        )
+    return topic
+
+
+def payload(
+    task_id: str,
+    topic: str,
+    bootstrap: str,
+    start: dict[int, int],
+    end: dict[int, int] | None = None,
+) -> dict[str, Any]:
+    io: dict[str, Any] = {
+        "type": "kafka",
+        "startSequenceNumbers": {
+            "type": "start",
+            "stream": topic,
+            "partitionSequenceNumberMap": {str(p): o for p, o in start.items()},
+        },
+        "consumerProperties": {"bootstrap.servers": bootstrap, "ssl.key.password": "s3cret"},
+        "inputFormat": {"type": "json"},
+    }
+    if end is not None:
+        io["endSequenceNumbers"] = {
+            "type": "end",
+            "stream": topic,
+            "partitionSequenceNumberMap": {str(p): o for p, o in end.items()},
+        }
+    return {
+        "type": "index_kafka",
+        "id": task_id,
+        "dataSchema": {
+            "dataSource": "events",
+            "timestampSpec": {"column": "ts", "format": "iso"},
+            "dimensionsSpec": {"dimensions": ["id"]},
+            "metricsSpec": [{"type": "count", "name": "count"}],
+            "granularitySpec": {"segmentGranularity": "HOUR", "rollup": False},
+        },
+        "tuningConfig": {"type": "kafka", "maxRowsInMemory": 100},
+        "ioConfig": io,
+    }
+
+
+def wait_for(predicate: Any, timeout: float = 120, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def task_status(api: httpx.Client, task_id: str) -> dict[str, Any]:
+    return api.get(f"{TASKS}/task/{task_id}/status").json()["status"]
+
+
+def chat(service: RunningService, task_id: str) -> httpx.Client:
+    row = db_rows(
+        service, select(TaskRow.location_port, TaskRow.token).where(TaskRow.id == task_id)
+    )[0]
+    return httpx.Client(
+        base_url=f"http://127.0.0.1:{row[0]}/druid/worker/v1/chat/{task_id}",
+        headers={TOKEN_HEADER: row[1]},
+        timeout=30,
+    )
+
+
+def published(service: RunningService) -> tuple[int, dict[str, int] | None]:
+    rows = sum(r[0] for r in db_rows(service, select(SegmentRow.num_rows)))
+    offsets = db_rows(service, select(CommittedOffsetsRow.offsets))
+    return rows, (dict(offsets[0][0]) if offsets else None)
+
+
+def test_a_task_with_end_offsets_runs_to_success(kafka: LocalKafka, overlord: Any) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 2, 150)
+    body = payload("t-fixed", topic, kafka.bootstrap_servers, {0: 0, 1: 20}, {0: 150, 1: 100})
+    assert api.post(f"{TASKS}/task", json=body).json() == {"task": "t-fixed"}
+    assert api.post(f"{TASKS}/task", json=body).status_code == 400  # ids are unique
+    status = wait_for(
+        lambda: (s := task_status(api, "t-fixed"))["status"] != "RUNNING" and s,
+        what="the task to finish",
+    )
+    assert status["status"] == "SUCCESS", api.get(f"{TASKS}/task/t-fixed/log").text[-3000:]
+    assert published(service) == (230, {"0": 150, "1": 100})
+    report = api.get(f"{TASKS}/task/t-fixed/reports").json()["ingestionStatsAndErrors"]["payload"]
+    assert report["rowStats"]["buildSegments"]["processed"] == 230
+    listed = api.get(f"{TASKS}/tasks", params={"state": "complete", "datasource": "events"}).json()
+    assert [t["id"] for t in listed] == ["t-fixed"]
+    assert api.get(f"{TASKS}/tasks", params={"state": "running"}).json() == []
+    shown = api.get(f"{TASKS}/task/t-fixed").json()["payload"]["ioConfig"]["consumerProperties"]
+    assert shown["ssl.key.password"] == "<masked>"
+    assert "t-fixed" in api.get(f"{TASKS}/task/t-fixed/log").text
+
+
+def test_pause_set_end_offsets_resume_stops_exactly_there(kafka: LocalKafka, overlord: Any) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 2, 300)
+    api.post(f"{TASKS}/task", json=payload("t-open", topic, kafka.bootstrap_servers, {0: 0, 1: 0}))
+    with chat(service, "t-open") as control:
+        wait_for(lambda: _get(control, "/status") == "READING", what="READING")
+        wait_for(
+            lambda: sum((_get(control, "/offsets/current") or {}).values()) > 0, what="progress"
+        )
+        response = control.post("/pause")
+        assert response.status_code in (200, 202)
+        wait_for(lambda: _get(control, "/status") == "PAUSED", what="PAUSED")
+        current = control.post("/pause").json()
+        assert current == _get(control, "/offsets/current")
+        assert control.post("/offsets/end", json={"0": 0, "1": 0}).status_code == 400  # < current
+        end = {"0": min(current["0"] + 50, 300), "1": current["1"]}
+        assert control.post("/offsets/end", params={"finish": "true"}, json=end).json() == end
+        status = wait_for(
+            lambda: (s := task_status(api, "t-open"))["status"] != "RUNNING" and s,
+            what="the task to finish",
+        )
+    assert status["status"] == "SUCCESS", status
+    assert published(service) == (end["0"] + end["1"], end)
+
+
+def test_a_task_killed_mid_read_publishes_nothing(kafka: LocalKafka, overlord: Any) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 1, 400)
+    api.post(f"{TASKS}/task", json=payload("t-kill", topic, kafka.bootstrap_servers, {0: 0}))
+    with chat(service, "t-kill") as control:
+        wait_for(
+            lambda: (
+                _get(control, "/status") == "READING" and _get(control, "/offsets/current")["0"] > 0
+            ),
+            what="reading",
+        )
+    process = service.app.state.runner.processes["t-kill"]
+    os.killpg(process.pid, signal.SIGKILL)
+    status = wait_for(
+        lambda: (s := task_status(api, "t-kill"))["status"] != "RUNNING" and s,
+        what="the task to be marked failed",
+    )
+    assert status["status"] == "FAILED"
+    assert "exited with code -9" in status["errorMsg"]
+    assert published(service) == (0, None)
+
+
+def test_shutdown_and_task_api_errors(kafka: LocalKafka, overlord: Any) -> None:
+    _, api = overlord
+    topic = topic_with(kafka, 1, 10)
+    api.post(f"{TASKS}/task", json=payload("t-stop", topic, kafka.bootstrap_servers, {0: 0}))
+    assert api.post(f"{TASKS}/task/t-stop/shutdown").json() == {"task": "t-stop"}
+    status = task_status(api, "t-stop")
+    assert (status["status"], status["errorMsg"]) == ("FAILED", "Shutdown request from user")
+    for path in ("/task/nope", "/task/nope/status", "/task/nope/reports", "/task/nope/log"):
+        assert api.get(TASKS + path).status_code == 404
+    assert api.post(f"{TASKS}/task/nope/shutdown").status_code == 404
+    bad = payload("t-bad", topic, kafka.bootstrap_servers, {0: 5}, {0: 1})
+    response = api.post(f"{TASKS}/task", json=bad)
+    assert response.status_code == 400
+    assert "endSequenceNumbers.partitionSequenceNumberMap.0" in response.json()["error"]
+    assert api.post(f"{TASKS}/task", json={"type": "index"}).status_code == 400
+    assert api.get(f"{TASKS}/tasks", params={"state": "sleeping"}).status_code == 400
+    forged = {
+        "task": "t-stop",
+        "action": {
+            "supervisorId": "events",
+            "dataSource": "events",
+            "segments": [],
+            "startMetadata": {
+                "type": "start",
+                "stream": topic,
+                "partitionSequenceNumberMap": {"0": 0},
+            },
+            "endMetadata": {
+                "type": "end",
+                "stream": topic,
+                "partitionSequenceNumberMap": {"0": 10},
+            },
+        },
+    }
+    assert api.post(f"{TASKS}/action", json=forged).status_code == 403
+    assert api.post(f"{TASKS}/action", json=forged, headers={TOKEN_HEADER: "x"}).status_code == 403
+
+
+def _get(control: httpx.Client, path: str) -> Any:
+    """A chat GET; None while the task's control API is not up yet."""
+    try:
+        return control.get(path).json()
+    except httpx.TransportError:
+        return None
