@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps jars lint format test quickstart openapi clean
+.PHONY: setup system-deps jars lint format test quickstart openapi bench clean
 
 setup: system-deps $(STAMP) jars
 
@@ -35,6 +35,9 @@ test: setup lint
 
 quickstart: setup
 	$(BIN)/sluicegate quickstart
+
+bench: setup
+	$(BIN)/python bench/task_throughput.py
 
 openapi: $(STAMP)
 	$(BIN)/python -m supervisor.openapi > openapi.yaml
