@@ -22,13 +22,13 @@ jars: $(STAMP)
 	$(BIN)/sluicegate resolve-jars
 
 lint: $(STAMP)
-	$(BIN)/ruff check supervisor tasks migrations tests
-	$(BIN)/ruff format --check supervisor tasks migrations tests
+	$(BIN)/ruff check supervisor tasks migrations tests bench
+	$(BIN)/ruff format --check supervisor tasks migrations tests bench
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format supervisor tasks migrations tests
-	$(BIN)/ruff check --fix supervisor tasks migrations tests
+	$(BIN)/ruff format supervisor tasks migrations tests bench
+	$(BIN)/ruff check --fix supervisor tasks migrations tests bench
 
 test: setup lint
 	$(BIN)/pytest

@@ -37,16 +37,19 @@ CHANNELS = [f"#{c}.wikipedia" for c in ("en", "fr", "de", "ja", "es", "it", "ru"
 
 def edit(n: int, rng: random.Random) -> bytes:
     second = n % (4 * 3600)
-    return json.dumps({
-        "timestamp": f"2026-11-22T{8 + second // 3600:02d}:{second % 3600 // 60:02d}:{second % 60:02d}Z",
-        "channel": rng.choice(CHANNELS),
-        "page": f"Page {rng.randrange(2000)}",
-        "user": f"user{rng.randrange(500)}",
-        "namespace": rng.choice(["Main", "Talk", "User", "File"]),
-        "countryName": rng.choice(["France", "Japan", "Peru", "Kenya", "Canada", None]),
-        "added": rng.randrange(0, 800),
-        "deleted": rng.randrange(0, 200),
-    }).encode()
+    return json.dumps(
+        {
+            "timestamp": f"2026-11-22T{8 + second // 3600:02d}:"
+            f"{second % 3600 // 60:02d}:{second % 60:02d}Z",
+            "channel": rng.choice(CHANNELS),
+            "page": f"Page {rng.randrange(2000)}",
+            "user": f"user{rng.randrange(500)}",
+            "namespace": rng.choice(["Main", "Talk", "User", "File"]),
+            "countryName": rng.choice(["France", "Japan", "Peru", "Kenya", "Canada", None]),
+            "added": rng.randrange(0, 800),
+            "deleted": rng.randrange(0, 200),
+        }
+    ).encode()
 
 
 def data_schema() -> dict[str, Any]:
@@ -59,7 +62,11 @@ def data_schema() -> dict[str, Any]:
             {"type": "longSum", "name": "added", "fieldName": "added"},
             {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
         ],
-        "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "MINUTE", "rollup": True},
+        "granularitySpec": {
+            "segmentGranularity": "HOUR",
+            "queryGranularity": "MINUTE",
+            "rollup": True,
+        },
     }
 
 
@@ -67,13 +74,19 @@ def limit_run(spark: Any, bootstrap: str, topic: str, end: dict[int, int], out: 
     from pyspark.sql import functions as F
 
     frame = read_range(spark, bootstrap, topic, {p: 0 for p in end}, end)
-    schema = ("timestamp STRING, channel STRING, page STRING, user STRING, namespace STRING, "
-              "countryName STRING, added BIGINT, deleted BIGINT")
+    schema = (
+        "timestamp STRING, channel STRING, page STRING, user STRING, namespace STRING, "
+        "countryName STRING, added BIGINT, deleted BIGINT"
+    )
     rows = frame.select(F.from_json(F.col("value").cast("string"), schema).alias("r")).select("r.*")
     minute = F.date_trunc("minute", F.col("timestamp").try_cast("timestamp"))
-    rolled = rows.groupBy(minute.alias("__time"), "channel", "page", "user", "namespace",
-                          "countryName").agg(F.count(F.lit(1)).alias("count"),
-                                             F.sum("added").alias("added"), F.sum("deleted").alias("deleted"))
+    rolled = rows.groupBy(
+        minute.alias("__time"), "channel", "page", "user", "namespace", "countryName"
+    ).agg(
+        F.count(F.lit(1)).alias("count"),
+        F.sum("added").alias("added"),
+        F.sum("deleted").alias("deleted"),
+    )
     rolled.write.mode("overwrite").partitionBy().parquet(out)
     return int(spark.read.parquet(out).agg(F.sum("count")).first()[0])
 
@@ -82,18 +95,28 @@ def sluicegate_run(spark: Any, bootstrap: str, topic: str, end: dict[int, int], 
     engine = make_engine(f"sqlite:///{work / 'meta.db'}")
     migrate(engine)
     sessions = session_factory(engine)
-    task = IndexKafkaTask.model_validate({
-        "type": "index_kafka", "id": "bench", "dataSchema": data_schema(),
-        "tuningConfig": {"type": "kafka"},
-        "ioConfig": {
-            "startSequenceNumbers": {"type": "start", "stream": topic,
-                                     "partitionSequenceNumberMap": {str(p): 0 for p in end}},
-            "endSequenceNumbers": {"type": "end", "stream": topic,
-                                   "partitionSequenceNumberMap": {str(p): o for p, o in end.items()}},
-            "consumerProperties": {"bootstrap.servers": bootstrap},
-            "inputFormat": {"type": "json"},
-        },
-    })
+    task = IndexKafkaTask.model_validate(
+        {
+            "type": "index_kafka",
+            "id": "bench",
+            "dataSchema": data_schema(),
+            "tuningConfig": {"type": "kafka"},
+            "ioConfig": {
+                "startSequenceNumbers": {
+                    "type": "start",
+                    "stream": topic,
+                    "partitionSequenceNumberMap": {str(p): 0 for p in end},
+                },
+                "endSequenceNumbers": {
+                    "type": "end",
+                    "stream": topic,
+                    "partitionSequenceNumberMap": {str(p): o for p, o in end.items()},
+                },
+                "consumerProperties": {"bootstrap.servers": bootstrap},
+                "inputFormat": {"type": "json"},
+            },
+        }
+    )
 
     def publisher(action: Any) -> Any:
         with sessions() as session:
@@ -125,12 +148,21 @@ def main() -> None:
             topic = "wiki-bench"
             create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
             for p in range(PARTITIONS):
-                produce(kafka.bootstrap_servers, topic,
-                        ((None, edit(n, rng)) for n in range(p, args.records, PARTITIONS)), partition=p)
+                produce(
+                    kafka.bootstrap_servers,
+                    topic,
+                    ((None, edit(n, rng)) for n in range(p, args.records, PARTITIONS)),
+                    partition=p,
+                )
             end = {p: len(range(p, args.records, PARTITIONS)) for p in range(PARTITIONS)}
             spark = build_session(settings.jar_cache, master="local[2]", app_name="bench")
-            limit_run(spark, kafka.bootstrap_servers, topic, {p: min(1000, e) for p, e in end.items()},
-                      str(work / "warmup"))  # JIT and connector warm-up, not timed
+            limit_run(
+                spark,
+                kafka.bootstrap_servers,
+                topic,
+                {p: min(1000, e) for p, e in end.items()},
+                str(work / "warmup"),
+            )  # JIT and connector warm-up, not timed
             began = time.perf_counter()
             limit_rows = limit_run(spark, kafka.bootstrap_servers, topic, end, str(work / "limit"))
             limit_s = time.perf_counter() - began
@@ -157,8 +189,10 @@ def main() -> None:
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "task_throughput.json").write_text(json.dumps(results, indent=2))
-    print(f"RATIO vs_limit={results['vs_limit']:.2f} "
-          f"events_per_s={results['sluicegate_events_per_s']:.0f} jvm_peak_mb={jvm_mb:.0f}")
+    print(
+        f"RATIO vs_limit={results['vs_limit']:.2f} "
+        f"events_per_s={results['sluicegate_events_per_s']:.0f} jvm_peak_mb={jvm_mb:.0f}"
+    )
 
 
 if __name__ == "__main__":
