@@ -1,0 +1,187 @@
+"""The row pipeline on real Spark, fed rows shaped like the Kafka source's."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.schemas.data_schema import DataSchema
+from supervisor.schemas.io_config import InputFormat
+from tasks.pipeline import RowPlan, process_batch
+
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key:string,value:binary>>"
+)
+
+
+def kafka_frame(spark: Any, values: list[Any], headers: list[Any] | None = None) -> Any:
+    rows = []
+    for offset, value in enumerate(values):
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        row_headers = (headers or [None] * len(values))[offset]
+        rows.append(
+            (
+                f"k{offset}".encode(),
+                raw,
+                "t",
+                0,
+                offset,
+                datetime(2026, 11, 22, 12, 0, offset, tzinfo=UTC),
+                0,
+                row_headers,
+            )
+        )
+    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def run(
+    spark: Any,
+    tmp_path: Path,
+    schema: dict[str, Any],
+    values: list[Any],
+    input_format: dict[str, Any] | None = None,
+    window: tuple[int | None, int | None] = (None, None),
+    headers: list[Any] | None = None,
+) -> tuple[Any, list[dict[str, Any]]]:
+    plan = RowPlan(
+        DataSchema.model_validate({"dataSource": "d", **schema}),
+        InputFormat.model_validate(input_format or {"type": "json"}),
+        *window,
+    )
+    out = str(tmp_path / f"persist-{len(list(tmp_path.iterdir()))}")
+    result = process_batch(plan, kafka_frame(spark, values, headers), out, 10, [])
+    rows = [r.asDict() for r in spark.read.parquet(out).collect()]
+    return result, sorted(rows, key=lambda r: (r["__time"], json.dumps(r, default=str)))
+
+
+MS = 1795305600000  # 2026-11-22T00:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value", "expected"),
+    [
+        ("iso", "2026-11-22T00:00:01.500Z", MS + 1500),
+        ("iso", "2026-11-22T01:00:00+01:00", MS),
+        ("millis", str(MS + 7), MS + 7),
+        ("millis", MS + 7, MS + 7),
+        ("posix", MS // 1000 + 2, MS + 2000),
+        ("micro", (MS + 3) * 1000, MS + 3),
+        ("nano", (MS + 4) * 1_000_000, MS + 4),
+        ("auto", MS + 5, MS + 5),
+        ("auto", "2026-11-22T00:00:00.006Z", MS + 6),
+        ("yyyy-MM-dd HH:mm:ss", "2026-11-22 00:00:09", MS + 9000),
+        ("dd/MM/yyyy'T'HH:mm", "22/11/2026T00:01", MS + 60_000),
+    ],
+)
+def test_timestamp_formats(spark: Any, tmp_path: Path, fmt: str, value: Any, expected: int) -> None:
+    schema = {
+        "timestampSpec": {"column": "t", "format": fmt},
+        "dimensionsSpec": {"dimensions": ["x"]},
+        "granularitySpec": {"queryGranularity": "NONE", "rollup": False},
+    }
+    result, rows = run(spark, tmp_path, schema, [{"t": value, "x": "a"}])
+    assert result.stats.processed == 1, result.samples
+    assert [r["__time"] for r in rows] == [expected]
+
+
+def test_missing_timestamps_use_the_missing_value(spark: Any, tmp_path: Path) -> None:
+    schema = {
+        "timestampSpec": {
+            "column": "t",
+            "format": "millis",
+            "missingValue": "2026-11-22T00:00:00Z",
+        },
+        "dimensionsSpec": {"dimensions": ["x"]},
+        "granularitySpec": {"rollup": False},
+    }
+    result, rows = run(
+        spark, tmp_path, schema, [{"x": "a"}, {"t": None, "x": "b"}, {"t": "oops", "x": "c"}]
+    )
+    assert [r["__time"] for r in rows] == [MS, MS]
+    assert result.stats.unparseable == 1
+
+
+def test_schemaless_dimensions_and_exclusions(spark: Any, tmp_path: Path) -> None:
+    schema = {
+        "timestampSpec": {"column": "t", "format": "millis"},
+        "dimensionsSpec": {"dimensions": [], "dimensionExclusions": ["secret"]},
+        "metricsSpec": [{"type": "longSum", "name": "total", "fieldName": "n"}],
+        "granularitySpec": {"rollup": False},
+    }
+    result, rows = run(
+        spark,
+        tmp_path,
+        schema,
+        [{"t": MS, "a": "1", "secret": "x", "n": 1}, {"t": MS, "b": 2, "n": 3}],
+    )
+    assert [name for name, _ in result.dimensions] == ["a", "b"]
+    assert [(r["a"], r["b"], r["total"]) for r in rows] == [("1", None, 1), (None, "2", 3)]
+    assert "secret" not in rows[0] and "n" not in rows[0]
+
+
+def test_typed_dimensions_and_every_metric(spark: Any, tmp_path: Path) -> None:
+    schema = {
+        "timestampSpec": {"column": "t", "format": "millis"},
+        "dimensionsSpec": {
+            "dimensions": ["k", {"type": "long", "name": "l"}, {"type": "double", "name": "d"}]
+        },
+        "metricsSpec": [
+            {"type": "count", "name": "count"},
+            {"type": "longSum", "name": "lsum", "fieldName": "v"},
+            {"type": "doubleSum", "name": "dsum", "fieldName": "f"},
+            {"type": "floatSum", "name": "fsum", "fieldName": "f"},
+            {"type": "longMin", "name": "lmin", "fieldName": "v"},
+            {"type": "longMax", "name": "lmax", "fieldName": "v"},
+            {"type": "doubleMin", "name": "dmin", "fieldName": "f"},
+            {"type": "doubleMax", "name": "dmax", "fieldName": "f"},
+            {"type": "longFirst", "name": "lfirst", "fieldName": "v"},
+            {"type": "longLast", "name": "llast", "fieldName": "v"},
+            {"type": "stringFirst", "name": "sfirst", "fieldName": "u"},
+            {"type": "stringLast", "name": "slast", "fieldName": "u"},
+        ],
+        "granularitySpec": {"queryGranularity": "HOUR", "rollup": True},
+    }
+    values = [
+        {"t": MS + 3000, "k": "a", "l": "7", "d": "1.5", "v": 5, "f": 0.5, "u": "third"},
+        {"t": MS + 1000, "k": "a", "l": 7, "d": 1.5, "v": 2, "f": 1.25, "u": "first"},
+        {"t": MS + 2000, "k": "a", "l": 7, "d": 1.5, "v": 9, "f": 2.0, "u": "second"},
+        {"t": MS + 1000, "k": "b", "l": "x", "d": 0, "v": 1, "f": 1.0, "u": "only"},
+    ]
+    result, rows = run(spark, tmp_path, schema, values)
+    assert result.stats.processed == 3 and result.stats.processedWithError == 1  # l = "x"
+    a = next(r for r in rows if r["k"] == "a")
+    assert (a["__time"], a["l"], a["d"], a["count"]) == (MS, 7, 1.5, 3)
+    assert (a["lsum"], a["dsum"], a["fsum"]) == (16, 3.75, pytest.approx(3.75))
+    assert (a["lmin"], a["lmax"], a["dmin"], a["dmax"]) == (2, 9, 0.5, 2.0)
+    assert (a["lfirst"], a["llast"], a["sfirst"], a["slast"]) == (2, 5, "first", "third")
+    b = next(r for r in rows if r["k"] == "b")
+    assert (b["l"], b["count"]) == (None, 1)
+
+
+def test_late_and_early_rows_are_thrown_away(spark: Any, tmp_path: Path) -> None:
+    schema = {
+        "timestampSpec": {"column": "t", "format": "millis"},
+        "dimensionsSpec": {"dimensions": ["x"]},
+        "granularitySpec": {"rollup": False},
+    }
+    values = [{"t": MS - 1, "x": "late"}, {"t": MS, "x": "ok"}, {"t": MS + 10, "x": "early"}]
+    result, rows = run(spark, tmp_path, schema, values, window=(MS, MS + 9))
+    assert [r["x"] for r in rows] == ["ok"]
+    assert (result.stats.processed, result.stats.thrownAway) == (1, 2)
+
+
+def test_kafka_format_adds_key_timestamp_and_headers(spark: Any, tmp_path: Path) -> None:
+    schema = {
+        "timestampSpec": {"column": "kafka.timestamp", "format": "millis"},
+        "dimensionsSpec": {"dimensions": ["x", "kafka.key", "kafka.header.env"]},
+        "granularitySpec": {"rollup": False},
+    }
+    fmt = {"type": "kafka", "valueFormat": {"type": "json"}}
+    _, rows = run(spark, tmp_path, schema, [{"x": "a"}], fmt, headers=[[("env", b"prod")]])
+    assert [(r["x"], r["kafka.key"], r["kafka.header.env"]) for r in rows] == [("a", "k0", "prod")]
+    assert rows[0]["__time"] == MS + 12 * 3_600_000
