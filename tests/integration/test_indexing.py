@@ -338,3 +338,51 @@ def test_csv_input_format(kafka: LocalKafka, spark: Any, sessions: Any, tmp_path
     assert [(r["id"], r["channel"], r["added"]) for r in rows] == [
         (i, "#en", i * 10) for i in range(5)
     ]
+
+
+def _topic_with_deleted_head(kafka: LocalKafka) -> str:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = f"trimmed-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    produce(
+        kafka.bootstrap_servers,
+        topic,
+        ((None, json.dumps(record(n)).encode()) for n in range(20)),
+        partition=0,
+    )
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    for future in admin.delete_records([TopicPartition(topic, 0, 10)]).values():
+        future.result(30)
+    return topic
+
+
+def test_start_below_the_log_start_is_data_loss(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic = _topic_with_deleted_head(kafka)
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 20})
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.FAILED
+    assert "start offset 0 is below the log start offset 10" in (state.error or "")
+    assert committed(sessions) == {}
+
+
+def test_reset_offset_automatically_skips_and_records_the_loss(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic = _topic_with_deleted_head(kafka)
+    spec = task(
+        topic,
+        kafka.bootstrap_servers,
+        rollup=False,
+        start={0: 0},
+        end={0: 20},
+        resetOffsetAutomatically=True,
+    )
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.SUCCESS, state.error
+    assert state.skipped == [{"partition": 0, "from": 0, "to": 10}]
+    assert sorted(r["id"] for r in published_rows(sessions)) == list(range(10, 20))
+    assert committed(sessions) == {"0": 20}

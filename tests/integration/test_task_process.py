@@ -243,3 +243,26 @@ def _get(control: httpx.Client, path: str) -> Any:
         return control.get(path).json()
     except httpx.TransportError:
         return None
+
+
+def test_two_replica_processes_publish_once(kafka: LocalKafka, overlord: Any) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 2, 120)
+    for name in ("r-a", "r-b"):
+        body = payload(name, topic, kafka.bootstrap_servers, {0: 0, 1: 0}, {0: 120, 1: 80})
+        assert api.post(f"{TASKS}/task", json=body).status_code == 200
+    statuses = [
+        wait_for(
+            lambda n=name: (s := task_status(api, n))["status"] != "RUNNING" and s,
+            timeout=240,
+            what=f"{name} to finish",
+        )
+        for name in ("r-a", "r-b")
+    ]
+    assert [s["status"] for s in statuses] == ["SUCCESS", "SUCCESS"]
+    assert published(service) == (200, {"0": 120, "1": 80})
+    reports = [
+        api.get(f"{TASKS}/task/{n}/reports").json()["ingestionStatsAndErrors"]["payload"]
+        for n in ("r-a", "r-b")
+    ]
+    assert reports[0]["segments"] == reports[1]["segments"] != []
