@@ -9,7 +9,7 @@ from typing import Any
 
 from supervisor.schemas.data_schema import DataSchema
 from supervisor.schemas.io_config import InputFormat
-from tasks import aggregators, filters, granularity, parsing, timestamps
+from tasks import aggregators, expressions, filters, granularity, parsing, timestamps
 from tasks.columns import cols
 
 OK, UNPARSEABLE, THROWN_AWAY = "ok", "unparseable", "thrownAway"
@@ -42,6 +42,19 @@ class RowPlan:
     def declared_dimensions(self) -> list[tuple[str, str]]:
         dims = self.schema.dimensionsSpec.dimensions
         return [(d, "string") if isinstance(d, str) else (d.name, d.type) for d in dims]
+
+    def transform_column(self, name: str) -> str | None:
+        for index, transform in enumerate(self.schema.transformSpec.transforms):
+            if transform.name == name:
+                return f"__tf{index}"
+        return None
+
+    def field(self, name: str) -> Any:
+        """A field's string column: a transform's output if one has the name, else the input."""
+        from pyspark.sql import functions as F
+
+        column = self.transform_column(name)
+        return F.col(column) if column is not None else _input(name)
 
     def schemaless_exclusions(self) -> set[str]:
         metric_inputs = {m.fieldName for m in self.schema.metricsSpec if m.fieldName}
@@ -76,14 +89,36 @@ class BatchResult:
     dimensions: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _field(name: str) -> Any:
+def _input(name: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.col("__fields").getItem(name)
 
 
-def _typed(name: str, kind: str) -> Any:
-    value = _field(name)
+def _expression_input(name: str) -> Any:
+    """What an expression sees: input fields, and __time as the row's epoch millis."""
+    from pyspark.sql import functions as F
+
+    return F.col("__ts") if name == "__time" else _input(name)
+
+
+def with_transforms(plan: RowPlan, base: Any) -> Any:
+    """Add each transform as a string column; a transform named __time replaces the time."""
+    transforms = plan.schema.transformSpec.transforms
+    timed = None
+    for index, transform in enumerate(transforms):
+        column = expressions.compile_expression(transform.expression, _expression_input)
+        data_type = base.select(column).schema.fields[0].dataType
+        base = base.withColumn(f"__tf{index}", expressions.render(column, data_type))
+        if transform.name == "__time":
+            timed = column
+    if timed is not None:
+        base = base.withColumn("__ts", timed.try_cast("long"))
+    return base
+
+
+def _typed(plan: RowPlan, name: str, kind: str) -> Any:
+    value = plan.field(name)
     return value if kind == "string" else value.try_cast(_SPARK_TYPES[kind])
 
 
@@ -99,7 +134,7 @@ def _error_flag(plan: RowPlan, dims: list[tuple[str, str]]) -> Any:
         if m.fieldName and aggregators.value_type(m) != "string"
     ]
     for name, spark_type in checks:
-        value = _field(name)
+        value = plan.field(name)
         flag = flag | (value.isNotNull() & value.try_cast(spark_type).isNull())
     return flag
 
@@ -109,7 +144,7 @@ def _status(plan: RowPlan) -> tuple[Any, Any]:
 
     keep = F.lit(True)
     if plan.schema.transformSpec.filter is not None:
-        keep = filters.to_column(plan.schema.transformSpec.filter, _field)
+        keep = filters.to_column(plan.schema.transformSpec.filter, plan.field)
     if plan.min_time_ms is not None:
         keep = keep & (F.col("__ts") >= F.lit(plan.min_time_ms))
     if plan.max_time_ms is not None:
@@ -125,7 +160,7 @@ def _status(plan: RowPlan) -> tuple[Any, Any]:
         F.col("__ts").isNull(),
         F.concat(
             F.lit(f"Timestamp[{column}="),
-            F.coalesce(_field(column), F.lit("null")),
+            F.coalesce(_input(column), F.lit("null")),
             F.lit("] is unparseable"),
         ),
     )
@@ -151,9 +186,9 @@ def rows_frame(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
 
     ts = F.col("__ts")
     columns = [granularity.floor_ms(ts, plan.query_granularity).alias("__time")]
-    columns += [_typed(name, kind).alias(name) for name, kind in dims]
+    columns += [_typed(plan, name, kind).alias(name) for name, kind in dims]
     for metric in plan.schema.metricsSpec:
-        columns += aggregators.row_columns(metric, _field, ts)
+        columns += aggregators.row_columns(metric, plan.field, ts)
     rows = base.where(F.col("__status") == OK).select(*columns)
     return rollup(plan, rows, [name for name, _ in dims])
 
@@ -185,7 +220,8 @@ def process_batch(
         F.coalesce(F.length("value"), F.lit(0)).alias("__bytes"),
         F.col("value").cast("string").alias("__raw"),
         fields.alias("__fields"),
-    ).withColumn("__ts", timestamps.time_ms(plan.schema.timestampSpec, _field))
+    ).withColumn("__ts", timestamps.time_ms(plan.schema.timestampSpec, _input))
+    base = with_transforms(plan, base)
     status, reason = _status(plan)
     dims_hint = plan.declared_dimensions()
     base = base.select(

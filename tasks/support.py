@@ -6,7 +6,7 @@ from __future__ import annotations
 from supervisor.schemas.data_schema import DataSchema
 from supervisor.schemas.errors import FieldError
 from supervisor.schemas.io_config import InputFormat
-from tasks import aggregators, filters, granularity, parsing
+from tasks import aggregators, expressions, filters, granularity, parsing
 
 
 def unsupported(
@@ -64,10 +64,11 @@ def unsupported(
                 "only named granularities (second ... year) are supported yet",
             )
         )
-    if schema.transformSpec.transforms:
-        problems.append(
-            (f"{ds}.transformSpec.transforms", "expression transforms are not supported yet")
-        )
+    for index, transform in enumerate(schema.transformSpec.transforms):
+        try:
+            expressions.parse(transform.expression)
+        except expressions.ExpressionError as exc:
+            problems.append((f"{ds}.transformSpec.transforms[{index}].expression", str(exc)))
     if schema.transformSpec.filter is not None:
         problems += filters.check(schema.transformSpec.filter, f"{ds}.transformSpec.filter")
     return [FieldError(f"{prefix}{field}", reason) for field, reason in problems]

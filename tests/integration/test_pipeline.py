@@ -185,3 +185,44 @@ def test_kafka_format_adds_key_timestamp_and_headers(spark: Any, tmp_path: Path)
     _, rows = run(spark, tmp_path, schema, [{"x": "a"}], fmt, headers=[[("env", b"prod")]])
     assert [(r["x"], r["kafka.key"], r["kafka.header.env"]) for r in rows] == [("a", "k0", "prod")]
     assert rows[0]["__time"] == MS + 12 * 3_600_000
+
+
+def test_transforms_feed_dimensions_filters_metrics_and_time(spark: Any, tmp_path: Path) -> None:
+    schema = {
+        "timestampSpec": {"column": "t", "format": "millis"},
+        "dimensionsSpec": {"dimensions": ["page", "size", "hour"]},
+        "metricsSpec": [{"type": "longSum", "name": "net", "fieldName": "net"}],
+        "transformSpec": {
+            "transforms": [
+                {"type": "expression", "name": "page", "expression": "upper(page)"},
+                {
+                    "type": "expression",
+                    "name": "size",
+                    "expression": "if(added > 10, 'big', 'small')",
+                },
+                {"type": "expression", "name": "net", "expression": "added - deleted"},
+                {
+                    "type": "expression",
+                    "name": "hour",
+                    "expression": "timestamp_extract(__time, 'HOUR')",
+                },
+                {"type": "expression", "name": "__time", "expression": "__time + 3600000"},
+            ],
+            "filter": {
+                "type": "not",
+                "field": {"type": "selector", "dimension": "page", "value": "SKIP"},
+            },
+        },
+        "granularitySpec": {"rollup": False},
+    }
+    values = [
+        {"t": MS, "page": "kafka", "added": 20, "deleted": 5},
+        {"t": MS, "page": "druid", "added": 3, "deleted": 1},
+        {"t": MS, "page": "skip", "added": 1, "deleted": 1},
+    ]
+    result, rows = run(spark, tmp_path, schema, values)
+    assert result.stats.thrownAway == 1
+    assert sorted((r["page"], r["size"], r["net"], r["hour"], r["__time"]) for r in rows) == [
+        ("DRUID", "small", 2, "0", MS + 3_600_000),
+        ("KAFKA", "big", 15, "0", MS + 3_600_000),
+    ]

@@ -16,9 +16,9 @@ IO = "spec.ioConfig"
 CASES: list[tuple[str, Any, str, str]] = [
     (
         f"{DS}.transformSpec.transforms",
-        [{"type": "expression", "name": "x", "expression": "1"}],
-        f"{DS}.transformSpec.transforms",
-        "expression transforms are not supported yet",
+        [{"type": "expression", "name": "x", "expression": "lookup(page, 'names')"}],
+        f"{DS}.transformSpec.transforms[0].expression",
+        "function lookup() is not supported yet",
     ),
     (
         f"{DS}.transformSpec.filter",
@@ -109,13 +109,16 @@ def test_unsupported_features_are_named(path: str, value: Any, field: str, reaso
 def test_the_supported_pipeline_passes() -> None:
     body = spec()
     body["spec"]["dataSchema"]["transformSpec"] = {
+        "transforms": [
+            {"type": "expression", "name": "site", "expression": "concat(upper(page), '!')"}
+        ],
         "filter": {
             "type": "or",
             "fields": [
                 {"type": "selector", "dimension": "channel", "value": "#en"},
                 {"type": "bound", "dimension": "added", "lower": "10", "ordering": "numeric"},
             ],
-        }
+        },
     }
     body["spec"]["dataSchema"]["metricsSpec"].append(
         {"type": "stringLast", "name": "lastUser", "fieldName": "user"}
