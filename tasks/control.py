@@ -82,7 +82,7 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
 
     @router.get("/checkpoints")
     def checkpoints() -> dict[str, dict[str, int]]:
-        return {"0": offsets_json(indexer.start)}
+        return indexer.checkpoints()
 
     @router.get("/rowStats")
     def row_stats() -> dict[str, Any]:

@@ -1,47 +1,26 @@
-"""The reading loop of a Kafka indexing task: micro-batches over exact offset ranges, persists,
-then segments and the publish. Control calls (pause, end offsets, stop) arrive from other
-threads; the loop applies them between batches."""
+"""The reading loop of a Kafka indexing task: micro-batches over exact offset ranges into
+persists, grouped in sequences that are published in order (tasks/sequences.py). Control calls
+(pause, end offsets, stop) arrive from other threads; the loop applies them between batches."""
 
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from supervisor.schemas.periods import duration_millis
 from tasks.kafka_offsets import OffsetReader
 from tasks.pipeline import RowPlan, RowStats, process_batch
-from tasks.protocol import (
-    END_OF_PARTITION,
-    IndexKafkaTask,
-    PublishAction,
-    SequenceNumbers,
-    TaskState,
-    offsets_json,
-)
+from tasks.protocol import END_OF_PARTITION, IndexKafkaTask, TaskState, offsets_json
 from tasks.reader import read_range
-from tasks.segments import SegmentContext, build_segments
+from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 
 log = logging.getLogger(__name__)
-
-
-class PublishOutcome(Protocol):
-    @property
-    def outcome(self) -> str: ...
-
-    @property
-    def reason(self) -> str: ...
-
-
-Publisher = Callable[[PublishAction], PublishOutcome]
-
-
-class TaskFailedError(RuntimeError):
-    """The task cannot go on; the message is recorded as its failure reason."""
+Checkpointer = Callable[[dict[int, int]], None]
 
 
 class ControlError(Exception):
@@ -77,10 +56,12 @@ class KafkaIndexer:
         work_dir: Path,
         deep_storage: Path,
         publisher: Publisher,
+        checkpointer: Checkpointer | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.task = task
+        self.checkpointer = checkpointer
         self.spark = spark
         self.work_dir = work_dir
         self.deep_storage = deep_storage
@@ -93,8 +74,12 @@ class KafkaIndexer:
         self.start = io.start_offsets()
         self.offsets = OffsetReader(io.consumerProperties)
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
-        self.persists: list[str] = []
         self.dimensions: list[tuple[str, str]] = []
+        first = Sequence(0, dict(self.start))
+        if io.endSequenceNumbers is not None:
+            first.end = io.end_offsets()
+        self.sequences = [first]
+        self.sequence_publisher: SequencePublisher | None = None
         self.pause_requested = False
         self.stop_requested = False
         self.state.end_is_final = task.ioConfig.endSequenceNumbers is not None
@@ -136,17 +121,15 @@ class KafkaIndexer:
                 raise ControlError(500, "the task did not resume in time")
 
     def set_end_offsets(self, offsets: dict[int, int], finish: bool) -> dict[int, int]:
-        """Druid's POST offsets/end: only while paused, each offset >= current; resumes."""
+        """Druid's POST offsets/end, only while paused, each offset >= current; resumes.
+        finish=true sets the final end; finish=false closes the current sequence there."""
         with self.lock:
             if finish and self.state.end_is_final and offsets == self.state.end:
                 return dict(self.state.end)  # a repeat of the same request
+            if not finish and any(s.end == offsets for s in self.sequences):
+                return dict(offsets)
             if self.state.status is not TaskState.PAUSED:
                 raise ControlError(400, "Task must be paused before changing the end offsets")
-            if not finish:
-                raise ControlError(
-                    400,
-                    "finish=false (incremental checkpoints) is not supported yet; send finish=true",
-                )
             if set(offsets) != set(self.state.current):
                 raise ControlError(
                     400,
@@ -161,11 +144,17 @@ class KafkaIndexer:
                         f"partition {partition}: end offset {offset} is before the current "
                         f"offset {current}",
                     )
-            self.state.end = dict(offsets)
-            self.state.end_is_final = True
+            if finish:
+                self.state.end = dict(offsets)
+                self.state.end_is_final = True
+            self.sequences[-1].end = dict(offsets)
             self.pause_requested = False
             self.lock.notify_all()
-            return dict(self.state.end)
+            return dict(offsets)
+
+    def checkpoints(self) -> dict[str, dict[str, int]]:
+        with self.lock:
+            return {str(s.index): offsets_json(s.start) for s in self.sequences}
 
     def stop(self) -> None:
         """Graceful stop: finish the batch in flight, then publish what was read and exit."""
@@ -177,19 +166,34 @@ class KafkaIndexer:
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self) -> IndexerState:
+        publisher = SequencePublisher(
+            self.task,
+            self.spark,
+            self.plan,
+            self.deep_storage,
+            self.publisher,
+            self.clock,
+            self.sleep,
+        )
+        self.sequence_publisher = publisher
         try:
             with self.lock:
                 self.state.started_at = time.time()
             self._set_status(TaskState.READING)
             self._read_until_end()
             self._set_status(TaskState.PUBLISHING)
-            self._build_and_publish()
+            segments = publisher.drain()
+            with self.lock:
+                self.state.segments = segments
             self._set_status(TaskState.SUCCESS)
         except TaskFailedError as exc:
             self._fail(str(exc))
         except Exception as exc:  # a failed task records why rather than dying silently
             log.exception("task %s failed", self.task.id)
             self._fail(f"{type(exc).__name__}: {exc}")
+        finally:
+            if publisher.thread.is_alive():
+                publisher.queue.put(None)
         return self.state
 
     def _fail(self, reason: str) -> None:
@@ -215,15 +219,19 @@ class KafkaIndexer:
         while True:
             with self.lock:
                 self._honour_pause()
-                if self.stop_requested:
+                if self.stop_requested and not self._finished_reading():
                     self.state.end = dict(self.state.current)
                     self.state.end_is_final = True
+                    self.sequences[-1].end = dict(self.state.current)
+                self._close_reached_sequence()
                 if self._finished_reading():
                     return
-                current, end = dict(self.state.current), dict(self.state.end)
+                current = dict(self.state.current)
+                limit = self.sequences[-1].end or self.state.end
+            self._raise_if_publish_failed()
             latest = self.offsets.latest(topic, partitions)
             batch_end = {
-                p: min(end[p], latest[p], current[p] + budget)
+                p: min(limit[p], latest[p], current[p] + budget)
                 if latest[p] > current[p]
                 else current[p]
                 for p in partitions
@@ -233,6 +241,52 @@ class KafkaIndexer:
                     self.lock.wait_for(lambda: self.pause_requested or self.stop_requested, poll)
                 continue
             self._read_batch(topic, current, batch_end)
+            self._maybe_request_checkpoint()
+
+    def _close_reached_sequence(self) -> None:
+        """Under the lock: hand a sequence whose end is read to the publisher, open the next."""
+        sequence = self.sequences[-1]
+        if sequence.end is None or any(
+            self.state.current[p] < sequence.end[p] for p in sequence.end
+        ):
+            return
+        # Even a sequence without rows is published: its offsets must move for the next one.
+        sequence.dimensions = list(self.dimensions)
+        assert self.sequence_publisher is not None
+        self.sequence_publisher.submit(sequence)
+        if not self._finished_reading():
+            self.sequences.append(Sequence(sequence.index + 1, dict(sequence.end)))
+
+    def _raise_if_publish_failed(self) -> None:
+        if self.sequence_publisher is not None and self.sequence_publisher.failed():
+            raise TaskFailedError(str(self.sequence_publisher.failed()))
+
+    def _maybe_request_checkpoint(self) -> None:
+        """Past maxRowsPerSegment, maxTotalRows or intermediateHandoffPeriod, ask for a
+        checkpoint; the overlord pauses the group's replicas and closes their sequence."""
+        if self.checkpointer is None:
+            return
+        tuning = self.task.tuningConfig
+        with self.lock:
+            sequence = self.sequences[-1]
+            if sequence.end is not None or sequence.checkpoint_requested:
+                return
+            age_ms = (self.clock() - sequence.opened_at) * 1000
+            due = (
+                sequence.rows >= tuning.maxRowsPerSegment
+                or (tuning.maxTotalRows is not None and sequence.rows >= tuning.maxTotalRows)
+                or age_ms >= duration_millis(tuning.intermediateHandoffPeriod)
+            )
+            if not due:
+                return
+            sequence.checkpoint_requested = True
+            start = dict(sequence.start)
+        try:
+            self.checkpointer(start)
+        except Exception:  # asked again after the next batch
+            log.exception("checkpoint request failed")
+            with self.lock:
+                sequence.checkpoint_requested = False
 
     def _honour_pause(self) -> None:
         """Under the lock: sit PAUSED while a pause is asked for (and no stop)."""
@@ -277,12 +331,16 @@ class KafkaIndexer:
             batch_end,
             _kafka_options(io.consumerProperties),
         )
-        persist = str(self.work_dir / "persists" / f"{len(self.persists):06d}")
+        sequence = self.sequences[-1]
+        persist = str(
+            self.work_dir / "persists" / f"{sequence.index:04d}-{len(sequence.persists):06d}"
+        )
         tuning = self.task.tuningConfig
         remaining = max(0, tuning.maxSavedParseExceptions - len(self.state.samples))
         result = process_batch(self.plan, frame, persist, remaining, self.dimensions)
         with self.lock:
-            self.persists.append(persist)
+            sequence.persists.append(persist)
+            sequence.rows += result.stats.processed + result.stats.processedWithError
             self.dimensions = result.dimensions
             self.state.stats.add(result.stats)
             self.state.samples.extend(result.samples)
@@ -294,62 +352,6 @@ class KafkaIndexer:
                 f"Max parse exceptions [{tuning.maxParseExceptions}] exceeded: {failures} rows "
                 "failed to parse"
             )
-
-    # ---- segments and publish -------------------------------------------------------------
-
-    def _build_and_publish(self) -> None:
-        task = self.task
-        with self.lock:
-            end = dict(self.state.current)
-        context = SegmentContext(
-            task_id=task.id,
-            datasource=task.datasource,
-            topic=task.ioConfig.topic,
-            start=self.start,
-            end=end,
-            spec_version=str(task.context.get("specVersion", "")),
-            deep_storage=str(self.deep_storage),
-        )
-        dims = [name for name, _ in self.dimensions or self.plan.declared_dimensions()]
-        segments = build_segments(
-            self.spark, self.plan, self.persists, dims, context, task.tuningConfig.maxRowsPerSegment
-        )
-        action = PublishAction(
-            supervisorId=task.supervisor_key,
-            dataSource=task.datasource,
-            segments=segments,
-            startMetadata=_sequence("start", task.ioConfig.topic, self.start),
-            endMetadata=_sequence("end", task.ioConfig.topic, end),
-        )
-        outcome = self._publish_with_retries(action)
-        if outcome == "alreadyPublished":
-            for segment in segments:
-                shutil.rmtree(Path(segment.path).parent, ignore_errors=True)
-        with self.lock:
-            self.state.segments = [s.id for s in segments]
-
-    def _publish_with_retries(self, action: PublishAction) -> str:
-        timeout_ms = self.task.tuningConfig.handoffConditionTimeout
-        deadline = None if timeout_ms == 0 else self.clock() + timeout_ms / 1000
-        delay = 0.2
-        while True:
-            result = self.publisher(action)
-            if result.outcome in ("published", "alreadyPublished"):
-                return str(result.outcome)
-            if result.outcome != "retry":
-                raise TaskFailedError(f"publish failed: {result.reason}")
-            if deadline is not None and self.clock() >= deadline:
-                raise TaskFailedError(
-                    f"publish not possible within handoffConditionTimeout: {result.reason}"
-                )
-            self.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-
-def _sequence(kind: str, topic: str, offsets: dict[int, int]) -> SequenceNumbers:
-    return SequenceNumbers(
-        type=kind, stream=topic, partitionSequenceNumberMap=offsets_json(offsets)
-    )
 
 
 def _kafka_options(props: dict[str, Any]) -> dict[str, str]:

@@ -1,0 +1,165 @@
+"""Sequences of a task: offset ranges published one by one, in order, in the background.
+
+A checkpoint (end offsets with finish=false) closes the current sequence and opens the next at
+those offsets; each closed sequence is built into segments and published on its own while
+the task reads on. Replicas close their sequences at the same offsets, so they build the same
+segment ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tasks.pipeline import RowPlan
+from tasks.protocol import IndexKafkaTask, PublishAction, SequenceNumbers, offsets_json
+from tasks.segments import SegmentContext, build_segments
+
+log = logging.getLogger(__name__)
+
+
+class TaskFailedError(RuntimeError):
+    """The task cannot go on; the message is recorded as its failure reason."""
+
+
+class PublishOutcome(Protocol):
+    @property
+    def outcome(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+Publisher = Callable[[PublishAction], PublishOutcome]
+
+
+@dataclass
+class Sequence:
+    index: int
+    start: dict[int, int]
+    end: dict[int, int] | None = None  # None while open-ended
+    persists: list[str] = field(default_factory=list)
+    dimensions: list[tuple[str, str]] = field(default_factory=list)
+    rows: int = 0
+    opened_at: float = field(default_factory=time.monotonic)
+    checkpoint_requested: bool = False
+
+
+def sequence_numbers(kind: str, topic: str, offsets: dict[int, int]) -> SequenceNumbers:
+    return SequenceNumbers(
+        type=kind,
+        stream=topic,
+        partitionSequenceNumberMap=offsets_json(offsets),
+    )
+
+
+class SequencePublisher:
+    """One worker thread: build and publish closed sequences in the order they closed."""
+
+    def __init__(
+        self,
+        task: IndexKafkaTask,
+        spark: Any,
+        plan: RowPlan,
+        deep_storage: Path,
+        publisher: Publisher,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.task = task
+        self.spark = spark
+        self.plan = plan
+        self.deep_storage = deep_storage
+        self.publisher = publisher
+        self.clock = clock
+        self.sleep = sleep
+        self.queue: queue.Queue[Sequence | None] = queue.Queue()
+        self.segments: list[str] = []
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._work, name="sequence-publisher", daemon=True)
+        self.thread.start()
+
+    def submit(self, sequence: Sequence) -> None:
+        self.queue.put(sequence)
+
+    def failed(self) -> str | None:
+        return self.error
+
+    def drain(self) -> list[str]:
+        """Wait for every submitted sequence; the published segment ids, or the failure."""
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise TaskFailedError(self.error)
+        return self.segments
+
+    def _work(self) -> None:
+        while (sequence := self.queue.get()) is not None:
+            if self.error is not None:
+                continue
+            try:
+                self.segments += self._publish(sequence)
+            except TaskFailedError as exc:
+                self.error = str(exc)
+            except Exception as exc:  # recorded as the task's failure reason
+                log.exception("publishing sequence %s failed", sequence.index)
+                self.error = f"{type(exc).__name__}: {exc}"
+
+    def _publish(self, sequence: Sequence) -> list[str]:
+        assert sequence.end is not None
+        task = self.task
+        topic = task.ioConfig.topic
+        context = SegmentContext(
+            task_id=task.id,
+            datasource=task.datasource,
+            topic=topic,
+            start=sequence.start,
+            end=sequence.end,
+            spec_version=str(task.context.get("specVersion", "")),
+            deep_storage=str(self.deep_storage),
+        )
+        declared = sequence.dimensions or self.plan.declared_dimensions()
+        segments = build_segments(
+            self.spark,
+            self.plan,
+            sequence.persists,
+            [name for name, _ in declared],
+            context,
+            task.tuningConfig.maxRowsPerSegment,
+        )
+        action = PublishAction(
+            supervisorId=task.supervisor_key,
+            dataSource=task.datasource,
+            segments=segments,
+            startMetadata=sequence_numbers("start", topic, sequence.start),
+            endMetadata=sequence_numbers("end", topic, sequence.end),
+        )
+        if self._publish_with_retries(action) == "alreadyPublished":
+            for segment in segments:  # a replica won: our copies are not needed
+                shutil.rmtree(Path(segment.path).parent, ignore_errors=True)
+        log.info("sequence %s published: %s segments", sequence.index, len(segments))
+        return [s.id for s in segments]
+
+    def _publish_with_retries(self, action: PublishAction) -> str:
+        timeout_ms = self.task.tuningConfig.handoffConditionTimeout
+        deadline = None if timeout_ms == 0 else self.clock() + timeout_ms / 1000
+        delay = 0.2
+        while True:
+            result = self.publisher(action)
+            if result.outcome in ("published", "alreadyPublished"):
+                return str(result.outcome)
+            if result.outcome != "retry":
+                raise TaskFailedError(f"publish failed: {result.reason}")
+            if deadline is not None and self.clock() >= deadline:
+                raise TaskFailedError(
+                    f"publish not possible within handoffConditionTimeout: {result.reason}"
+                )
+            self.sleep(delay)
+            delay = min(delay * 2, 5.0)
