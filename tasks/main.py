@@ -57,7 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
     token = args.token_file.read_text().strip()
     overlord = OverlordClient(args.overlord, task.id, token)
-    indexer = KafkaIndexer(task, None, args.work_dir, args.deep_storage, overlord.publish)
+
+    def checkpoint(start: dict[int, int]) -> None:
+        overlord.request_checkpoint(
+            task.supervisor_key, task.ioConfig.taskGroupId, task.ioConfig.topic, start
+        )
+
+    indexer = KafkaIndexer(
+        task, None, args.work_dir, args.deep_storage, overlord.publish, checkpoint
+    )
     control = ControlServer(create_control_app(indexer, token), args.host, args.port)
     control.start()
 

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 import httpx
 
-from tasks.protocol import TOKEN_HEADER, PublishAction, TaskActionRequest
+from tasks.protocol import (
+    TOKEN_HEADER,
+    CheckpointAction,
+    PublishAction,
+    SequenceNumbers,
+    TaskActionRequest,
+    offsets_json,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,24 @@ class OverlordClient:
         if response.status_code >= 500:
             return ActionResult("retry", f"overlord error {response.status_code}")
         return ActionResult(str(payload.get("outcome", "failed")), str(payload.get("error", "")))
+
+    def request_checkpoint(
+        self, supervisor_id: str, group_id: int | None, topic: str, start: dict[int, int]
+    ) -> None:
+        """Ask the overlord to close the current sequence (it answers at once, then acts)."""
+        action = CheckpointAction(
+            supervisorId=supervisor_id,
+            taskGroupId=group_id,
+            checkpointMetadata=SequenceNumbers(
+                type="start", stream=topic, partitionSequenceNumberMap=offsets_json(start)
+            ),
+        )
+        body = TaskActionRequest(task=self.task_id, action=action).model_dump(mode="json")
+        response = self.http.post("/druid/indexer/v1/action", json=body)
+        if response.status_code >= 400:
+            raise RuntimeError(
+                f"checkpoint request refused: {response.status_code} {response.text}"
+            )
 
     def close(self) -> None:
         self.http.close()

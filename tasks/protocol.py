@@ -164,6 +164,16 @@ class PublishAction(BaseModel):
     endMetadata: SequenceNumbers
 
 
+class CheckpointAction(BaseModel):
+    """A task asks for its sequence to be closed (Druid's CheckPointDataSourceMetadataAction):
+    the overlord pauses the group's replicas, agrees on end offsets and sets them."""
+
+    type: Literal["checkPointDataSourceMetadata"] = "checkPointDataSourceMetadata"
+    supervisorId: str
+    taskGroupId: int | None = None
+    checkpointMetadata: SequenceNumbers
+
+
 class TaskActionRequest(BaseModel):
     task: str
-    action: PublishAction
+    action: PublishAction | CheckpointAction = Field(discriminator="type")

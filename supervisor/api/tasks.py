@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -10,13 +12,17 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, db_session, json_body
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.db.models import TaskRow
 from supervisor.db.repositories import TaskRepository
 from supervisor.errors import DomainError, NotFoundError
 from supervisor.schemas.errors import from_validation_error
+from supervisor.services.checkpoint import checkpoint_group
 from supervisor.services.publish import PublishService
 from supervisor.services.tasks import RUNNING, TaskService
-from tasks.protocol import TOKEN_HEADER, TaskActionRequest
+from tasks.protocol import TOKEN_HEADER, CheckpointAction, TaskActionRequest
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1", tags=["tasks"])
 
 
@@ -93,13 +99,19 @@ def action(
         raise ForbiddenError("missing or wrong task token")
     act = holder.action
     expected_key = task.supervisor_id or task.datasource
-    if act.supervisorId != expected_key or act.dataSource != task.datasource:
-        raise ForbiddenError("the action names another supervisor or datasource than the task")
+    if act.supervisorId != expected_key:
+        raise ForbiddenError("the action names another supervisor than the task")
     if task.status != RUNNING:
         return JSONResponse(
             status_code=409,
             content={"error": f"task is {task.status}", "outcome": "failed", "retryable": False},
         )
+    if isinstance(act, CheckpointAction):
+        replicas = TaskRepository(session).replicas(task)
+        start_checkpoint(replicas, task.id, act.checkpointMetadata.partitionSequenceNumberMap)
+        return {"result": {"outcome": "accepted"}}
+    if act.dataSource != task.datasource:
+        raise ForbiddenError("the action names another datasource than the task")
     result = PublishService(session, request.app.state.clock).publish(task.id, act)
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}
@@ -111,3 +123,35 @@ def action(
             "retryable": result.outcome == "retry",
         },
     )
+
+
+def start_checkpoint(replicas: list[TaskRow], requester: str, start: dict[str, int]) -> None:
+    """Close the group's current sequence in the background (the task does not wait)."""
+    targets = [
+        (r.id, r.location_host or "127.0.0.1", r.location_port, r.token)
+        for r in replicas
+        if r.location_port is not None and r.token is not None
+    ]
+
+    def run() -> None:
+        clients = {tid: TaskApiClient(host, port, tid, token) for tid, host, port, token in targets}
+        try:
+            checkpoints = clients[requester].get("/checkpoints")
+            latest = checkpoints[max(checkpoints, key=int)]
+            if latest != start:
+                log.info("checkpoint of %s ignored: already past %s", requester, start)
+                return
+            result = checkpoint_group(clients, finish=False)
+            log.info(
+                "checkpointed %s at %s (failed: %s)",
+                list(clients),
+                result.end_offsets,
+                result.failed,
+            )
+        except TaskApiError as exc:
+            log.warning("checkpoint for %s failed: %s", requester, exc)
+        finally:
+            for client in clients.values():
+                client.http.close()
+
+    threading.Thread(target=run, name=f"checkpoint-{requester}", daemon=True).start()

@@ -201,3 +201,15 @@ class TaskRepository:
         if limit is not None:
             query = query.limit(limit)
         return list(self.session.scalars(query))
+
+    def replicas(self, task: TaskRow) -> list[TaskRow]:
+        """The running tasks of a task's group (itself alone when it has no group)."""
+        if task.group_id is None:
+            return [task]
+        query = select(TaskRow).where(
+            TaskRow.status == "RUNNING",
+            TaskRow.datasource == task.datasource,
+            TaskRow.supervisor_id == task.supervisor_id,
+            TaskRow.group_id == task.group_id,
+        )
+        return list(self.session.scalars(query))

@@ -266,3 +266,73 @@ def test_two_replica_processes_publish_once(kafka: LocalKafka, overlord: Any) ->
         for n in ("r-a", "r-b")
     ]
     assert reports[0]["segments"] == reports[1]["segments"] != []
+
+
+def segment_versions(service: RunningService) -> set[str]:
+    return {r[0] for r in db_rows(service, select(SegmentRow.version))}
+
+
+def test_checkpoint_closes_a_sequence_that_publishes_while_reading(
+    kafka: LocalKafka, overlord: Any
+) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 1, 300)
+    api.post(f"{TASKS}/task", json=payload("t-seq", topic, kafka.bootstrap_servers, {0: 0}))
+    with chat(service, "t-seq") as control:
+        wait_for(lambda: (_get(control, "/offsets/current") or {}).get("0", 0) > 0, what="reading")
+        control.post("/pause")
+        wait_for(lambda: _get(control, "/status") == "PAUSED", what="PAUSED")
+        first_end = {"0": _get(control, "/offsets/current")["0"]}
+        response = control.post("/offsets/end", params={"finish": "false"}, json=first_end)
+        assert response.json() == first_end
+        assert (
+            control.post("/offsets/end", params={"finish": "false"}, json=first_end).json()
+            == first_end
+        )
+        assert _get(control, "/checkpoints") == {"0": {"0": 0}, "1": first_end}
+        # the first sequence is published while the task reads on
+        wait_for(lambda: published(service)[1] == first_end, what="the first sequence to publish")
+        assert task_status(api, "t-seq")["status"] == "RUNNING"
+        wait_for(lambda: _get(control, "/offsets/current")["0"] == 300, what="reading the rest")
+        control.post("/pause")
+        wait_for(lambda: _get(control, "/status") == "PAUSED", what="PAUSED again")
+        control.post("/offsets/end", params={"finish": "true"}, json={"0": 300})
+        status = wait_for(
+            lambda: (s := task_status(api, "t-seq"))["status"] != "RUNNING" and s,
+            what="the task to finish",
+        )
+    assert status["status"] == "SUCCESS", status
+    assert published(service) == (300, {"0": 300})
+    assert len(segment_versions(service)) == 2  # one per sequence
+
+
+def test_max_rows_per_segment_triggers_checkpoints(kafka: LocalKafka, overlord: Any) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 2, 400)
+    body = payload("t-auto", topic, kafka.bootstrap_servers, {0: 0, 1: 0})
+    body["tuningConfig"]["maxRowsPerSegment"] = 250
+    api.post(f"{TASKS}/task", json=body)
+    with chat(service, "t-auto") as control:
+        wait_for(
+            lambda: len(_get(control, "/checkpoints") or {}) >= 3,
+            timeout=240,
+            what="the task to be checkpointed twice",
+        )
+        wait_for(
+            lambda: (_get(control, "/offsets/current") or {}) == {"0": 400, "1": 400},
+            timeout=240,
+            what="everything read",
+        )
+        wait_for(lambda: _get(control, "/status") == "READING", what="READING")
+        control.post("/pause")
+        wait_for(lambda: _get(control, "/status") == "PAUSED", what="PAUSED")
+        control.post("/offsets/end", params={"finish": "true"}, json={"0": 400, "1": 400})
+        status = wait_for(
+            lambda: (s := task_status(api, "t-auto"))["status"] != "RUNNING" and s,
+            timeout=240,
+            what="the task to finish",
+        )
+    assert status["status"] == "SUCCESS", status
+    assert published(service) == (800, {"0": 400, "1": 400})
+    # sequences with rows publish separately; one opened after all was read may hold none
+    assert len(segment_versions(service)) >= 2

@@ -1,0 +1,81 @@
+"""How replicas of a task group agree on end offsets (Druid's checkpointTaskGroup):
+pause every replica, take the per-partition maximum of their offsets, set those as end
+offsets (finish=true ends the tasks, finish=false closes a sequence), which resumes them.
+
+A pause answered 202 (not yet paused) or 409 because of a race is followed up, not punished:
+the replica is polled until it is PAUSED (druid #15468, #17722). Replicas that cannot be paused
+or told their end offsets within the deadline are reported, for the caller to replace.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CheckpointResult:
+    end_offsets: dict[str, int] | None
+    failed: list[str] = field(default_factory=list)
+
+
+def _pause(
+    client: TaskApiClient, deadline: float, sleep: Callable[[float], None]
+) -> dict[str, int]:
+    while True:
+        try:
+            response = client.call("POST", "/pause")
+            if response.status_code == 200:
+                return {str(k): int(v) for k, v in response.json().items()}
+        except TaskApiError as exc:
+            if exc.status_code not in (None, 409):
+                raise
+            # 409: not pausable right now (still starting, or a racing state); unreachable:
+            # maybe restarting its control server. Both are retried until the deadline.
+        try:
+            if client.get("/status") == "PAUSED":
+                return {str(k): int(v) for k, v in client.get("/offsets/current").items()}
+        except TaskApiError:
+            pass
+        if time.monotonic() >= deadline:
+            raise TaskApiError(None, "did not pause in time")
+        sleep(0.2)
+
+
+def checkpoint_group(
+    clients: dict[str, TaskApiClient],
+    finish: bool,
+    timeout: float = 30.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CheckpointResult:
+    """Pause all, agree on the maximum, set it as end offsets everywhere (which resumes)."""
+    deadline = time.monotonic() + timeout
+    paused: dict[str, dict[str, int]] = {}
+    failed: list[str] = []
+    for task_id, client in clients.items():
+        try:
+            paused[task_id] = _pause(client, deadline, sleep)
+        except TaskApiError as exc:
+            log.warning("task %s could not be paused: %s", task_id, exc)
+            failed.append(task_id)
+    if not paused:
+        return CheckpointResult(None, failed)
+    end: dict[str, int] = {}
+    for offsets in paused.values():
+        for partition, offset in offsets.items():
+            end[partition] = max(end.get(partition, offset), offset)
+    for task_id in paused:
+        try:
+            clients[task_id].call(
+                "POST", "/offsets/end", params={"finish": str(finish).lower()}, json=end
+            )
+        except TaskApiError as exc:
+            log.warning("task %s refused its end offsets: %s", task_id, exc)
+            failed.append(task_id)
+    return CheckpointResult(end, failed)
