@@ -386,3 +386,36 @@ def test_reset_offset_automatically_skips_and_records_the_loss(
     assert state.skipped == [{"partition": 0, "from": 0, "to": 10}]
     assert sorted(r["id"] for r in published_rows(sessions)) == list(range(10, 20))
     assert committed(sessions) == {"0": 20}
+
+
+def test_segments_are_sorted_split_and_carry_their_provenance(
+    kafka: LocalKafka, spark: Any, edits: Any, sessions: Any, tmp_path: Path
+) -> None:
+    topic, _ = edits
+    start, end = {0: 0, 1: 0}, {0: 300, 1: 300}
+    spec = task(
+        topic, kafka.bootstrap_servers, rollup=False, start=start, end=end, maxRowsPerSegment=70
+    )
+    spec.context["specVersion"] = "v7"
+    state = run(spark, sessions, spec, tmp_path)
+    assert state.status is TaskState.SUCCESS, state.error
+    with sessions() as session:
+        segments = SegmentRepository(session).used("edits")
+    assert sum(s.num_rows for s in segments) == 600
+    assert all(s.num_rows <= 70 for s in segments)
+    by_interval: dict[Any, list[int]] = {}
+    for segment in segments:
+        by_interval.setdefault(segment.interval_start, []).append(segment.partition_num)
+        table = pq.read_table(segment.path)
+        keys = [(r["__time"], r["channel"], r["id"]) for r in table.to_pylist()]
+        assert [k[:2] for k in keys] == sorted(k[:2] for k in keys)  # time, then dimensions
+        meta = {k.decode(): v.decode() for k, v in pq.read_metadata(segment.path).metadata.items()}
+        assert meta["sluicegate.topic"] == topic
+        assert json.loads(meta["sluicegate.startOffsets"]) == {"0": 0, "1": 0}
+        assert json.loads(meta["sluicegate.endOffsets"]) == {"0": 300, "1": 300}
+        assert meta["sluicegate.taskId"] == "t1"
+        assert meta["sluicegate.specVersion"] == "v7"
+        assert meta["sluicegate.segmentId"] == segment.id
+        assert f"/t1/{segment.partition_num}.parquet" in segment.path
+    assert len(by_interval) == 2  # partitions 0 and 1 hold hours 09 and 10
+    assert all(sorted(nums) == list(range(len(nums))) for nums in by_interval.values())

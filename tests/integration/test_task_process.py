@@ -336,3 +336,18 @@ def test_max_rows_per_segment_triggers_checkpoints(kafka: LocalKafka, overlord: 
     assert published(service) == (800, {"0": 400, "1": 400})
     # sequences with rows publish separately; one opened after all was read may hold none
     assert len(segment_versions(service)) >= 2
+
+
+def test_stop_publishes_what_was_read(kafka: LocalKafka, overlord: Any) -> None:
+    service, api = overlord
+    topic = topic_with(kafka, 1, 200)
+    api.post(f"{TASKS}/task", json=payload("t-graceful", topic, kafka.bootstrap_servers, {0: 0}))
+    with chat(service, "t-graceful") as control:
+        wait_for(lambda: (_get(control, "/offsets/current") or {}).get("0") == 200, what="reading")
+        assert control.post("/stop").json() == {"status": "stopping"}
+        status = wait_for(
+            lambda: (s := task_status(api, "t-graceful"))["status"] != "RUNNING" and s,
+            what="the task to finish",
+        )
+    assert status["status"] == "SUCCESS", status
+    assert published(service) == (200, {"0": 200})
