@@ -5,20 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-# Fixed-length buckets in milliseconds; calendar ones are truncated with date_trunc.
-FIXED_MS = {
-    "second": 1_000,
-    "minute": 60_000,
-    "five_minute": 300_000,
-    "ten_minute": 600_000,
-    "fifteen_minute": 900_000,
-    "thirty_minute": 1_800_000,
-    "hour": 3_600_000,
-    "six_hour": 21_600_000,
-    "eight_hour": 28_800_000,
-    "day": 86_400_000,
-}
+from supervisor.schemas.data_schema import GRANULARITIES
+
 CALENDAR = {"week", "month", "quarter", "year"}
+# Fixed-length buckets (second ... day) are floored arithmetically; calendar ones with date_trunc.
+FIXED_MS = {
+    name: millis
+    for name, millis in GRANULARITIES.items()
+    if name not in CALENDAR and name not in ("none", "all")
+}
 SUPPORTED_QUERY = {"none", *FIXED_MS, *CALENDAR}
 SUPPORTED_SEGMENT = {*FIXED_MS, *CALENDAR}
 

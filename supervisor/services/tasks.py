@@ -95,7 +95,12 @@ class TaskService:
             updated_at=now,
         )
         self.tasks.add(row)
-        launched = self.runner.launch(task.id, payload)
+        try:
+            launched = self.runner.launch(task.id, payload)
+        except OSError as exc:
+            self._finish(row, FAILED, f"the task process could not be started: {exc}", None)
+            self.session.commit()
+            return task.id
         row.location_host, row.location_port = launched.host, launched.port
         row.token, row.log_path = launched.token, launched.log_path
         self.session.commit()
