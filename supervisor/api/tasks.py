@@ -134,10 +134,10 @@ def start_checkpoint(replicas: list[TaskRow], requester: str, start: dict[str, i
     ]
 
     def run() -> None:
-        clients = {tid: TaskApiClient(host, port, tid, token) for tid, host, port, token in targets}
-        if requester not in clients:
+        if requester not in {target[0] for target in targets}:
             log.warning("checkpoint for %s ignored: the task has no location yet", requester)
             return
+        clients = {tid: TaskApiClient(host, port, tid, token) for tid, host, port, token in targets}
         try:
             checkpoints = clients[requester].get("/checkpoints")
             latest = checkpoints[max(checkpoints, key=int)]
