@@ -218,6 +218,7 @@ def test_shutdown_and_task_api_errors(kafka: LocalKafka, overlord: Any) -> None:
     forged = {
         "task": "t-stop",
         "action": {
+            "type": "segmentTransactionalInsert",
             "supervisorId": "events",
             "dataSource": "events",
             "segments": [],
@@ -235,6 +236,12 @@ def test_shutdown_and_task_api_errors(kafka: LocalKafka, overlord: Any) -> None:
     }
     assert api.post(f"{TASKS}/action", json=forged).status_code == 403
     assert api.post(f"{TASKS}/action", json=forged, headers={TOKEN_HEADER: "x"}).status_code == 403
+    untyped = {
+        "task": "t-stop",
+        "action": {k: v for k, v in forged["action"].items() if k != "type"},
+    }
+    response = api.post(f"{TASKS}/action", json=untyped)
+    assert response.status_code == 400 and "action" in response.json()["error"]
 
 
 def _get(control: httpx.Client, path: str) -> Any:
