@@ -1,0 +1,1 @@
+"""The supervisor engine: observe → plan → execute, one reconcile loop per supervisor."""

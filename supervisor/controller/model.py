@@ -1,0 +1,94 @@
+"""What a reconcile pass sees and what it decides: frozen data, no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
+
+
+@dataclass(frozen=True)
+class TaskView:
+    id: str
+    group: int
+    identity: str
+    start: dict[int, int]
+    status: str  # RUNNING, SUCCESS, FAILED (as recorded)
+    created_at: datetime
+    end: dict[int, int] | None = None  # final end offsets, once the group was rolled over
+    rolled_at: datetime | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status == RUNNING
+
+    @property
+    def reading(self) -> bool:
+        return self.running and self.end is None
+
+
+@dataclass(frozen=True)
+class SpecView:
+    """The parts of a supervisor spec the planner needs, with periods in seconds."""
+
+    version: int
+    task_count: int
+    replicas: int
+    task_duration_s: float
+    completion_timeout_s: float
+    use_earliest_offset: bool
+    stop_task_count: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    supervisor_id: str
+    spec: SpecView
+    now: datetime
+    suspended: bool
+    partitions: tuple[int, ...]
+    earliest: dict[int, int]
+    latest: dict[int, int]
+    committed: dict[int, int]
+    tasks: tuple[TaskView, ...]
+    handoff_requested: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class CreateTask:
+    task_id: str
+    group: int
+    start: dict[int, int]
+    identity: str
+
+
+@dataclass(frozen=True)
+class Rollover:
+    """Pause the group's reading replicas, agree on end offsets (finish=true), resume."""
+
+    group: int
+    task_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class KillTasks:
+    task_ids: tuple[str, ...]
+    reason: str
+
+
+Action = CreateTask | Rollover | KillTasks
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+
+
+def identity(spec_version: int, group: int, start: dict[int, int]) -> str:
+    """Who a task is: spec version, group and start offsets. Adoption compares it."""
+    text = json.dumps([spec_version, group, sorted(start.items())], separators=(",", ":"))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]

@@ -1,0 +1,183 @@
+"""plan(snapshot) -> actions: Druid's supervisor mechanics as a pure function.
+
+Per task group (partition % taskCount):
+1. Publishing generations (replicas given final end offsets): once one replica succeeded the
+   generation is done, and a slow sibling is killed at its deadline without touching anyone
+   else (druid #15944). With no success by `completionTimeout` its replicas are killed.
+2. A reading task is valid while its start offsets follow what is committed or a live
+   publishing generation; one that follows a failed generation is killed, and the group
+   restarts from the committed offsets.
+3. Reading tasks made for another spec version or partition set are rolled over gracefully.
+4. When `taskDuration` has passed (or a handoff is asked for, or the supervisor is suspended)
+   the group is rolled over: pause, agree on the maximum offsets, finish. `stopTaskCount`
+   bounds how many groups publish at once (asked-for handoffs skip the bound).
+5. A group short of `replicas` reading tasks gets new ones: from the newest live publishing
+   generation's end offsets, else the committed offsets, else earliest/latest. Replacements
+   of dead replicas start where their siblings started.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from supervisor.controller.model import (
+    SUCCESS,
+    Action,
+    CreateTask,
+    KillTasks,
+    Rollover,
+    Snapshot,
+    TaskView,
+    identity,
+)
+
+
+def groups_of(partitions: tuple[int, ...], task_count: int) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for partition in sorted(partitions):
+        groups.setdefault(partition % task_count, []).append(partition)
+    return groups
+
+
+def _generations(tasks: list[TaskView]) -> dict[tuple[tuple[int, int], ...], list[TaskView]]:
+    gens: dict[tuple[tuple[int, int], ...], list[TaskView]] = {}
+    for task in tasks:
+        if task.end is not None:
+            gens.setdefault(tuple(sorted(task.end.items())), []).append(task)
+    return gens
+
+
+def _follows(start: dict[int, int], committed: dict[int, int], ends: list[dict[int, int]]) -> bool:
+    """Each partition starts where the committed offsets or a live generation end it."""
+    for partition, offset in start.items():
+        allowed = {end[partition] for end in ends if partition in end}
+        if partition in committed:
+            allowed.add(committed[partition])
+        if allowed and offset not in allowed:
+            return False
+    return True
+
+
+def _task_id(supervisor_id: str, ident: str, taken: set[str]) -> str:
+    slot = 0
+    while f"index_kafka_{supervisor_id}_{ident}_{slot}" in taken:
+        slot += 1
+    return f"index_kafka_{supervisor_id}_{ident}_{slot}"
+
+
+class _Planner:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.s = snapshot
+        self.actions: list[Action] = []
+        self.taken = {t.id for t in snapshot.tasks}
+        self.killed: set[str] = set()
+        self.publishing_groups = {
+            t.group for t in snapshot.tasks if t.running and t.end is not None
+        }
+
+    def kill(self, tasks: list[TaskView], reason: str) -> None:
+        ids = tuple(t.id for t in tasks if t.running and t.id not in self.killed)
+        if ids:
+            self.killed.update(ids)
+            self.actions.append(KillTasks(ids, reason))
+
+    def live_ends(self, tasks: list[TaskView]) -> list[dict[int, int]]:
+        """End offsets of generations that published or may still publish."""
+        timeout = timedelta(seconds=self.s.spec.completion_timeout_s)
+        ends = []
+        for gen in _generations(tasks).values():
+            succeeded = any(t.status == SUCCESS for t in gen)
+            running = [t for t in gen if t.running]
+            rolled = min((t.rolled_at or t.created_at) for t in gen)
+            if succeeded:
+                if running and self.s.now >= rolled + timeout:
+                    self.kill(running, "a replica published; this one did not finish in time")
+            elif running and self.s.now >= rolled + timeout:
+                self.kill(running, "completionTimeout passed before any replica published")
+                continue
+            if succeeded or running:
+                ends.append(dict(gen[0].end or {}))
+        return ends
+
+    def start_for(self, partitions: list[int], ends: list[dict[int, int]]) -> dict[int, int]:
+        s = self.s
+        start: dict[int, int] = {}
+        for partition in partitions:
+            published = [end[partition] for end in ends if partition in end]
+            if published:
+                start[partition] = max(published)
+            elif partition in s.committed:
+                start[partition] = s.committed[partition]
+            elif s.committed or s.spec.use_earliest_offset:
+                start[partition] = s.earliest.get(partition, 0)  # a new partition: from the start
+            else:
+                start[partition] = s.latest.get(partition, 0)
+        return start
+
+    def group(
+        self, group: int, partitions: list[int], tasks: list[TaskView], ends: list[dict[int, int]]
+    ) -> None:
+        s = self.s
+        reading = [t for t in tasks if t.reading and t.id not in self.killed]
+        valid = [t for t in reading if _follows(t.start, s.committed, ends)]
+        self.kill([t for t in reading if t not in valid], "its predecessor generation failed")
+        current = [
+            t
+            for t in valid
+            if t.identity == identity(s.spec.version, group, t.start)
+            and sorted(t.start) == partitions
+        ]
+        stale = [t for t in valid if t not in current]
+        if stale:
+            self.actions.append(
+                Rollover(group, tuple(t.id for t in stale), "spec or partitions changed")
+            )
+            self.publishing_groups.add(group)
+            return
+        if current and self._due(group, current):
+            return
+        if s.suspended or not partitions:
+            return
+        start = current[0].start if current else self.start_for(partitions, ends)
+        ident = identity(s.spec.version, group, start)
+        for _ in range(s.spec.replicas - len(current)):
+            task_id = _task_id(s.supervisor_id, ident, self.taken)
+            self.taken.add(task_id)
+            self.actions.append(CreateTask(task_id, group, start, ident))
+
+    def _due(self, group: int, current: list[TaskView]) -> bool:
+        """Roll the group over if it is time; True when it was rolled."""
+        s = self.s
+        began = min(t.created_at for t in current)
+        asked = group in s.handoff_requested
+        reason = (
+            "suspended"
+            if s.suspended
+            else "handoff requested"
+            if asked
+            else "taskDuration passed"
+            if s.now >= began + timedelta(seconds=s.spec.task_duration_s)
+            else None
+        )
+        if reason is None:
+            return False
+        limit = s.spec.stop_task_count
+        if limit is not None and not asked and len(self.publishing_groups) >= limit:
+            return True  # over the stopTaskCount bound: wait, and create nothing meanwhile
+        self.actions.append(Rollover(group, tuple(t.id for t in current), reason))
+        self.publishing_groups.add(group)
+        return True
+
+
+def plan(snapshot: Snapshot) -> list[Action]:
+    """The actions that bring the supervisor's tasks towards its spec, from what was observed."""
+    planner = _Planner(snapshot)
+    groups = groups_of(snapshot.partitions, snapshot.spec.task_count)
+    by_group: dict[int, list[TaskView]] = {}
+    for task in snapshot.tasks:
+        by_group.setdefault(task.group, []).append(task)
+    # generations publish per partition range, which a change of taskCount moves across groups
+    ends = planner.live_ends(list(snapshot.tasks))
+    for group in sorted(set(groups) | set(by_group)):
+        planner.group(group, groups.get(group, []), by_group.get(group, []), ends)
+    return planner.actions

@@ -1,0 +1,224 @@
+"""The supervisor's planning, table by table: a snapshot in, actions out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from supervisor.controller.model import (
+    FAILED,
+    RUNNING,
+    SUCCESS,
+    CreateTask,
+    KillTasks,
+    Rollover,
+    Snapshot,
+    SpecView,
+    TaskView,
+    identity,
+)
+from supervisor.controller.plan import plan
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+SPEC = SpecView(
+    version=1,
+    task_count=2,
+    replicas=2,
+    task_duration_s=60,
+    completion_timeout_s=300,
+    use_earliest_offset=True,
+)
+
+
+def snap(**kw: object) -> Snapshot:
+    base = dict(
+        supervisor_id="wiki",
+        spec=SPEC,
+        now=NOW,
+        suspended=False,
+        partitions=(0, 1, 2),
+        earliest={0: 0, 1: 0, 2: 0},
+        latest={0: 100, 1: 100, 2: 100},
+        committed={},
+        tasks=(),
+    )
+    base.update(kw)
+    return Snapshot(**base)  # type: ignore[arg-type]
+
+
+def task(
+    tid: str,
+    group: int,
+    start: dict[int, int],
+    *,
+    status: str = RUNNING,
+    age_s: float = 10,
+    end: dict[int, int] | None = None,
+    rolled_ago_s: float | None = None,
+    version: int = 1,
+) -> TaskView:
+    return TaskView(
+        id=tid,
+        group=group,
+        identity=identity(version, group, start),
+        start=start,
+        status=status,
+        created_at=NOW - timedelta(seconds=age_s),
+        end=end,
+        rolled_at=None if rolled_ago_s is None else NOW - timedelta(seconds=rolled_ago_s),
+    )
+
+
+def creates(actions: list) -> list[tuple[int, dict[int, int]]]:
+    return [(a.group, a.start) for a in actions if isinstance(a, CreateTask)]
+
+
+def test_first_pass_creates_replicas_per_group_from_earliest() -> None:
+    actions = plan(snap())
+    assert creates(actions) == [(0, {0: 0, 2: 0}), (0, {0: 0, 2: 0}), (1, {1: 0}), (1, {1: 0})]
+    ids = [a.task_id for a in actions if isinstance(a, CreateTask)]
+    assert len(set(ids)) == 4 and all(i.startswith("index_kafka_wiki_") for i in ids)
+
+
+def test_latest_when_not_use_earliest_and_nothing_committed() -> None:
+    actions = plan(snap(spec=replace(SPEC, use_earliest_offset=False, replicas=1)))
+    assert creates(actions) == [(0, {0: 100, 2: 100}), (1, {1: 100})]
+
+
+def test_committed_offsets_win_and_new_partitions_start_at_earliest() -> None:
+    actions = plan(
+        snap(
+            spec=replace(SPEC, replicas=1, use_earliest_offset=False),
+            committed={0: 40, 1: 50},
+            earliest={0: 0, 1: 0, 2: 7},
+        )
+    )
+    assert creates(actions) == [(0, {0: 40, 2: 7}), (1, {1: 50})]
+
+
+def test_healthy_groups_need_nothing() -> None:
+    tasks = (
+        task("a", 0, {0: 0, 2: 0}),
+        task("b", 0, {0: 0, 2: 0}),
+        task("c", 1, {1: 0}),
+        task("d", 1, {1: 0}),
+    )
+    assert plan(snap(tasks=tasks)) == []
+
+
+def test_a_dead_replica_is_replaced_from_the_same_start() -> None:
+    tasks = (
+        task("a", 0, {0: 5, 2: 5}),
+        task("b", 0, {0: 5, 2: 5}, status=FAILED),
+        task("c", 1, {1: 0}),
+        task("d", 1, {1: 0}),
+    )
+    actions = plan(snap(tasks=tasks, committed={0: 5, 2: 5}))
+    assert creates(actions) == [(0, {0: 5, 2: 5})]
+
+
+def test_task_duration_rolls_the_group_over() -> None:
+    tasks = (
+        task("a", 0, {0: 0, 2: 0}, age_s=61),
+        task("b", 0, {0: 0, 2: 0}, age_s=61),
+        task("c", 1, {1: 0}),
+        task("d", 1, {1: 0}),
+    )
+    actions = plan(snap(tasks=tasks))
+    assert actions == [Rollover(0, ("a", "b"), "taskDuration passed")]
+
+
+def test_successors_start_at_once_from_the_publishing_end_offsets() -> None:
+    end = {0: 30, 2: 31}
+    tasks = (
+        task("a", 0, {0: 0, 2: 0}, end=end, rolled_ago_s=1),
+        task("b", 0, {0: 0, 2: 0}, end=end, rolled_ago_s=1),
+        task("c", 1, {1: 0}),
+        task("d", 1, {1: 0}),
+    )
+    assert creates(plan(snap(tasks=tasks))) == [(0, end), (0, end)]
+
+
+def test_one_success_finishes_a_generation_and_a_slow_sibling_hurts_nobody() -> None:
+    end = {1: 40}
+    tasks = (
+        task("a", 1, {1: 0}, end=end, status=SUCCESS, rolled_ago_s=400),
+        task("b", 1, {1: 0}, end=end, rolled_ago_s=400),
+        task("c", 1, end),
+        task("d", 1, end),
+        task("e", 0, {0: 0, 2: 0}),
+        task("f", 0, {0: 0, 2: 0}),
+    )
+    actions = plan(snap(tasks=tasks, committed={1: 40}))
+    assert actions == [KillTasks(("b",), "a replica published; this one did not finish in time")]
+
+
+def test_a_failed_generation_takes_its_successors_down_and_restarts_from_committed() -> None:
+    end = {1: 40}
+    tasks = (
+        task("a", 1, {1: 0}, end=end, status=FAILED, rolled_ago_s=5),
+        task("b", 1, {1: 0}, end=end, status=FAILED, rolled_ago_s=5),
+        task("c", 1, end),
+        task("d", 1, end),
+        task("e", 0, {0: 0, 2: 0}),
+        task("f", 0, {0: 0, 2: 0}),
+    )
+    actions = plan(snap(tasks=tasks, committed={1: 0}))
+    assert actions[0] == KillTasks(("c", "d"), "its predecessor generation failed")
+    assert creates(actions) == [(1, {1: 0}), (1, {1: 0})]
+
+
+def test_completion_timeout_kills_the_generation_then_its_successors() -> None:
+    end = {1: 40}
+    tasks = (
+        task("a", 1, {1: 0}, end=end, rolled_ago_s=301),
+        task("b", 1, {1: 0}, end=end, rolled_ago_s=301),
+        task("c", 1, end),
+        task("e", 0, {0: 0, 2: 0}),
+        task("f", 0, {0: 0, 2: 0}),
+    )
+    actions = plan(snap(tasks=tasks, committed={1: 0}))
+    assert actions[:2] == [
+        KillTasks(("a", "b"), "completionTimeout passed before any replica published"),
+        KillTasks(("c",), "its predecessor generation failed"),
+    ]
+    assert creates(actions) == [(1, {1: 0}), (1, {1: 0})]
+
+
+def test_a_spec_update_rolls_tasks_of_the_old_version_over() -> None:
+    tasks = (task("a", 0, {0: 0, 2: 0}), task("c", 1, {1: 0}, version=1))
+    actions = plan(snap(spec=replace(SPEC, version=2, replicas=1), tasks=tasks))
+    assert actions == [
+        Rollover(0, ("a",), "spec or partitions changed"),
+        Rollover(1, ("c",), "spec or partitions changed"),
+    ]
+
+
+def test_new_partitions_roll_their_group_over() -> None:
+    tasks = (task("a", 0, {0: 0}), task("c", 1, {1: 0}))
+    actions = plan(snap(spec=replace(SPEC, replicas=1), partitions=(0, 1, 2), tasks=tasks))
+    assert actions == [Rollover(0, ("a",), "spec or partitions changed")]
+
+
+def test_suspended_rolls_over_and_creates_nothing() -> None:
+    tasks = (task("a", 0, {0: 0, 2: 0}), task("c", 1, {1: 0}))
+    actions = plan(snap(spec=replace(SPEC, replicas=1), suspended=True, tasks=tasks))
+    assert actions == [Rollover(0, ("a",), "suspended"), Rollover(1, ("c",), "suspended")]
+    assert plan(snap(suspended=True)) == []
+
+
+def test_handoff_request_and_stop_task_count() -> None:
+    tasks = (task("a", 0, {0: 0, 2: 0}, age_s=100), task("c", 1, {1: 0}, age_s=100))
+    spec = replace(SPEC, replicas=1, stop_task_count=1)
+    assert plan(snap(spec=spec, tasks=tasks)) == [Rollover(0, ("a",), "taskDuration passed")]
+    asked = plan(snap(spec=spec, tasks=tasks, handoff_requested=frozenset({1})))
+    assert asked == [
+        Rollover(0, ("a",), "taskDuration passed"),
+        Rollover(1, ("c",), "handoff requested"),
+    ]
+
+
+def test_identity_changes_with_version_group_and_offsets() -> None:
+    base = identity(1, 0, {0: 1})
+    assert base == identity(1, 0, {0: 1})
+    assert len({base, identity(2, 0, {0: 1}), identity(1, 1, {0: 1}), identity(1, 0, {0: 2})}) == 4
