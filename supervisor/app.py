@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from supervisor import __version__
 from supervisor.api import supervisors, tasks
 from supervisor.clock import Clock, utc_now
+from supervisor.controller.loop import SupervisorManager
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.errors import DomainError
 from supervisor.runner.local import LocalProcessRunner
@@ -63,10 +64,13 @@ def _install_error_handlers(app: FastAPI) -> None:
 class TaskMonitor:
     """Records ended task processes in the DB, a few times a second, in a thread."""
 
-    def __init__(self, sessions: Any, clock: Clock, runner: LocalProcessRunner) -> None:
+    def __init__(
+        self, sessions: Any, clock: Clock, runner: LocalProcessRunner, manager: SupervisorManager
+    ) -> None:
         self.sessions = sessions
         self.clock = clock
         self.runner = runner
+        self.manager = manager
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
 
@@ -82,6 +86,7 @@ class TaskMonitor:
         if exits:
             with self.sessions() as session:
                 TaskService(session, self.clock, self.runner).record_exits(exits)
+            self.manager.wake_all()
 
     def _run(self) -> None:
         while not self.stopping.wait(0.25):
@@ -102,12 +107,17 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         app.state.engine = engine
         app.state.sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
-        monitor = TaskMonitor(app.state.sessions, clock, app.state.runner)
+        manager = SupervisorManager(app.state.sessions, clock, app.state.runner)
+        app.state.supervisors = manager
+        if settings.run_supervisors:
+            manager.sync()
+        monitor = TaskMonitor(app.state.sessions, clock, app.state.runner, manager)
         monitor.start()
         try:
             yield
         finally:
             monitor.stop()
+            manager.stop()
             if settings.kill_tasks_on_exit:
                 app.state.runner.kill_all()
             engine.dispose()

@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     overlord_url: str | None = None
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
+    # Run the supervisors' reconcile loops (off only for tests of the spec API alone).
+    run_supervisors: bool = True
 
     def advertised_url(self) -> str:
         if self.overlord_url:

@@ -73,6 +73,7 @@ def settings(metadata_url: str, tmp_path: Path) -> Settings:
         deep_storage=tmp_path / "segments",
         work_dir=tmp_path / "work",
         max_request_bytes=64 * 1024,
+        run_supervisors=False,  # these tests are about the API; the engine has its own
     )
 
 

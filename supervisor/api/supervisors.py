@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, db_session, json_body
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.schemas.secrets import mask_spec
+from supervisor.services.status import status_report
 from supervisor.services.supervisors import Actor, SupervisorService, state_of
 
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
@@ -21,6 +23,25 @@ def service(
     request: Request, session: Session = Depends(db_session, scope="function")
 ) -> SupervisorService:
     return SupervisorService(session, request.app.state.clock)
+
+
+Nudge = Callable[[str | None], None]
+
+
+def nudge(request: Request, background: BackgroundTasks) -> Nudge:
+    """Wake a supervisor's loop (or all of them) once the change is committed and answered."""
+
+    def wake(supervisor_id: str | None) -> None:
+        if not request.app.state.settings.run_supervisors:
+            return
+        manager = request.app.state.supervisors
+        if supervisor_id is None:
+            background.add_task(manager.sync)
+            background.add_task(manager.wake_all)
+        else:
+            background.add_task(manager.wake, supervisor_id)
+
+    return wake
 
 
 def _summary(row: SupervisorSpecRow, *, spec: bool, system: bool) -> dict[str, Any]:
@@ -51,8 +72,11 @@ def submit(
     skipRestartIfUnmodified: bool = Query(False),
     svc: SupervisorService = Depends(service),
     who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    return {"id": svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified)}
+    supervisor_id = svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified)
+    wake(supervisor_id)
+    return {"id": supervisor_id}
 
 
 @router.get("", summary="List supervisors (ids, or summaries with ?full, ?state=true, ?system)")
@@ -79,25 +103,34 @@ def all_history(svc: SupervisorService = Depends(service)) -> dict[str, list[dic
 
 @router.post("/suspendAll", summary="Suspend every supervisor")
 def suspend_all(
-    svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.set_all_suspended(True, who)
+    wake(None)
     return SUCCESS
 
 
 @router.post("/resumeAll", summary="Resume every supervisor")
 def resume_all(
-    svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.set_all_suspended(False, who)
+    wake(None)
     return SUCCESS
 
 
 @router.post("/terminateAll", summary="Terminate every supervisor")
 def terminate_all(
-    svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.terminate_all(who)
+    wake(None)
     return SUCCESS
 
 
@@ -117,23 +150,37 @@ def history(
 
 @router.post("/{supervisor_id}/suspend", summary="Suspend a supervisor")
 def suspend(
-    supervisor_id: str, svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    supervisor_id: str,
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
-    return svc.set_suspended(supervisor_id, True, who)
+    result = svc.set_suspended(supervisor_id, True, who)
+    wake(supervisor_id)
+    return result
 
 
 @router.post("/{supervisor_id}/resume", summary="Resume a suspended supervisor")
 def resume(
-    supervisor_id: str, svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    supervisor_id: str,
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
-    return svc.set_suspended(supervisor_id, False, who)
+    result = svc.set_suspended(supervisor_id, False, who)
+    wake(supervisor_id)
+    return result
 
 
 @router.post("/{supervisor_id}/terminate", summary="Terminate a supervisor (writes a tombstone)")
 def terminate(
-    supervisor_id: str, svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    supervisor_id: str,
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.terminate(supervisor_id, who)
+    wake(supervisor_id)
     return {"id": supervisor_id}
 
 
@@ -143,6 +190,16 @@ def terminate(
     deprecated=True,
 )
 def shutdown(
-    supervisor_id: str, svc: SupervisorService = Depends(service), who: Actor = Depends(actor)
+    supervisor_id: str,
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    return terminate(supervisor_id, svc, who)
+    return terminate(supervisor_id, svc, who, wake)
+
+
+@router.get("/{supervisor_id}/status", summary="Live status: state, tasks, offsets and lag")
+def supervisor_status(
+    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
+) -> dict[str, Any]:
+    return status_report(session, request.app.state, supervisor_id)

@@ -73,6 +73,8 @@ class TaskRow(Base):
     token: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(Text)
     report: Mapped[dict[str, Any] | None]
+    end_offsets: Mapped[dict[str, Any] | None]
+    rolled_at: Mapped[datetime | None]
 
 
 class CommittedOffsetsRow(Base):

@@ -213,3 +213,11 @@ class TaskRepository:
             TaskRow.group_id == task.group_id,
         )
         return list(self.session.scalars(query))
+
+    def of_supervisor(self, supervisor_id: str, finished_since: datetime) -> list[TaskRow]:
+        """Running tasks of a supervisor, and those that ended since `finished_since`."""
+        query = select(TaskRow).where(
+            TaskRow.supervisor_id == supervisor_id,
+            (TaskRow.status == "RUNNING") | (TaskRow.updated_at >= finished_since),
+        )
+        return list(self.session.scalars(query.order_by(TaskRow.created_at, TaskRow.id)))

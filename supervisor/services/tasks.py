@@ -166,6 +166,14 @@ class TaskService:
             raise NotFoundError(f"No log for task [{task_id}]")
         return Path(row.log_path).read_text(errors="replace")
 
+    def kill(self, task_id: str, reason: str) -> None:
+        """Kill a running task and record why (the supervisor's kills, a user's shutdown)."""
+        row = self.require(task_id)
+        if row.status == RUNNING:
+            self.runner.kill(task_id)
+            self._finish(row, FAILED, reason, None)
+            self.session.commit()
+
     def shutdown(self, task_id: str) -> dict[str, str]:
         row = self.require(task_id)
         if row.status == RUNNING and self.runner.kill(task_id):

@@ -1,0 +1,114 @@
+"""Execute: carry out a pass's actions. Each is safe to repeat (deterministic task ids)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from supervisor.clients.task_api import TaskApiClient
+from supervisor.clock import Clock
+from supervisor.controller.model import Action, CreateTask, KillTasks, Rollover
+from supervisor.db.repositories import TaskRepository
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.schemas.periods import duration_millis
+from supervisor.schemas.spec import SupervisorSpec
+from supervisor.services.checkpoint import checkpoint_group
+from supervisor.services.tasks import TaskService
+from tasks.protocol import offsets_json
+
+log = logging.getLogger(__name__)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def task_payload(
+    spec: SupervisorSpec, spec_version: int, action: CreateTask, now: datetime
+) -> dict[str, Any]:
+    """Druid's index_kafka task for one replica of a group, from the supervisor spec."""
+    sid = spec.supervisor_id
+    io = spec.spec.ioConfig
+    topic = io.topic or ""
+    task_io: dict[str, Any] = {
+        "type": "kafka",
+        "taskGroupId": action.group,
+        "baseSequenceName": f"index_kafka_{sid}_{action.identity}",
+        "startSequenceNumbers": {
+            "type": "start",
+            "stream": topic,
+            "partitionSequenceNumberMap": offsets_json(action.start),
+        },
+        "consumerProperties": io.consumerProperties,
+        "pollTimeout": io.pollTimeout,
+        "inputFormat": io.inputFormat.to_json() if io.inputFormat else None,
+    }
+    if io.lateMessageRejectionStartDateTime:
+        task_io["minimumMessageTime"] = io.lateMessageRejectionStartDateTime
+    elif io.lateMessageRejectionPeriod:
+        late = timedelta(milliseconds=duration_millis(io.lateMessageRejectionPeriod))
+        task_io["minimumMessageTime"] = _iso(now - late)
+    if io.earlyMessageRejectionPeriod:
+        early = duration_millis(io.earlyMessageRejectionPeriod) + duration_millis(io.taskDuration)
+        task_io["maximumMessageTime"] = _iso(now + timedelta(milliseconds=early))
+    return {
+        "type": "index_kafka",
+        "id": action.task_id,
+        "supervisorId": sid,
+        "groupId": f"index_kafka_{sid}",
+        "dataSchema": spec.spec.dataSchema.to_json(),
+        "tuningConfig": spec.spec.tuningConfig.to_json(),
+        "ioConfig": task_io,
+        "context": {
+            **(spec.context or {}),
+            "specVersion": str(spec_version),
+            "identity": action.identity,
+        },
+    }
+
+
+class Executor:
+    def __init__(self, session: Session, clock: Clock, runner: LocalProcessRunner) -> None:
+        self.session = session
+        self.clock = clock
+        self.tasks = TaskService(session, clock, runner)
+
+    def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
+        for action in actions:
+            if isinstance(action, KillTasks):
+                for task_id in action.task_ids:
+                    log.info("killing %s: %s", task_id, action.reason)
+                    self.tasks.kill(task_id, action.reason)
+            elif isinstance(action, Rollover):
+                self._rollover(action)
+            elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
+                payload = task_payload(spec, spec_version, action, self.clock())
+                self.tasks.submit(payload)
+
+    def _rollover(self, action: Rollover) -> None:
+        repo = TaskRepository(self.session)
+        rows = [row for task_id in action.task_ids if (row := repo.get(task_id)) is not None]
+        clients = {
+            row.id: TaskApiClient(
+                row.location_host or "127.0.0.1", row.location_port or 0, row.id, row.token or ""
+            )
+            for row in rows
+        }
+        try:
+            result = checkpoint_group(clients, finish=True)
+        finally:
+            for client in clients.values():
+                client.http.close()
+        now = self.clock()
+        for row in rows:
+            if row.id in result.failed or result.end_offsets is None:
+                continue
+            row.end_offsets = dict(result.end_offsets)
+            row.rolled_at = now
+        self.session.commit()
+        log.info("group %s rolled over (%s) at %s", action.group, action.reason, result.end_offsets)
+        for task_id in result.failed:
+            self.tasks.kill(task_id, "could not be paused and given end offsets at rollover")

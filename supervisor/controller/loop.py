@@ -1,0 +1,195 @@
+"""One reconcile loop per supervisor, and the manager that keeps one running for each.
+
+A loop wakes on its `period`, on API changes and on task exits; each pass is
+observe → plan → execute, one at a time per supervisor (STYLE habits 1-3).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from supervisor.clock import Clock, druid_timestamp
+from supervisor.controller.execute import Executor
+from supervisor.controller.observe import StreamError, StreamReader, observe
+from supervisor.controller.plan import plan
+from supervisor.db.repositories import SpecRepository
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.schemas.periods import duration_millis
+
+log = logging.getLogger(__name__)
+MAX_WAIT_S = 5.0
+UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
+
+
+@dataclass
+class LoopStatus:
+    state: str = "PENDING"
+    detailed_state: str = "PENDING"
+    healthy: bool = True
+    consecutive_failures: int = 0
+    connected_once: bool = False
+    passes: int = 0
+    partitions: tuple[int, ...] = ()
+    latest: dict[int, int] = field(default_factory=dict)
+    offsets_updated: str | None = None
+    recent_errors: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10))
+
+
+class SupervisorLoop:
+    def __init__(
+        self,
+        supervisor_id: str,
+        sessions: Any,
+        clock: Clock,
+        runner: LocalProcessRunner,
+        stream: StreamReader,
+    ) -> None:
+        self.supervisor_id = supervisor_id
+        self.sessions = sessions
+        self.clock = clock
+        self.runner = runner
+        self.stream = stream
+        self.status = LoopStatus()
+        self.wakeup = threading.Event()
+        self.stopping = threading.Event()
+        self.finished = False
+        self.period_s = MAX_WAIT_S
+        self.thread = threading.Thread(
+            target=self._run, name=f"supervisor-{supervisor_id}", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def wake(self) -> None:
+        self.wakeup.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        self.wakeup.set()
+        self.thread.join(timeout)
+
+    def run_once(self) -> int:
+        """One pass; the number of actions taken (-1 when the supervisor is gone)."""
+        with self.sessions() as session:
+            observed = observe(session, self.supervisor_id, self.clock(), self.stream)
+            if observed is None:
+                return -1
+            snapshot, spec, row = observed
+            self.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
+            actions = plan(snapshot)
+            Executor(session, self.clock, self.runner).run(actions, spec, row.id)
+            tombstoned = bool(SpecRepository(session).latest(self.supervisor_id).tombstone)  # type: ignore[union-attr]
+            running = any(t.running for t in snapshot.tasks)
+        self._healthy_pass(snapshot.suspended and not tombstoned)
+        self.status.partitions = snapshot.partitions
+        self.status.latest = dict(snapshot.latest)
+        self.status.offsets_updated = druid_timestamp(snapshot.now)
+        if tombstoned and not running and not actions:
+            return -1
+        return len(actions)
+
+    def _healthy_pass(self, suspended: bool) -> None:
+        status = self.status
+        status.passes += 1
+        status.connected_once = True
+        status.consecutive_failures = 0
+        status.healthy = True
+        status.state = status.detailed_state = "SUSPENDED" if suspended else "RUNNING"
+
+    def _failed_pass(self, exc: Exception) -> None:
+        status = self.status
+        status.consecutive_failures += 1
+        status.recent_errors.append(
+            {
+                "timestamp": druid_timestamp(self.clock()),
+                "exceptionClass": type(exc).__name__,
+                "message": str(exc),
+            }
+        )
+        if status.consecutive_failures < UNHEALTHY_AFTER:
+            return
+        status.healthy = False
+        status.state = "UNHEALTHY_SUPERVISOR"
+        if isinstance(exc, StreamError):
+            status.detailed_state = (
+                "LOST_CONTACT_WITH_STREAM"
+                if status.connected_once
+                else "UNABLE_TO_CONNECT_TO_STREAM"
+            )
+        else:
+            status.detailed_state = "UNHEALTHY_SUPERVISOR"
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            actions = 0
+            try:
+                actions = self.run_once()
+            except Exception as exc:
+                log.warning("supervisor %s: pass failed: %s", self.supervisor_id, exc)
+                self._failed_pass(exc)
+            if actions < 0:
+                self.finished = True
+                return
+            wait = 0.2 if actions > 0 else min(self.period_s, MAX_WAIT_S)
+            self.wakeup.wait(wait)
+            self.wakeup.clear()
+
+
+class SupervisorManager:
+    def __init__(
+        self,
+        sessions: Any,
+        clock: Clock,
+        runner: LocalProcessRunner,
+        stream: StreamReader | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self.runner = runner
+        self.stream = stream or StreamReader()
+        self.loops: dict[str, SupervisorLoop] = {}
+        self.lock = threading.Lock()
+
+    def sync(self) -> None:
+        """Start a loop for every supervisor that has a spec and none running."""
+        with self.sessions() as session:
+            ids = {row.supervisor_id for row in SpecRepository(session).all_active()}
+        with self.lock:
+            for supervisor_id in ids:
+                loop = self.loops.get(supervisor_id)
+                if loop is None or loop.finished:
+                    loop = SupervisorLoop(
+                        supervisor_id, self.sessions, self.clock, self.runner, self.stream
+                    )
+                    self.loops[supervisor_id] = loop
+                    loop.start()
+
+    def wake(self, supervisor_id: str) -> None:
+        """After an API change: make sure a loop runs, and run a pass now."""
+        self.sync()
+        with self.lock:
+            loop = self.loops.get(supervisor_id)
+        if loop is not None:
+            loop.wake()
+
+    def wake_all(self) -> None:
+        with self.lock:
+            loops = list(self.loops.values())
+        for loop in loops:
+            loop.wake()
+
+    def status(self, supervisor_id: str) -> LoopStatus | None:
+        with self.lock:
+            loop = self.loops.get(supervisor_id)
+        return loop.status if loop is not None else None
+
+    def stop(self) -> None:
+        with self.lock:
+            loops = list(self.loops.values())
+        for loop in loops:
+            loop.stop()
