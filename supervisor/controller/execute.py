@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.clients.task_api import TaskApiClient
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.clock import Clock
 from supervisor.controller.model import Action, CreateTask, KillTasks, Rollover
 from supervisor.db.repositories import TaskRepository
@@ -20,6 +20,16 @@ from supervisor.services.tasks import TaskService
 from tasks.protocol import offsets_json
 
 log = logging.getLogger(__name__)
+
+
+ROLLOVER_TIMEOUT_S = 60.0
+
+
+def _reading(client: TaskApiClient) -> bool:
+    try:
+        return client.get("/status") in ("READING", "PAUSED")
+    except TaskApiError:
+        return False
 
 
 def _iso(moment: datetime) -> str:
@@ -98,7 +108,15 @@ class Executor:
             for row in rows
         }
         try:
-            result = checkpoint_group(clients, finish=True)
+            not_ready = [tid for tid, client in clients.items() if not _reading(client)]
+            if not_ready:
+                # Still starting (Spark is slow to come up under load): roll over on a later
+                # pass instead of killing healthy tasks.
+                log.info(
+                    "group %s: rollover waits for %s to start reading", action.group, not_ready
+                )
+                return
+            result = checkpoint_group(clients, finish=True, timeout=ROLLOVER_TIMEOUT_S)
         finally:
             for client in clients.values():
                 client.http.close()

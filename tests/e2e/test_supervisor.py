@@ -1,0 +1,166 @@
+"""The supervisor end to end: a continuous numbered stream, taskCount 2, replicas 2, short
+taskDuration; every produced record is published exactly once."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.topics import create_topic
+from supervisor.settings import Settings
+from tests.conftest import RunningService
+from tests.integration.test_api_supervisors import db_rows
+
+BASE = "/druid/indexer/v1/supervisor"
+
+
+class NumberedProducer:
+    """Produces {"n": i} for i = 0, 1, 2 ... across the topic's partitions until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "log_level": 3,
+            }
+        )
+        self.topic = topic
+        self.rate = rate
+        self.count = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            value = json.dumps({"ts": now, "n": self.count}).encode()
+            self.producer.produce(self.topic, value=value, key=str(self.count).encode())
+            self.count += 1
+            self.producer.poll(0)
+            time.sleep(1 / self.rate)
+
+    def __enter__(self) -> NumberedProducer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> int:
+        self.stopping.set()
+        self.thread.join(10)
+        assert self.producer.flush(30) == 0
+        return self.count
+
+    def __exit__(self, *_: object) -> None:
+        if not self.stopping.is_set():
+            self.stop()
+
+
+@pytest.fixture
+def engine(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
+    settings = Settings(
+        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
+        deep_storage=tmp_path / "deep",
+        work_dir=tmp_path / "work",
+        jar_cache=jar_cache,
+        task_master="local[1]",
+        kill_tasks_on_exit=True,
+    )
+    with RunningService(settings) as service:
+        settings.port = service.port
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            yield service, client
+
+
+def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
+    return {
+        "type": "kafka",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "numbers",
+                "timestampSpec": {"column": "ts", "format": "iso"},
+                "dimensionsSpec": {"dimensions": [{"type": "long", "name": "n"}]},
+                "metricsSpec": [{"type": "count", "name": "count"}],
+                "granularitySpec": {"segmentGranularity": "HOUR", "rollup": False},
+            },
+            "ioConfig": {
+                "topic": topic,
+                "consumerProperties": {"bootstrap.servers": bootstrap},
+                "inputFormat": {"type": "json"},
+                "useEarliestOffset": True,
+                "period": "PT2S",
+                "completionTimeout": "PT5M",
+                **io,
+            },
+            "tuningConfig": {"type": "kafka", "maxRowsInMemory": 5000},
+        },
+    }
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def published_numbers(service: RunningService) -> list[int]:
+    numbers: list[int] = []
+    for (path,) in db_rows(service, select(SegmentRow.path).where(SegmentRow.used.is_(True))):
+        numbers.extend(pq.read_table(path, columns=["n"]).column("n").to_pylist())
+    return sorted(numbers)
+
+
+def rolled_generations(service: RunningService) -> int:
+    rows = db_rows(
+        service,
+        select(TaskRow.group_id, TaskRow.end_offsets).where(TaskRow.end_offsets.is_not(None)),
+    )
+    return len({(g, json.dumps(e, sort_keys=True)) for g, e in rows})
+
+
+def test_rollovers_with_replicas_ingest_every_record_exactly_once(
+    kafka: LocalKafka, engine: Any
+) -> None:
+    service, api = engine
+    topic = f"numbers-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 3)
+    with NumberedProducer(kafka.bootstrap_servers, topic, rate=40) as producer:
+        body = spec(topic, kafka.bootstrap_servers, taskCount=2, replicas=2, taskDuration="PT30S")
+        assert api.post(BASE, json=body).json() == {"id": "numbers"}
+        # three rollovers of each group in a row, with successors reading while they publish
+        wait_for(lambda: rolled_generations(service) >= 6, 600, "three rollovers per group")
+        status = api.get(f"{BASE}/numbers/status").json()["payload"]
+        assert status["state"] == "RUNNING", status
+        produced = producer.stop()
+    assert api.post(f"{BASE}/numbers/suspend").status_code == 200
+    wait_for(
+        lambda: not db_rows(service, select(TaskRow.id).where(TaskRow.status == "RUNNING")),
+        600,
+        "every task to publish and stop",
+    )
+    committed = db_rows(service, select(CommittedOffsetsRow.offsets))[0][0]
+    assert sum(committed.values()) == produced
+    assert published_numbers(service) == list(range(produced))
+    failed = db_rows(
+        service, select(TaskRow.id, TaskRow.error_msg).where(TaskRow.status == "FAILED")
+    )
+    assert failed == []
