@@ -9,6 +9,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,35 @@ def service(settings: Settings) -> Iterator[RunningService]:
 def api(service: RunningService) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=service.url, timeout=30) as client:
         yield client
+
+
+@contextmanager
+def overlord_with_tasks(
+    tmp_path: Path, jar_cache: Path, task_master: str
+) -> Iterator[tuple[RunningService, httpx.Client]]:
+    """The service running real task processes (and its supervisors), killed on exit."""
+    settings = Settings(
+        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
+        deep_storage=tmp_path / "deep",
+        work_dir=tmp_path / "work",
+        jar_cache=jar_cache,
+        task_master=task_master,
+        kill_tasks_on_exit=True,
+    )
+    with RunningService(settings) as service:
+        settings.port = service.port  # tasks publish back to this server
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            yield service, client
+
+
+def wait_for(
+    predicate: Any, timeout: float = 120, what: str = "condition", every: float = 0.3
+) -> Any:
+    """Poll until `predicate` returns something truthy; fail naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")

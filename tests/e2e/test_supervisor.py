@@ -20,8 +20,7 @@ from sqlalchemy import select
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic
-from supervisor.settings import Settings
-from tests.conftest import RunningService
+from tests.conftest import RunningService, overlord_with_tasks, wait_for
 from tests.integration.test_api_supervisors import db_rows
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -73,18 +72,8 @@ class NumberedProducer:
 
 @pytest.fixture
 def engine(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
-    settings = Settings(
-        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
-        deep_storage=tmp_path / "deep",
-        work_dir=tmp_path / "work",
-        jar_cache=jar_cache,
-        task_master="local[1]",
-        kill_tasks_on_exit=True,
-    )
-    with RunningService(settings) as service:
-        settings.port = service.port
-        with httpx.Client(base_url=service.url, timeout=30) as client:
-            yield service, client
+    with overlord_with_tasks(tmp_path, jar_cache, "local[1]") as running:
+        yield running
 
 
 def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
@@ -110,16 +99,6 @@ def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
             "tuningConfig": {"type": "kafka", "maxRowsInMemory": 5000},
         },
     }
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def published_numbers(service: RunningService) -> list[int]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +17,8 @@ from sqlalchemy import select
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
-from supervisor.settings import Settings
 from tasks.protocol import TOKEN_HEADER
-from tests.conftest import RunningService
+from tests.conftest import RunningService, overlord_with_tasks, wait_for
 from tests.integration.test_api_supervisors import db_rows
 
 TASKS = "/druid/indexer/v1"
@@ -28,18 +26,8 @@ TASKS = "/druid/indexer/v1"
 
 @pytest.fixture
 def overlord(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
-    settings = Settings(
-        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
-        deep_storage=tmp_path / "deep",
-        work_dir=tmp_path / "work",
-        jar_cache=jar_cache,
-        task_master="local[2]",
-        kill_tasks_on_exit=True,
-    )
-    with RunningService(settings) as service:
-        settings.port = service.port  # tasks publish back to this server
-        with httpx.Client(base_url=service.url, timeout=30) as client:
-            yield service, client
+    with overlord_with_tasks(tmp_path, jar_cache, "local[2]") as running:
+        yield running
 
 
 def topic_with(kafka: LocalKafka, partitions: int, per_partition: int) -> str:
@@ -97,16 +85,6 @@ def payload(
         "tuningConfig": {"type": "kafka", "maxRowsInMemory": 100},
         "ioConfig": io,
     }
-
-
-def wait_for(predicate: Any, timeout: float = 120, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def task_status(api: httpx.Client, task_id: str) -> dict[str, Any]:
