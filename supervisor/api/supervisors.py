@@ -7,13 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, db_session, json_body
 from supervisor.db.models import SupervisorSpecRow
+from supervisor.db.repositories import TaskRepository
+from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import status_report
 from supervisor.services.supervisors import Actor, SupervisorService, state_of
+from supervisor.services.tasks import TaskService
 
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
 SUCCESS = {"status": "success"}
@@ -203,3 +207,81 @@ def supervisor_status(
     supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
 ) -> dict[str, Any]:
     return status_report(session, request.app.state, supervisor_id)
+
+
+def _kill_tasks(
+    request: Request, session: Session, supervisor_id: str, groups: set[int] | None
+) -> None:
+    tasks = TaskService(session, request.app.state.clock, request.app.state.runner)
+    for task in TaskRepository(session).find(("RUNNING",), None, None):
+        if task.supervisor_id == supervisor_id and (groups is None or task.group_id in groups):
+            tasks.kill(task.id, "the supervisor's offsets were reset")
+
+
+@router.post("/{supervisor_id}/reset", summary="Forget the committed offsets and kill the tasks")
+def reset(
+    supervisor_id: str,
+    request: Request,
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
+) -> dict[str, str]:
+    svc.reset(supervisor_id, who)
+    svc.session.commit()
+    _kill_tasks(request, svc.session, supervisor_id, None)
+    wake(supervisor_id)
+    return {"id": supervisor_id}
+
+
+@router.post(
+    "/{supervisor_id}/resetOffsets",
+    openapi_extra=JSON_BODY,
+    summary="Set the committed offsets of chosen partitions; their groups restart",
+)
+def reset_offsets(
+    supervisor_id: str,
+    request: Request,
+    raw: Any = Depends(json_body),
+    svc: SupervisorService = Depends(service),
+    who: Actor = Depends(actor),
+    wake: Nudge = Depends(nudge),
+) -> dict[str, str]:
+    groups = svc.reset_offsets(supervisor_id, raw, who)
+    svc.session.commit()
+    _kill_tasks(request, svc.session, supervisor_id, set(groups))
+    wake(supervisor_id)
+    return {"id": supervisor_id}
+
+
+@router.post(
+    "/{supervisor_id}/taskGroups/handoff",
+    openapi_extra=JSON_BODY,
+    summary="Roll the named task groups over now (best effort)",
+)
+def handoff(
+    supervisor_id: str,
+    request: Request,
+    raw: Any = Depends(json_body),
+    svc: SupervisorService = Depends(service),
+) -> dict[str, Any]:
+    svc.get(supervisor_id)  # 404 for unknown ids
+    groups = raw.get("taskGroupIds") if isinstance(raw, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise SpecError.single("taskGroupIds", "must list at least one task group id")
+    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups):
+        raise SpecError.single("taskGroupIds", "task group ids are non-negative integers")
+    if request.app.state.settings.run_supervisors:
+        request.app.state.supervisors.request_handoff(supervisor_id, groups)
+    return {}
+
+
+@router.get(
+    "/{supervisor_id}/health", summary="200 when healthy, 503 when not", response_model=None
+)
+def health(
+    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
+) -> JSONResponse | dict[str, bool]:
+    payload = status_report(session, request.app.state, supervisor_id)["payload"]
+    if payload["healthy"]:
+        return {"healthy": True}
+    return JSONResponse(status_code=503, content={"healthy": False})

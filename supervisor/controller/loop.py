@@ -14,6 +14,7 @@ from typing import Any
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.execute import Executor
+from supervisor.controller.model import Rollover
 from supervisor.controller.observe import StreamError, StreamReader, observe
 from supervisor.controller.plan import plan
 from supervisor.db.repositories import SpecRepository
@@ -39,6 +40,10 @@ class LoopStatus:
     recent_errors: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10))
 
 
+def spec_groups(spec: Any) -> int:
+    return int(spec.spec.ioConfig.taskCount)
+
+
 class SupervisorLoop:
     def __init__(
         self,
@@ -58,6 +63,7 @@ class SupervisorLoop:
         self.stopping = threading.Event()
         self.finished = False
         self.period_s = MAX_WAIT_S
+        self.handoff_requested: set[int] = set()
         self.thread = threading.Thread(
             target=self._run, name=f"supervisor-{supervisor_id}", daemon=True
         )
@@ -76,13 +82,16 @@ class SupervisorLoop:
     def run_once(self) -> int:
         """One pass; the number of actions taken (-1 when the supervisor is gone)."""
         with self.sessions() as session:
-            observed = observe(session, self.supervisor_id, self.clock(), self.stream)
+            asked = frozenset(self.handoff_requested)
+            observed = observe(session, self.supervisor_id, self.clock(), self.stream, asked)
             if observed is None:
                 return -1
             snapshot, spec, row = observed
             self.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
             actions = plan(snapshot)
             Executor(session, self.clock, self.runner).run(actions, spec, row.id)
+            rolled = {a.group for a in actions if isinstance(a, Rollover)}
+            self.handoff_requested -= rolled | {g for g in asked if g >= spec_groups(spec)}
             tombstoned = bool(SpecRepository(session).latest(self.supervisor_id).tombstone)  # type: ignore[union-attr]
             running = any(t.running for t in snapshot.tasks)
         self._healthy_pass(snapshot.suspended and not tombstoned)
@@ -175,6 +184,15 @@ class SupervisorManager:
         with self.lock:
             loop = self.loops.get(supervisor_id)
         if loop is not None:
+            loop.wake()
+
+    def request_handoff(self, supervisor_id: str, groups: list[int]) -> None:
+        """Roll the named task groups over early (best effort, as in Druid)."""
+        self.sync()
+        with self.lock:
+            loop = self.loops.get(supervisor_id)
+        if loop is not None:
+            loop.handoff_requested.update(groups)
             loop.wake()
 
     def wake_all(self) -> None:

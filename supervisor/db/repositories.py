@@ -140,6 +140,14 @@ class OffsetsRepository:
         )
         self.session.flush()
 
+    def delete(self, supervisor_id: str) -> bool:
+        row = self.get(supervisor_id)
+        if row is None:
+            return False
+        self.session.delete(row)
+        self.session.flush()
+        return True
+
     def compare_and_swap(
         self, supervisor_id: str, expected_version: int, offsets: dict[str, int], now: datetime
     ) -> bool:

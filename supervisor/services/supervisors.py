@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import SupervisorSpecRow
-from supervisor.db.repositories import AuditRepository, SpecRepository
+from supervisor.db.repositories import AuditRepository, OffsetsRepository, SpecRepository
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
@@ -178,3 +178,75 @@ class SupervisorService:
     def terminate_all(self, actor: Actor) -> None:
         for row in self.specs.all_active():
             self.terminate(row.supervisor_id, actor)
+
+    def reset(self, supervisor_id: str, actor: Actor) -> None:
+        """Druid's hard reset: forget the committed offsets (tasks are killed by the caller)."""
+        self._require(supervisor_id)
+        OffsetsRepository(self.session).delete(supervisor_id)
+        self.audit.add(
+            supervisor_id,
+            "supervisor",
+            "reset",
+            actor.author,
+            actor.comment,
+            actor.remote_address,
+            {},
+            self.clock(),
+        )
+
+    def reset_offsets(self, supervisor_id: str, body: Any, actor: Actor) -> list[int]:
+        """Merge the given offsets into the committed ones; the partitions' groups restart.
+        Returns the task group ids whose tasks must be killed."""
+        row = self._require(supervisor_id)
+        topic = row.payload["spec"]["ioConfig"].get("topic")
+        offsets = _reset_offsets_body(body, topic)
+        repo = OffsetsRepository(self.session)
+        now = self.clock()
+        stored = repo.get(supervisor_id)
+        if stored is None:
+            repo.insert(supervisor_id, row.datasource, topic or "", offsets, now)
+        else:
+            merged = {**stored.offsets, **offsets}
+            if not repo.compare_and_swap(supervisor_id, stored.version, merged, now):
+                raise BadRequestError("the committed offsets changed meanwhile; try again")
+        self.audit.add(
+            supervisor_id,
+            "supervisor",
+            "resetOffsets",
+            actor.author,
+            actor.comment,
+            actor.remote_address,
+            {"partitions": offsets},
+            now,
+        )
+        task_count = int(row.payload["spec"]["ioConfig"].get("taskCount", 1))
+        return sorted({int(p) % task_count for p in offsets})
+
+
+def _reset_offsets_body(body: Any, topic: str | None) -> dict[str, int]:
+    """Druid's body: {"type": "kafka", "partitions": {"type": "end", "stream": topic,
+    "partitionOffsetMap": {"0": 100}}}; every problem is a 400 naming its field."""
+    if not isinstance(body, dict):
+        raise SpecError.single("", "the body must be a JSON object")
+    if body.get("type") != "kafka":
+        raise SpecError.single("type", "must be 'kafka'")
+    partitions = body.get("partitions")
+    if not isinstance(partitions, dict):
+        raise SpecError.single("partitions", "is required")
+    if partitions.get("stream") != topic:
+        raise SpecError.single("partitions.stream", f"must be the supervisor's topic '{topic}'")
+    offsets = partitions.get("partitionOffsetMap")
+    if not isinstance(offsets, dict) or not offsets:
+        raise SpecError.single("partitions.partitionOffsetMap", "must map partitions to offsets")
+    result: dict[str, int] = {}
+    for partition, offset in offsets.items():
+        if not str(partition).isdigit():
+            raise SpecError.single(
+                f"partitions.partitionOffsetMap.{partition}", "partitions are non-negative integers"
+            )
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise SpecError.single(
+                f"partitions.partitionOffsetMap.{partition}", "offsets are non-negative integers"
+            )
+        result[str(int(partition))] = offset
+    return result

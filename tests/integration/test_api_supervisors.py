@@ -9,7 +9,7 @@ import httpx
 from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
-from supervisor.db.models import AuditRow, SupervisorSpecRow
+from supervisor.db.models import AuditRow, CommittedOffsetsRow, SupervisorSpecRow
 from supervisor.schemas.secrets import MASK
 from tests.conftest import RunningService
 from tests.specs import spec
@@ -344,3 +344,66 @@ def test_unsupported_pipeline_features_are_400(api: httpx.Client) -> None:
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "spec.dataSchema.metricsSpec[0].type"
     assert api.get(BASE).json() == []
+
+
+def committed_offsets(service: RunningService) -> dict[str, int] | None:
+    rows = db_rows(service, select(CommittedOffsetsRow.offsets))
+    return dict(rows[0][0]) if rows else None
+
+
+def reset_body(offsets: dict[str, Any], stream: str = "wiki-edits") -> dict[str, Any]:
+    return {
+        "type": "kafka",
+        "partitions": {"type": "end", "stream": stream, "partitionOffsetMap": offsets},
+    }
+
+
+def test_reset_offsets_merges_and_reset_forgets(api: httpx.Client, service: RunningService) -> None:
+    submit(api, spec("wiki", taskCount=2))
+    assert api.post(f"{BASE}/wiki/resetOffsets", json=reset_body({"0": 1200, "2": 77})).json() == {
+        "id": "wiki"
+    }
+    assert committed_offsets(service) == {"0": 1200, "2": 77}
+    api.post(f"{BASE}/wiki/resetOffsets", json=reset_body({"2": 80, "1": 5}))
+    assert committed_offsets(service) == {"0": 1200, "1": 5, "2": 80}
+    assert api.post(f"{BASE}/wiki/reset").json() == {"id": "wiki"}
+    assert committed_offsets(service) is None
+    actions = [r[0] for r in db_rows(service, select(AuditRow.action).order_by(AuditRow.id))]
+    assert actions == ["create", "resetOffsets", "resetOffsets", "reset"]
+
+
+def test_reset_offsets_errors(api: httpx.Client) -> None:
+    submit(api, spec("wiki"))
+    cases = [
+        (reset_body({"0": 1}, stream="other"), "partitions.stream"),
+        (reset_body({}), "partitions.partitionOffsetMap"),
+        (reset_body({"x": 1}), "partitions.partitionOffsetMap.x"),
+        (reset_body({"0": -1}), "partitions.partitionOffsetMap.0"),
+        (reset_body({"0": "5"}), "partitions.partitionOffsetMap.0"),
+        ({"type": "kinesis", "partitions": {}}, "type"),
+        ({"type": "kafka"}, "partitions"),
+    ]
+    for body, field in cases:
+        response = api.post(f"{BASE}/wiki/resetOffsets", json=body)
+        assert response.status_code == 400, body
+        assert response.json()["errors"][0]["field"] == field
+    assert api.post(f"{BASE}/nope/resetOffsets", json=reset_body({"0": 1})).status_code == 404
+    assert api.post(f"{BASE}/nope/reset").status_code == 404
+
+
+def test_handoff_and_health(api: httpx.Client) -> None:
+    submit(api, spec("wiki", taskCount=2))
+    assert api.post(f"{BASE}/wiki/taskGroups/handoff", json={"taskGroupIds": [0, 1]}).json() == {}
+    for body in ({"taskGroupIds": []}, {}, {"taskGroupIds": ["a"]}, {"taskGroupIds": [-1]}):
+        response = api.post(f"{BASE}/wiki/taskGroups/handoff", json=body)
+        assert response.status_code == 400
+        assert response.json()["errors"][0]["field"] == "taskGroupIds"
+    assert (
+        api.post(f"{BASE}/nope/taskGroups/handoff", json={"taskGroupIds": [0]}).status_code == 404
+    )
+    assert api.get(f"{BASE}/wiki/health").json() == {"healthy": True}
+    assert api.get(f"{BASE}/nope/health").status_code == 404
+    status = api.get(f"{BASE}/wiki/status").json()
+    assert status["id"] == "wiki"
+    assert status["payload"]["state"] == "PENDING"
+    assert status["payload"]["committedOffsets"] == {}
