@@ -82,7 +82,7 @@ class _Planner:
             self.actions.append(KillTasks(ids, reason))
 
     def live_ends(self, tasks: list[TaskView]) -> list[dict[int, int]]:
-        """End offsets of generations that published or may still publish."""
+        """End offsets of generations still publishing (and not past their deadline)."""
         timeout = timedelta(seconds=self.s.spec.completion_timeout_s)
         ends = []
         for gen in _generations(tasks).values():
@@ -95,7 +95,9 @@ class _Planner:
             elif running and self.s.now >= rolled + timeout:
                 self.kill(running, "completionTimeout passed before any replica published")
                 continue
-            if succeeded or running:
+            if running and not succeeded:
+                # A published generation is in the committed offsets already; counting it
+                # here would resurrect its offsets after a reset.
                 ends.append(dict(gen[0].end or {}))
         return ends
 

@@ -222,3 +222,14 @@ def test_identity_changes_with_version_group_and_offsets() -> None:
     base = identity(1, 0, {0: 1})
     assert base == identity(1, 0, {0: 1})
     assert len({base, identity(2, 0, {0: 1}), identity(1, 1, {0: 1}), identity(1, 0, {0: 2})}) == 4
+
+
+def test_after_a_reset_published_generations_do_not_pin_the_start() -> None:
+    end = {1: 40}
+    tasks = (
+        task("a", 1, {1: 0}, end=end, status=SUCCESS, rolled_ago_s=5),
+        task("b", 1, {1: 0}, end=end, status=SUCCESS, rolled_ago_s=5),
+    )
+    spec = replace(SPEC, replicas=1, use_earliest_offset=False)
+    actions = plan(snap(spec=spec, tasks=tasks, committed={}, partitions=(1,)))
+    assert creates(actions) == [(1, {1: 100})]  # latest, as after Druid's reset
