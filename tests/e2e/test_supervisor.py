@@ -130,16 +130,27 @@ def test_rollovers_with_replicas_ingest_every_record_exactly_once(
         status = api.get(f"{BASE}/numbers/status").json()["payload"]
         assert status["state"] == "RUNNING", status
         produced = producer.stop()
+    # suspend: every group rolls over and publishes what it has read so far
     assert api.post(f"{BASE}/numbers/suspend").status_code == 200
-    wait_for(
-        lambda: not db_rows(service, select(TaskRow.id).where(TaskRow.status == "RUNNING")),
-        600,
-        "every task to publish and stop",
-    )
-    committed = db_rows(service, select(CommittedOffsetsRow.offsets))[0][0]
-    assert sum(committed.values()) == produced
+    wait_for(no_running_tasks(service), 600, "every task to publish and stop")
+    numbers = published_numbers(service)
+    assert len(numbers) == len(set(numbers)) == committed_total(service) <= produced
+    # resume: ingestion continues from the committed offsets and catches up
+    assert api.post(f"{BASE}/numbers/resume").status_code == 200
+    wait_for(lambda: committed_total(service) == produced, 600, "the rest to be published")
+    assert api.post(f"{BASE}/numbers/suspend").status_code == 200
+    wait_for(no_running_tasks(service), 600, "every task to stop again")
     assert published_numbers(service) == list(range(produced))
     failed = db_rows(
         service, select(TaskRow.id, TaskRow.error_msg).where(TaskRow.status == "FAILED")
     )
     assert failed == []
+
+
+def committed_total(service: RunningService) -> int:
+    rows = db_rows(service, select(CommittedOffsetsRow.offsets))
+    return sum(rows[0][0].values()) if rows else 0
+
+
+def no_running_tasks(service: RunningService) -> Any:
+    return lambda: not db_rows(service, select(TaskRow.id).where(TaskRow.status == "RUNNING"))
