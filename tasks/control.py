@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from tasks.indexer import ControlError, KafkaIndexer
-from tasks.protocol import END_OF_PARTITION, TOKEN_HEADER, offsets_json
+from tasks.protocol import TOKEN_HEADER, offsets_json
 
 PAUSE_WAIT_SECONDS = 2.0
 
@@ -123,4 +123,4 @@ class ControlServer:
         self.thread.join(10)
 
 
-__all__ = ["END_OF_PARTITION", "ControlServer", "create_control_app"]
+__all__ = ["ControlServer", "create_control_app"]

@@ -15,7 +15,7 @@ from typing import Any
 from supervisor.schemas.periods import duration_millis
 from tasks.kafka_offsets import OffsetReader
 from tasks.pipeline import RowPlan, RowStats, process_batch
-from tasks.protocol import END_OF_PARTITION, IndexKafkaTask, TaskState, offsets_json
+from tasks.protocol import IndexKafkaTask, TaskState, offsets_json
 from tasks.reader import read_range
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 
@@ -378,4 +378,4 @@ def _time_window(task: IndexKafkaTask) -> tuple[int | None, int | None]:
     return millis(task.ioConfig.minimumMessageTime), millis(task.ioConfig.maximumMessageTime)
 
 
-__all__ = ["END_OF_PARTITION", "IndexerState", "KafkaIndexer", "TaskFailedError"]
+__all__ = ["IndexerState", "KafkaIndexer", "TaskFailedError"]

@@ -213,8 +213,9 @@ def _kill_tasks(
     request: Request, session: Session, supervisor_id: str, groups: set[int] | None
 ) -> None:
     tasks = TaskService(session, request.app.state.clock, request.app.state.runner)
-    for task in TaskRepository(session).find(("RUNNING",), None, None):
-        if task.supervisor_id == supervisor_id and (groups is None or task.group_id in groups):
+    running = TaskRepository(session).of_supervisor(supervisor_id, request.app.state.clock())
+    for task in running:
+        if task.status == "RUNNING" and (groups is None or task.group_id in groups):
             tasks.kill(task.id, "the supervisor's offsets were reset")
 
 

@@ -127,17 +127,13 @@ def action(
 
 def start_checkpoint(replicas: list[TaskRow], requester: str, start: dict[str, int]) -> None:
     """Close the group's current sequence in the background (the task does not wait)."""
-    targets = [
-        (r.id, r.location_host or "127.0.0.1", r.location_port, r.token)
-        for r in replicas
-        if r.location_port is not None and r.token is not None
-    ]
+    located = [r for r in replicas if r.location_port is not None and r.token is not None]
 
     def run() -> None:
-        if requester not in {target[0] for target in targets}:
+        if requester not in {r.id for r in located}:
             log.warning("checkpoint for %s ignored: the task has no location yet", requester)
             return
-        clients = {tid: TaskApiClient(host, port, tid, token) for tid, host, port, token in targets}
+        clients = {r.id: TaskApiClient.for_task(r) for r in located}
         try:
             checkpoints = clients[requester].get("/checkpoints")
             latest = checkpoints[max(checkpoints, key=int)]

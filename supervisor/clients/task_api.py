@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx
 
+from supervisor.db.models import TaskRow
 from tasks.protocol import TOKEN_HEADER
 
 
@@ -23,6 +24,13 @@ class TaskApiClient:
             base_url=f"http://{host}:{port}/druid/worker/v1/chat/{task_id}",
             timeout=timeout,
             headers={TOKEN_HEADER: token},
+        )
+
+    @classmethod
+    def for_task(cls, row: TaskRow) -> TaskApiClient:
+        """The client of a recorded task, at its location and with its token."""
+        return cls(
+            row.location_host or "127.0.0.1", row.location_port or 0, row.id, row.token or ""
         )
 
     def __enter__(self) -> TaskApiClient:

@@ -101,12 +101,7 @@ class Executor:
     def _rollover(self, action: Rollover) -> None:
         repo = TaskRepository(self.session)
         rows = [row for task_id in action.task_ids if (row := repo.get(task_id)) is not None]
-        clients = {
-            row.id: TaskApiClient(
-                row.location_host or "127.0.0.1", row.location_port or 0, row.id, row.token or ""
-            )
-            for row in rows
-        }
+        clients = {row.id: TaskApiClient.for_task(row) for row in rows}
         try:
             not_ready = [tid for tid, client in clients.items() if not _reading(client)]
             if not_ready:

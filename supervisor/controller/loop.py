@@ -92,13 +92,12 @@ class SupervisorLoop:
             Executor(session, self.clock, self.runner).run(actions, spec, row.id)
             rolled = {a.group for a in actions if isinstance(a, Rollover)}
             self.handoff_requested -= rolled | {g for g in asked if g >= spec_groups(spec)}
-            tombstoned = bool(SpecRepository(session).latest(self.supervisor_id).tombstone)  # type: ignore[union-attr]
             running = any(t.running for t in snapshot.tasks)
-        self._healthy_pass(snapshot.suspended and not tombstoned)
+        self._healthy_pass(snapshot.suspended and not snapshot.terminated)
         self.status.partitions = snapshot.partitions
         self.status.latest = dict(snapshot.latest)
         self.status.offsets_updated = druid_timestamp(snapshot.now)
-        if tombstoned and not running and not actions:
+        if snapshot.terminated and not running and not actions:
             return -1
         return len(actions)
 

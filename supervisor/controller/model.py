@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
@@ -55,6 +55,7 @@ class Snapshot:
     committed: dict[int, int]
     tasks: tuple[TaskView, ...]
     handoff_requested: frozenset[int] = frozenset()
+    terminated: bool = False  # a tombstone: wind down like a suspended supervisor, then stop
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,6 @@ class KillTasks:
 
 
 Action = CreateTask | Rollover | KillTasks
-
-
-@dataclass
-class Plan:
-    actions: list[Action] = field(default_factory=list)
 
 
 def identity(spec_version: int, group: int, start: dict[int, int]) -> str:

@@ -118,5 +118,6 @@ def observe(
         committed=committed,
         tasks=tasks,
         handoff_requested=handoff_requested,
+        terminated=tombstone,
     )
     return snapshot, spec, row

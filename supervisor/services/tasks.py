@@ -131,9 +131,7 @@ class TaskService:
         if row.status != RUNNING or row.token is None or row.location_port is None:
             return None
         try:
-            with TaskApiClient(
-                row.location_host or "127.0.0.1", row.location_port, row.id, row.token
-            ) as client:
+            with TaskApiClient.for_task(row) as client:
                 return {
                     "status": client.get("/status"),
                     "rowStats": client.get("/rowStats")["totals"]["buildSegments"],
