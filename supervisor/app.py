@@ -107,6 +107,8 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         app.state.engine = engine
         app.state.sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
+        with app.state.sessions() as session:  # tasks an earlier overlord left running
+            TaskService(session, clock, app.state.runner).recover()
         manager = SupervisorManager(app.state.sessions, clock, app.state.runner)
         app.state.supervisors = manager
         if settings.run_supervisors:

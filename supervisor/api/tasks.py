@@ -12,12 +12,11 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, db_session, json_body
-from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import TaskRepository
 from supervisor.errors import DomainError, NotFoundError
 from supervisor.schemas.errors import from_validation_error
-from supervisor.services.checkpoint import checkpoint_group
+from supervisor.services.checkpoint import checkpoint_requested
 from supervisor.services.publish import PublishService
 from supervisor.services.tasks import RUNNING, TaskService
 from tasks.protocol import TOKEN_HEADER, CheckpointAction, TaskActionRequest
@@ -108,7 +107,8 @@ def action(
         )
     if isinstance(act, CheckpointAction):
         replicas = TaskRepository(session).replicas(task)
-        start_checkpoint(replicas, task.id, act.checkpointMetadata.partitionSequenceNumberMap)
+        start = act.checkpointMetadata.partitionSequenceNumberMap
+        start_checkpoint(request, expected_key or "", replicas, task.id, start)
         return {"result": {"outcome": "accepted"}}
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
@@ -125,32 +125,23 @@ def action(
     )
 
 
-def start_checkpoint(replicas: list[TaskRow], requester: str, start: dict[str, int]) -> None:
-    """Close the group's current sequence in the background (the task does not wait)."""
-    located = [r for r in replicas if r.location_port is not None and r.token is not None]
-
-    def run() -> None:
-        if requester not in {r.id for r in located}:
-            log.warning("checkpoint for %s ignored: the task has no location yet", requester)
-            return
-        clients = {r.id: TaskApiClient.for_task(r) for r in located}
-        try:
-            checkpoints = clients[requester].get("/checkpoints")
-            latest = checkpoints[max(checkpoints, key=int)]
-            if latest != start:
-                log.info("checkpoint of %s ignored: already past %s", requester, start)
-                return
-            result = checkpoint_group(clients, finish=False)
-            log.info(
-                "checkpointed %s at %s (failed: %s)",
-                list(clients),
-                result.end_offsets,
-                result.failed,
-            )
-        except TaskApiError as exc:
-            log.warning("checkpoint for %s failed: %s", requester, exc)
-        finally:
-            for client in clients.values():
-                client.http.close()
-
-    threading.Thread(target=run, name=f"checkpoint-{requester}", daemon=True).start()
+def start_checkpoint(
+    request: Request,
+    supervisor_id: str,
+    replicas: list[TaskRow],
+    requester: str,
+    start: dict[str, int],
+) -> None:
+    """Hand the checkpoint to the supervisor's loop (one writer per supervisor); a task with no
+    running supervisor gets it in a thread of its own. The task does not wait either way."""
+    manager = request.app.state.supervisors
+    if request.app.state.settings.run_supervisors and manager.request_checkpoint(
+        supervisor_id, requester, start
+    ):
+        return
+    threading.Thread(
+        target=checkpoint_requested,
+        args=(replicas, requester, start),
+        name=f"checkpoint-{requester}",
+        daemon=True,
+    ).start()

@@ -10,14 +10,14 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.clock import Clock
-from supervisor.controller.model import Action, CreateTask, KillTasks, Rollover
+from supervisor.controller.model import RUNNING, Action, CreateTask, KillTasks, Rollover
 from supervisor.db.repositories import TaskRepository
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import SupervisorSpec
-from supervisor.services.checkpoint import checkpoint_group
+from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
 from supervisor.services.tasks import TaskService
-from tasks.protocol import offsets_json
+from tasks.protocol import END_OF_PARTITION, offsets_json
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,40 @@ class Executor:
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
                 payload = task_payload(spec, spec_version, action, self.clock())
                 self.tasks.submit(payload)
+
+    def adopt(self, supervisor_id: str) -> None:
+        """Take over reading tasks an earlier overlord left: resume the ones left paused
+        (druid #9913), and record final end offsets it set but did not write down, which makes
+        those tasks a publishing generation."""
+        repo = TaskRepository(self.session)
+        for row in repo.of_supervisor(supervisor_id, self.clock()):
+            if row.status != RUNNING or row.end_offsets is not None or row.token is None:
+                continue
+            try:
+                with TaskApiClient.for_task(row) as client:
+                    if client.get("/status") == "PAUSED":
+                        log.info("resuming %s, left paused by an earlier overlord", row.id)
+                        client.call("POST", "/resume")
+                    end = {str(p): int(o) for p, o in client.get("/offsets/end").items()}
+            except TaskApiError as exc:
+                log.info("task %s not reachable at adoption: %s", row.id, exc)
+                continue
+            if end and END_OF_PARTITION not in end.values():
+                log.info("task %s adopted as publishing, ending at %s", row.id, end)
+                row.end_offsets, row.rolled_at = end, self.clock()
+        self.session.commit()
+
+    def checkpoints(self, requested: dict[str, dict[str, int]], skip_groups: set[int]) -> None:
+        """Close the current sequence of each requesting task's group (finish=false), unless
+        the group was just rolled over, which ends it anyway."""
+        repo = TaskRepository(self.session)
+        for task_id, start in requested.items():
+            row = repo.get(task_id)
+            if row is None or row.status != RUNNING or row.end_offsets is not None:
+                continue
+            if row.group_id in skip_groups:
+                continue
+            checkpoint_requested(repo.replicas(row), task_id, start)
 
     def _rollover(self, action: Rollover) -> None:
         repo = TaskRepository(self.session)

@@ -61,9 +61,12 @@ class SupervisorLoop:
         self.status = LoopStatus()
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
+        self.lock = threading.Lock()
         self.finished = False
         self.period_s = MAX_WAIT_S
         self.handoff_requested: set[int] = set()
+        self.checkpoints_requested: dict[str, dict[str, int]] = {}  # task id -> sequence start
+        self.adopted = False  # the first pass adopts what an earlier overlord left running
         self.thread = threading.Thread(
             target=self._run, name=f"supervisor-{supervisor_id}", daemon=True
         )
@@ -82,6 +85,10 @@ class SupervisorLoop:
     def run_once(self) -> int:
         """One pass; the number of actions taken (-1 when the supervisor is gone)."""
         with self.sessions() as session:
+            executor = Executor(session, self.clock, self.runner)
+            if not self.adopted:
+                executor.adopt(self.supervisor_id)
+                self.adopted = True
             asked = frozenset(self.handoff_requested)
             observed = observe(session, self.supervisor_id, self.clock(), self.stream, asked)
             if observed is None:
@@ -89,9 +96,10 @@ class SupervisorLoop:
             snapshot, spec, row = observed
             self.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
             actions = plan(snapshot)
-            Executor(session, self.clock, self.runner).run(actions, spec, row.id)
-            rolled = {a.group for a in actions if isinstance(a, Rollover)}
-            self.handoff_requested -= rolled | {g for g in asked if g >= spec_groups(spec)}
+            executor.run(actions, spec, row.id)
+            rolling = {a.group for a in actions if isinstance(a, Rollover)}
+            executor.checkpoints(self._take_checkpoints(), skip_groups=rolling)
+            self.handoff_requested -= rolling | {g for g in asked if g >= spec_groups(spec)}
             running = any(t.running for t in snapshot.tasks)
         self._healthy_pass(snapshot.suspended and not snapshot.terminated)
         self.status.partitions = snapshot.partitions
@@ -100,6 +108,16 @@ class SupervisorLoop:
         if snapshot.terminated and not running and not actions:
             return -1
         return len(actions)
+
+    def _take_checkpoints(self) -> dict[str, dict[str, int]]:
+        with self.lock:
+            taken, self.checkpoints_requested = self.checkpoints_requested, {}
+        return taken
+
+    def request_checkpoint(self, task_id: str, start: dict[str, int]) -> None:
+        with self.lock:
+            self.checkpoints_requested[task_id] = start
+        self.wake()
 
     def _healthy_pass(self, suspended: bool) -> None:
         status = self.status
@@ -193,6 +211,15 @@ class SupervisorManager:
         if loop is not None:
             loop.handoff_requested.update(groups)
             loop.wake()
+
+    def request_checkpoint(self, supervisor_id: str, task_id: str, start: dict[str, int]) -> bool:
+        """Queue a task's checkpoint request for its supervisor's loop; False with no loop."""
+        with self.lock:
+            loop = self.loops.get(supervisor_id)
+        if loop is None or loop.finished:
+            return False
+        loop.request_checkpoint(task_id, start)
+        return True
 
     def wake_all(self) -> None:
         with self.lock:

@@ -187,6 +187,10 @@ class SegmentRepository:
         return list(self.session.scalars(query))
 
 
+def _start_of(task: TaskRow) -> Any:
+    return task.payload["ioConfig"]["startSequenceNumbers"]["partitionSequenceNumberMap"]
+
+
 class TaskRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -211,7 +215,8 @@ class TaskRepository:
         return list(self.session.scalars(query))
 
     def replicas(self, task: TaskRow) -> list[TaskRow]:
-        """The running tasks of a task's group (itself alone when it has no group)."""
+        """The running replicas of a task: its group's tasks of the same generation (the same
+        start offsets, still reading); itself alone when it has no group."""
         if task.group_id is None:
             return [task]
         query = select(TaskRow).where(
@@ -220,7 +225,12 @@ class TaskRepository:
             TaskRow.supervisor_id == task.supervisor_id,
             TaskRow.group_id == task.group_id,
         )
-        return list(self.session.scalars(query))
+        start = _start_of(task)
+        return [
+            row
+            for row in self.session.scalars(query)
+            if row.end_offsets is None and _start_of(row) == start
+        ]
 
     def of_supervisor(self, supervisor_id: str, finished_since: datetime) -> list[TaskRow]:
         """Running tasks of a supervisor, and those that ended since `finished_since`."""

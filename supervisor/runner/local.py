@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,14 +31,29 @@ class Launched:
 @dataclass(frozen=True)
 class Exited:
     task_id: str
-    exit_code: int
+    exit_code: int | None  # None: a process adopted from an earlier overlord (not our child)
     report: dict[str, Any] | None
 
 
+def _alive(pid: int, work: Path) -> bool:
+    """Whether `pid` is still the task process started in `work` (not a zombie, not reused)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X") and str(work).encode() in cmdline
+
+
 class LocalProcessRunner:
+    """Task processes run in sessions of their own, so they outlive the overlord; a new
+    overlord adopts them by the pid each one leaves in its work directory."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.adopted: dict[str, int] = {}
         self.lock = threading.Lock()
 
     def work_dir(self, task_id: str) -> Path:
@@ -85,9 +101,30 @@ class LocalProcessRunner:
                 start_new_session=True,
                 cwd=work,
             )
+        (work / "pid").write_text(str(process.pid))
         with self.lock:
             self.processes[task_id] = process
         return Launched(HOST, port, str(log_path), token)
+
+    def adopt(self, task_id: str) -> bool:
+        """Watch a task process an earlier overlord started; False when it is gone."""
+        work = self.work_dir(task_id)
+        try:
+            pid = int((work / "pid").read_text())
+        except (OSError, ValueError):
+            return False
+        if not _alive(pid, work):
+            return False
+        with self.lock:
+            self.adopted[task_id] = pid
+        return True
+
+    def report(self, task_id: str) -> dict[str, Any] | None:
+        report_file = self.work_dir(task_id) / "report.json"
+        if not report_file.exists():
+            return None
+        report: dict[str, Any] = json.loads(report_file.read_text())
+        return report
 
     def exited(self) -> list[Exited]:
         """Tasks whose process has ended since the last call, with their final report."""
@@ -98,27 +135,41 @@ class LocalProcessRunner:
                 if code is None:
                     continue
                 del self.processes[task_id]
-                report_file = self.work_dir(task_id) / "report.json"
-                report = json.loads(report_file.read_text()) if report_file.exists() else None
-                done.append(Exited(task_id, code, report))
+                done.append(Exited(task_id, code, self.report(task_id)))
+            for task_id, pid in list(self.adopted.items()):
+                if not _alive(pid, self.work_dir(task_id)):
+                    del self.adopted[task_id]
+                    done.append(Exited(task_id, None, self.report(task_id)))
         return done
 
     def is_running(self, task_id: str) -> bool:
         with self.lock:
             process = self.processes.get(task_id)
-            return process is not None and process.poll() is None
+            if process is not None:
+                return process.poll() is None
+            pid = self.adopted.get(task_id)
+        return pid is not None and _alive(pid, self.work_dir(task_id))
 
     def kill(self, task_id: str) -> bool:
         with self.lock:
             process = self.processes.get(task_id)
-        if process is None or process.poll() is not None:
+            pid = self.adopted.get(task_id)
+        if process is not None:
+            if process.poll() is not None:
+                return False
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+            return True
+        if pid is None or not _alive(pid, self.work_dir(task_id)):
             return False
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(30)
+        os.killpg(pid, signal.SIGKILL)  # the task leads its own process group
+        deadline = time.monotonic() + 30
+        while _alive(pid, self.work_dir(task_id)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return True
 
     def kill_all(self) -> None:
         with self.lock:
-            ids = list(self.processes)
+            ids = [*self.processes, *self.adopted]
         for task_id in ids:
             self.kill(task_id)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.db.models import TaskRow
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +80,28 @@ def checkpoint_group(
             log.warning("task %s refused its end offsets: %s", task_id, exc)
             failed.append(task_id)
     return CheckpointResult(end, failed)
+
+
+def checkpoint_requested(replicas: list[TaskRow], requester: str, start: dict[str, int]) -> None:
+    """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began
+    at `start`: close it on every replica of its group, unless that already happened."""
+    located = [r for r in replicas if r.location_port is not None and r.token is not None]
+    if requester not in {r.id for r in located}:
+        log.warning("checkpoint for %s ignored: the task has no location yet", requester)
+        return
+    clients = {r.id: TaskApiClient.for_task(r) for r in located}
+    try:
+        checkpoints = clients[requester].get("/checkpoints")
+        latest = checkpoints[max(checkpoints, key=int)]
+        if latest != start:
+            log.info("checkpoint of %s ignored: already past %s", requester, start)
+            return
+        result = checkpoint_group(clients, finish=False)
+        log.info(
+            "checkpointed %s at %s (failed: %s)", list(clients), result.end_offsets, result.failed
+        )
+    except TaskApiError as exc:
+        log.warning("checkpoint for %s failed: %s", requester, exc)
+    finally:
+        for client in clients.values():
+            client.http.close()

@@ -188,6 +188,22 @@ class TaskService:
         if report is not None:
             row.report = report
 
+    def recover(self) -> list[str]:
+        """At start-up: adopt the task processes an earlier overlord left running and record
+        the ones that ended meanwhile. Returns the ids adopted."""
+        adopted, gone = [], []
+        for row in self.tasks.find((RUNNING,), None, None):
+            if self.runner.is_running(row.id):
+                continue
+            if self.runner.adopt(row.id):
+                adopted.append(row.id)
+            else:
+                gone.append(Exited(row.id, None, self.runner.report(row.id)))
+        self.record_exits(gone)
+        if adopted:
+            log.info("adopted %s running task processes: %s", len(adopted), adopted)
+        return adopted
+
     def record_exits(self, exits: list[Exited]) -> None:
         """Write how task processes ended; the runner tells which did."""
         for exited in exits:
@@ -195,11 +211,17 @@ class TaskService:
             if row is None:
                 continue
             report = exited.report
-            if report is not None and report.get("status") == SUCCESS and exited.exit_code == 0:
+            if (
+                report is not None
+                and report.get("status") == SUCCESS
+                and exited.exit_code in (0, None)
+            ):
                 self._finish(row, SUCCESS, None, report)
             else:
                 reason = (report or {}).get("errorMsg") or (
-                    f"task process exited with code {exited.exit_code}"
+                    "task process ended without a report"
+                    if exited.exit_code is None
+                    else f"task process exited with code {exited.exit_code}"
                 )
                 self._finish(row, FAILED, reason, report)
             log.info("task %s ended: %s", row.id, row.status)

@@ -1,0 +1,68 @@
+"""A new overlord adopts task processes an earlier one started, by their pid files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from supervisor.runner.local import Exited, LocalProcessRunner
+from supervisor.settings import Settings
+
+
+def orphan(runner: LocalProcessRunner, task_id: str, seconds: float) -> subprocess.Popen[bytes]:
+    """A process shaped like a task's: its own session, its work dir on the command line."""
+    work = runner.work_dir(task_id)
+    work.mkdir(parents=True)
+    code = f"import time; time.sleep({seconds})"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "--work-dir", str(work)], start_new_session=True
+    )
+    (work / "pid").write_text(str(process.pid))
+    return process
+
+
+def runner(tmp_path: Path) -> LocalProcessRunner:
+    return LocalProcessRunner(Settings(work_dir=tmp_path / "work", deep_storage=tmp_path / "d"))
+
+
+def test_a_live_task_process_is_adopted_and_can_be_killed(tmp_path: Path) -> None:
+    first = runner(tmp_path)
+    process = orphan(first, "t1", 60)
+    second = runner(tmp_path)  # the restarted overlord
+    assert second.adopt("t1")
+    assert second.is_running("t1")
+    assert second.exited() == []
+    assert second.kill("t1")
+    process.wait(10)
+    assert not second.is_running("t1")
+    assert second.exited() == [Exited("t1", None, None)]
+
+
+def test_an_adopted_process_that_ends_is_reported_with_its_report(tmp_path: Path) -> None:
+    first = runner(tmp_path)
+    process = orphan(first, "t2", 0.5)
+    second = runner(tmp_path)
+    assert second.adopt("t2")
+    report = {"status": "SUCCESS", "segments": []}
+    (second.work_dir("t2") / "report.json").write_text(json.dumps(report))
+    process.wait(10)
+    assert second.exited() == [Exited("t2", None, report)]
+    assert second.exited() == []  # reported once
+
+
+def test_a_pid_now_used_by_another_process_is_not_adopted(tmp_path: Path) -> None:
+    first = runner(tmp_path)
+    work = first.work_dir("t3")
+    work.mkdir(parents=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (work / "pid").write_text(str(stranger.pid))
+        assert not runner(tmp_path).adopt("t3")
+        (work / "pid").write_text("not a pid")
+        assert not runner(tmp_path).adopt("t3")
+        assert not runner(tmp_path).adopt("never-started")
+    finally:
+        stranger.kill()
+        stranger.wait()
