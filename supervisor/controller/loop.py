@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.execute import Executor
-from supervisor.controller.model import Rollover
+from supervisor.controller.model import Rollover, Snapshot
 from supervisor.controller.observe import StreamError, StreamReader, observe
 from supervisor.controller.plan import plan
 from supervisor.db.repositories import SpecRepository
@@ -23,6 +24,7 @@ from supervisor.schemas.periods import duration_millis
 
 log = logging.getLogger(__name__)
 MAX_WAIT_S = 5.0
+IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 
 
@@ -67,6 +69,9 @@ class SupervisorLoop:
         self.handoff_requested: set[int] = set()
         self.checkpoints_requested: dict[str, dict[str, int]] = {}  # task id -> sequence start
         self.adopted = False  # the first pass adopts what an earlier overlord left running
+        self.partition_sets: dict[tuple[int, ...], datetime] = {}
+        self.last_latest: dict[int, int] | None = None  # the first observation is news
+        self.latest_changed_at = clock()
         self.thread = threading.Thread(
             target=self._run, name=f"supervisor-{supervisor_id}", daemon=True
         )
@@ -94,6 +99,7 @@ class SupervisorLoop:
             if observed is None:
                 return -1
             snapshot, spec, row = observed
+            snapshot = self._remembered(snapshot, spec)
             self.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
             actions = plan(snapshot)
             executor.run(actions, spec, row.id)
@@ -101,13 +107,31 @@ class SupervisorLoop:
             executor.checkpoints(self._take_checkpoints(), skip_groups=rolling)
             self.handoff_requested -= rolling | {g for g in asked if g >= spec_groups(spec)}
             running = any(t.running for t in snapshot.tasks)
-        self._healthy_pass(snapshot.suspended and not snapshot.terminated)
+        self._healthy_pass(snapshot)
         self.status.partitions = snapshot.partitions
         self.status.latest = dict(snapshot.latest)
         self.status.offsets_updated = druid_timestamp(snapshot.now)
         if snapshot.terminated and not running and not actions:
             return -1
         return len(actions)
+
+    def _remembered(self, snapshot: Snapshot, spec: Any) -> Snapshot:
+        """What the loop knows from earlier passes: when the partition set was first seen,
+        and whether the supervisor is idle (idleConfig: all read, nothing new for a while)."""
+        now = snapshot.now
+        since = self.partition_sets.setdefault(snapshot.partitions, now)
+        if snapshot.latest != self.last_latest:
+            self.last_latest, self.latest_changed_at = dict(snapshot.latest), now
+        config = spec.spec.ioConfig.idleConfig
+        idle = False
+        if config is not None and config.enabled:
+            after = timedelta(milliseconds=config.inactiveAfterMillis or IDLE_AFTER_MS)
+            caught_up = all(
+                snapshot.committed.get(p, snapshot.earliest.get(p, 0)) >= offset
+                for p, offset in snapshot.latest.items()
+            )
+            idle = caught_up and now >= self.latest_changed_at + after
+        return replace(snapshot, partitions_since=since, idle=idle)
 
     def _take_checkpoints(self) -> dict[str, dict[str, int]]:
         with self.lock:
@@ -119,13 +143,15 @@ class SupervisorLoop:
             self.checkpoints_requested[task_id] = start
         self.wake()
 
-    def _healthy_pass(self, suspended: bool) -> None:
+    def _healthy_pass(self, snapshot: Snapshot) -> None:
         status = self.status
         status.passes += 1
         status.connected_once = True
         status.consecutive_failures = 0
         status.healthy = True
-        status.state = status.detailed_state = "SUSPENDED" if suspended else "RUNNING"
+        suspended = snapshot.suspended and not snapshot.terminated
+        state = "SUSPENDED" if suspended else "IDLE" if snapshot.idle else "RUNNING"
+        status.state = status.detailed_state = state
 
     def _failed_pass(self, exc: Exception) -> None:
         status = self.status

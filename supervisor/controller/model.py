@@ -41,6 +41,7 @@ class SpecView:
     completion_timeout_s: float
     use_earliest_offset: bool
     stop_task_count: int | None = None
+    repartition_transition_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class Snapshot:
     tasks: tuple[TaskView, ...]
     handoff_requested: frozenset[int] = frozenset()
     terminated: bool = False  # a tombstone: wind down like a suspended supervisor, then stop
+    partitions_since: datetime | None = None  # when this partition set was first seen
+    idle: bool = False  # idleConfig: no new data for a while; running tasks finish, none start
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ def spec_view(row: SupervisorSpecRow, spec: SupervisorSpec) -> SpecView:
         completion_timeout_s=duration_millis(io.completionTimeout) / 1000,
         use_earliest_offset=io.useEarliestOffset,
         stop_task_count=io.stopTaskCount,
+        repartition_transition_s=duration_millis(io.repartitionTransitionDuration) / 1000,
     )
 
 
@@ -53,6 +54,9 @@ def task_view(row: TaskRow) -> TaskView:
 class StreamReader:
     """Partitions and offsets of the supervisor's topic (a seam for tests of the loop)."""
 
+    def __init__(self, timeout_s: float = 10.0) -> None:
+        self.timeout_s = timeout_s
+
     def describe(
         self, consumer_properties: dict[str, Any], topic: str
     ) -> tuple[tuple[int, ...], dict[int, int], dict[int, int]]:
@@ -62,14 +66,16 @@ class StreamReader:
 
         servers = str(consumer_properties["bootstrap.servers"])
         try:
-            metadata = AdminClient({"bootstrap.servers": servers}).list_topics(topic, timeout=10)
+            metadata = AdminClient({"bootstrap.servers": servers}).list_topics(
+                topic, timeout=self.timeout_s
+            )
             described = metadata.topics.get(topic)
             if described is None or described.error is not None:
                 raise StreamError(
                     f"topic {topic} is not available: {described and described.error}"
                 )
             partitions = tuple(sorted(described.partitions))
-            reader = OffsetReader(consumer_properties)
+            reader = OffsetReader(consumer_properties, timeout=self.timeout_s)
             return (
                 partitions,
                 reader.earliest(topic, list(partitions)),

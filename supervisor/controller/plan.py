@@ -7,13 +7,15 @@ Per task group (partition % taskCount):
 2. A reading task is valid while its start offsets follow what is committed or a live
    publishing generation; one that follows a failed generation is killed, and the group
    restarts from the committed offsets.
-3. Reading tasks made for another spec version or partition set are rolled over gracefully.
+3. Reading tasks made for another spec version are rolled over gracefully at once; those made
+   for another partition set `repartitionTransitionDuration` after the new set was first seen.
 4. When `taskDuration` has passed (or a handoff is asked for, or the supervisor is suspended)
    the group is rolled over: pause, agree on the maximum offsets, finish. `stopTaskCount`
    bounds how many groups publish at once (asked-for handoffs skip the bound).
 5. A group short of `replicas` reading tasks gets new ones: from the newest live publishing
    generation's end offsets, else the committed offsets, else earliest/latest. Replacements
-   of dead replicas start where their siblings started.
+   of dead replicas start where their siblings started. An idle supervisor (idleConfig)
+   lets its tasks finish and starts none.
 """
 
 from __future__ import annotations
@@ -123,22 +125,21 @@ class _Planner:
         reading = [t for t in tasks if t.reading and t.id not in self.killed]
         valid = [t for t in reading if _follows(t.start, s.committed, ends)]
         self.kill([t for t in reading if t not in valid], "its predecessor generation failed")
-        current = [
-            t
-            for t in valid
-            if t.identity == identity(s.spec.version, group, t.start)
-            and sorted(t.start) == partitions
-        ]
-        stale = [t for t in valid if t not in current]
+        same_spec = [t for t in valid if t.identity == identity(s.spec.version, group, t.start)]
+        current = [t for t in same_spec if sorted(t.start) == partitions]
+        moved = [t for t in same_spec if t not in current]
+        stale, reason = [t for t in valid if t not in same_spec], "the spec changed"
+        if moved and self._transition_over():
+            stale, reason = stale + moved, "the partitions changed"
+        elif moved and not current:
+            current = moved  # the old assignment reads on until the transition is over
         if stale:
-            self.actions.append(
-                Rollover(group, tuple(t.id for t in stale), "spec or partitions changed")
-            )
+            self.actions.append(Rollover(group, tuple(t.id for t in stale), reason))
             self.publishing_groups.add(group)
             return
         if current and self._due(group, current):
             return
-        if s.suspended or not partitions:
+        if s.suspended or s.idle or not partitions:
             return
         start = current[0].start if current else self.start_for(partitions, ends)
         ident = identity(s.spec.version, group, start)
@@ -146,6 +147,11 @@ class _Planner:
             task_id = _task_id(s.supervisor_id, ident, self.taken)
             self.taken.add(task_id)
             self.actions.append(CreateTask(task_id, group, start, ident))
+
+    def _transition_over(self) -> bool:
+        since = self.s.partitions_since
+        wait = timedelta(seconds=self.s.spec.repartition_transition_s)
+        return since is None or self.s.now >= since + wait
 
     def _due(self, group: int, current: list[TaskView]) -> bool:
         """Roll the group over if it is time; True when it was rolled."""

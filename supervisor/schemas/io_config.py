@@ -108,6 +108,9 @@ class KafkaIOConfig(DruidModel):
     startDelay: FixedPeriod = "PT5S"
     period: PositivePeriod = "PT30S"
     completionTimeout: PositivePeriod = "PT30M"
+    # Druid has it for Kinesis; here it also bounds how long tasks read a Kafka topic's old
+    # partition set after partitions were added.
+    repartitionTransitionDuration: PositivePeriod = "PT2M"
     lateMessageRejectionPeriod: PositivePeriod | None = None
     lateMessageRejectionStartDateTime: IsoDateTime | None = None
     earlyMessageRejectionPeriod: PositivePeriod | None = None

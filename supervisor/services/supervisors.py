@@ -15,7 +15,7 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import AuditRepository, OffsetsRepository, SpecRepository
 from supervisor.errors import BadRequestError, NotFoundError
-from supervisor.schemas.errors import SpecError
+from supervisor.schemas.errors import FieldError, SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
 from tasks.support import unsupported
@@ -99,6 +99,14 @@ class SupervisorService:
     def submit(self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False) -> str:
         parsed = parse_supervisor_spec(raw)
         problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
+        if parsed.spec.ioConfig.topicPattern is not None:
+            problems.append(
+                FieldError(
+                    "spec.ioConfig.topicPattern",
+                    "supervisors of a topic pattern are not supported yet; name one topic in "
+                    "spec.ioConfig.topic",
+                )
+            )
         if problems:
             raise SpecError(problems)
         supervisor_id = parsed.supervisor_id

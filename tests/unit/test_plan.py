@@ -189,15 +189,42 @@ def test_a_spec_update_rolls_tasks_of_the_old_version_over() -> None:
     tasks = (task("a", 0, {0: 0, 2: 0}), task("c", 1, {1: 0}, version=1))
     actions = plan(snap(spec=replace(SPEC, version=2, replicas=1), tasks=tasks))
     assert actions == [
-        Rollover(0, ("a",), "spec or partitions changed"),
-        Rollover(1, ("c",), "spec or partitions changed"),
+        Rollover(0, ("a",), "the spec changed"),
+        Rollover(1, ("c",), "the spec changed"),
     ]
 
 
-def test_new_partitions_roll_their_group_over() -> None:
+def test_new_partitions_roll_their_group_over_after_the_transition() -> None:
     tasks = (task("a", 0, {0: 0}), task("c", 1, {1: 0}))
-    actions = plan(snap(spec=replace(SPEC, replicas=1), partitions=(0, 1, 2), tasks=tasks))
-    assert actions == [Rollover(0, ("a",), "spec or partitions changed")]
+    spec = replace(SPEC, replicas=1, repartition_transition_s=120)
+    seen = NOW - timedelta(seconds=119)
+    during = plan(snap(spec=spec, partitions=(0, 1, 2), tasks=tasks, partitions_since=seen))
+    assert during == []  # the old assignment reads on; no task for the new set yet
+    after = snap(
+        spec=spec, partitions=(0, 1, 2), tasks=tasks, partitions_since=seen - timedelta(seconds=1)
+    )
+    assert plan(after) == [Rollover(0, ("a",), "the partitions changed")]
+    # the successor reads the new partition from the earliest offset
+    rolled = (task("a", 0, {0: 0}, end={0: 40}, rolled_ago_s=1), tasks[1])
+    assert creates(plan(replace(after, tasks=rolled))) == [(0, {0: 40, 2: 0})]
+
+
+def test_a_replica_of_the_old_assignment_is_replaced_during_the_transition() -> None:
+    tasks = (task("a", 0, {0: 7}), task("c", 1, {1: 0}), task("d", 1, {1: 0}))
+    actions = plan(snap(partitions=(0, 1, 2), tasks=tasks, partitions_since=NOW))
+    assert creates(actions) == [(0, {0: 7})]
+
+
+def test_idle_starts_nothing_but_lets_running_tasks_roll_over() -> None:
+    assert plan(snap(idle=True)) == []
+    tasks = (task("a", 0, {0: 0, 2: 0}, age_s=61), task("c", 1, {1: 0}, age_s=61))
+    actions = plan(snap(spec=replace(SPEC, replicas=1), tasks=tasks, idle=True))
+    assert actions == [
+        Rollover(0, ("a",), "taskDuration passed"),
+        Rollover(1, ("c",), "taskDuration passed"),
+    ]
+    rolled = tuple(replace(t, end={p: 50 for p in t.start}, rolled_at=NOW) for t in tasks)
+    assert plan(snap(spec=replace(SPEC, replicas=1), tasks=rolled, idle=True)) == []
 
 
 def test_suspended_rolls_over_and_creates_nothing() -> None:
