@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from supervisor import __version__
-from supervisor.api import supervisors, tasks
+from supervisor.api import coordinator, supervisors, tasks
 from supervisor.clock import Clock, utc_now
 from supervisor.controller.loop import SupervisorManager
 from supervisor.db.engine import make_engine, migrate, session_factory
@@ -137,6 +137,7 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
     _install_error_handlers(app)
     app.include_router(supervisors.router)
     app.include_router(tasks.router)
+    app.include_router(coordinator.router)
 
     @app.get("/status/health", tags=["service"], summary="Liveness of the service")
     def health() -> bool:

@@ -11,6 +11,7 @@ import json
 import logging
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -34,6 +35,9 @@ def report(state: IndexerState) -> dict[str, Any]:
         "currentOffsets": offsets_json(state.current),
         "endOffsets": offsets_json(state.end),
         "skippedOffsets": state.skipped,
+        "readingSince": None
+        if state.started_at is None
+        else datetime.fromtimestamp(state.started_at, UTC).isoformat().replace("+00:00", "Z"),
     }
 
 

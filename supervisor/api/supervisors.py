@@ -15,7 +15,7 @@ from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import TaskRepository
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec
-from supervisor.services.status import status_report
+from supervisor.services.status import parse_errors, stats_report, status_report
 from supervisor.services.supervisors import Actor, SupervisorService, state_of
 from supervisor.services.tasks import TaskService
 
@@ -209,9 +209,29 @@ def supervisor_status(
     return status_report(session, request.app.state, supervisor_id)
 
 
+@router.get("/{supervisor_id}/stats", summary="Row counts of each running task, by task group")
+def supervisor_stats(
+    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
+) -> dict[str, Any]:
+    return stats_report(session, request.app.state, supervisor_id)
+
+
+@router.get("/{supervisor_id}/parseErrors", summary="Sampled unparseable records of running tasks")
+def supervisor_parse_errors(
+    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
+) -> list[dict[str, Any]]:
+    return parse_errors(session, request.app.state, supervisor_id)
+
+
 def _kill_tasks(
     request: Request, session: Session, supervisor_id: str, groups: set[int] | None
 ) -> None:
+    """The supervisor's loop kills them at its next pass (one writer per supervisor), so a
+    pass planned on the old offsets cannot leave a task behind; with no loop, at once."""
+    if request.app.state.settings.run_supervisors and request.app.state.supervisors.request_restart(
+        supervisor_id, groups
+    ):
+        return
     tasks = TaskService(session, request.app.state.clock, request.app.state.runner)
     running = TaskRepository(session).of_supervisor(supervisor_id, request.app.state.clock())
     for task in running:

@@ -27,10 +27,14 @@ class TaskApiClient:
         )
 
     @classmethod
-    def for_task(cls, row: TaskRow) -> TaskApiClient:
+    def for_task(cls, row: TaskRow, timeout: float = 10.0) -> TaskApiClient:
         """The client of a recorded task, at its location and with its token."""
         return cls(
-            row.location_host or "127.0.0.1", row.location_port or 0, row.id, row.token or ""
+            row.location_host or "127.0.0.1",
+            row.location_port or 0,
+            row.id,
+            row.token or "",
+            timeout,
         )
 
     def __enter__(self) -> TaskApiClient:

@@ -120,6 +120,13 @@ class Executor:
                 row.end_offsets, row.rolled_at = end, self.clock()
         self.session.commit()
 
+    def kill_groups(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
+        repo = TaskRepository(self.session)
+        for row in repo.of_supervisor(supervisor_id, self.clock()):
+            if row.status == RUNNING and (groups is None or row.group_id in groups):
+                log.info("killing %s: %s", row.id, reason)
+                self.tasks.kill(row.id, reason)
+
     def checkpoints(self, requested: dict[str, dict[str, int]], skip_groups: set[int]) -> None:
         """Close the current sequence of each requesting task's group (finish=false), unless
         the group was just rolled over, which ends it anyway."""

@@ -16,7 +16,7 @@ from typing import Any
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.execute import Executor
 from supervisor.controller.model import Rollover, Snapshot
-from supervisor.controller.observe import StreamError, StreamReader, observe
+from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.plan import plan
 from supervisor.db.repositories import SpecRepository
 from supervisor.runner.local import LocalProcessRunner
@@ -24,7 +24,8 @@ from supervisor.schemas.periods import duration_millis
 
 log = logging.getLogger(__name__)
 MAX_WAIT_S = 5.0
-IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
+IDLE_AFTER_MS = 600_000
+RESET_REASON = "the supervisor's offsets were reset"  # Druid's default inactiveAfterMillis
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 
 
@@ -40,6 +41,8 @@ class LoopStatus:
     latest: dict[int, int] = field(default_factory=dict)
     offsets_updated: str | None = None
     recent_errors: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10))
+    current: dict[str, dict[int, int]] = field(default_factory=dict)  # task id -> offsets
+    started: dict[str, datetime] = field(default_factory=dict)  # task id -> reading since
 
 
 def spec_groups(spec: Any) -> int:
@@ -68,7 +71,10 @@ class SupervisorLoop:
         self.period_s = MAX_WAIT_S
         self.handoff_requested: set[int] = set()
         self.checkpoints_requested: dict[str, dict[str, int]] = {}  # task id -> sequence start
+        self.restart_groups: set[int] = set()  # reset: kill these groups' tasks next pass
+        self.restart_all = False
         self.adopted = False  # the first pass adopts what an earlier overlord left running
+        self.probe = TaskProbe()
         self.partition_sets: dict[tuple[int, ...], datetime] = {}
         self.last_latest: dict[int, int] | None = None  # the first observation is news
         self.latest_changed_at = clock()
@@ -94,8 +100,15 @@ class SupervisorLoop:
             if not self.adopted:
                 executor.adopt(self.supervisor_id)
                 self.adopted = True
+            with self.lock:
+                groups, every = self.restart_groups, self.restart_all
+                self.restart_groups, self.restart_all = set(), False
+            if groups or every:
+                executor.kill_groups(self.supervisor_id, None if every else groups, RESET_REASON)
             asked = frozenset(self.handoff_requested)
-            observed = observe(session, self.supervisor_id, self.clock(), self.stream, asked)
+            observed = observe(
+                session, self.supervisor_id, self.clock(), self.stream, asked, self.probe
+            )
             if observed is None:
                 return -1
             snapshot, spec, row = observed
@@ -110,6 +123,8 @@ class SupervisorLoop:
         self._healthy_pass(snapshot)
         self.status.partitions = snapshot.partitions
         self.status.latest = dict(snapshot.latest)
+        self.status.current = dict(self.probe.current)
+        self.status.started = dict(self.probe.started)
         self.status.offsets_updated = druid_timestamp(snapshot.now)
         if snapshot.terminated and not running and not actions:
             return -1
@@ -132,6 +147,14 @@ class SupervisorLoop:
             )
             idle = caught_up and now >= self.latest_changed_at + after
         return replace(snapshot, partitions_since=since, idle=idle)
+
+    def request_restart(self, groups: set[int] | None) -> None:
+        with self.lock:
+            if groups is None:
+                self.restart_all = True
+            else:
+                self.restart_groups |= groups
+        self.wake()
 
     def _take_checkpoints(self) -> dict[str, dict[str, int]]:
         with self.lock:
@@ -237,6 +260,17 @@ class SupervisorManager:
         if loop is not None:
             loop.handoff_requested.update(groups)
             loop.wake()
+
+    def request_restart(self, supervisor_id: str, groups: set[int] | None) -> bool:
+        """Kill the tasks of these groups (None: all) at the loop's next pass, after a reset
+        changed the offsets they started from; False when no loop runs for the supervisor."""
+        self.sync()
+        with self.lock:
+            loop = self.loops.get(supervisor_id)
+        if loop is None or loop.finished:
+            return False
+        loop.request_restart(groups)
+        return True
 
     def request_checkpoint(self, supervisor_id: str, task_id: str, start: dict[str, int]) -> bool:
         """Queue a task's checkpoint request for its supervisor's loop; False with no loop."""

@@ -20,6 +20,7 @@ class TaskView:
     created_at: datetime
     end: dict[int, int] | None = None  # final end offsets, once the group was rolled over
     rolled_at: datetime | None = None
+    reading_since: datetime | None = None  # the task's time/start; taskDuration counts from it
 
     @property
     def running(self) -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.controller.model import Snapshot, SpecView, TaskView
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.controller.model import RUNNING, Snapshot, SpecView, TaskView
 from supervisor.db.models import SupervisorSpecRow, TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.schemas.periods import duration_millis
@@ -87,12 +89,41 @@ class StreamReader:
             raise StreamError(f"cannot reach Kafka at {servers}: {exc}") from exc
 
 
+@dataclass
+class TaskProbe:
+    """What running tasks say of themselves: where they read now, and since when they read
+    (a task's start never changes, so it is asked once and remembered)."""
+
+    current: dict[str, dict[int, int]] = field(default_factory=dict)
+    started: dict[str, datetime] = field(default_factory=dict)
+
+    def probe(self, rows: list[TaskRow]) -> None:
+        current: dict[str, dict[int, int]] = {}
+        for row in rows:
+            if row.status != RUNNING or row.token is None or row.location_port is None:
+                continue
+            try:
+                with TaskApiClient.for_task(row, timeout=2.0) as client:
+                    offsets = client.get("/offsets/current")
+                    if row.id not in self.started:
+                        since = client.get("/time/start")
+                        if since:
+                            self.started[row.id] = datetime.fromisoformat(since)
+            except TaskApiError:
+                continue
+            current[row.id] = {int(p): int(o) for p, o in offsets.items()}
+        self.current = current
+        running = {row.id for row in rows if row.status == RUNNING}
+        self.started = {k: v for k, v in self.started.items() if k in running}
+
+
 def observe(
     session: Session,
     supervisor_id: str,
     now: datetime,
     stream: StreamReader,
     handoff_requested: frozenset[int] = frozenset(),
+    probe: TaskProbe | None = None,
 ) -> tuple[Snapshot, SupervisorSpec, SupervisorSpecRow] | None:
     """The snapshot of one supervisor, or None when it has no spec at all."""
     row = SpecRepository(session).latest(supervisor_id)
@@ -112,7 +143,10 @@ def observe(
     committed_row = OffsetsRepository(session).get(supervisor_id)
     committed = _offsets(committed_row.offsets if committed_row else None) or {}
     since = now - timedelta(seconds=view.completion_timeout_s + 60)
-    tasks = tuple(task_view(t) for t in TaskRepository(session).of_supervisor(supervisor_id, since))
+    rows = TaskRepository(session).of_supervisor(supervisor_id, since)
+    probe = probe or TaskProbe()
+    probe.probe(rows)
+    tasks = tuple(replace(task_view(t), reading_since=probe.started.get(t.id)) for t in rows)
     snapshot = Snapshot(
         supervisor_id=supervisor_id,
         spec=view,

@@ -9,8 +9,9 @@ Per task group (partition % taskCount):
    restarts from the committed offsets.
 3. Reading tasks made for another spec version are rolled over gracefully at once; those made
    for another partition set `repartitionTransitionDuration` after the new set was first seen.
-4. When `taskDuration` has passed (or a handoff is asked for, or the supervisor is suspended)
-   the group is rolled over: pause, agree on the maximum offsets, finish. `stopTaskCount`
+4. When `taskDuration` has passed since the group's first replica began reading (or a handoff
+   is asked for, or the supervisor is suspended) the group is rolled over: pause, agree on the
+   maximum offsets, finish. `stopTaskCount`
    bounds how many groups publish at once (asked-for handoffs skip the bound).
 5. A group short of `replicas` reading tasks gets new ones: from the newest live publishing
    generation's end offsets, else the committed offsets, else earliest/latest. Replacements
@@ -156,7 +157,7 @@ class _Planner:
     def _due(self, group: int, current: list[TaskView]) -> bool:
         """Roll the group over if it is time; True when it was rolled."""
         s = self.s
-        began = min(t.created_at for t in current)
+        began = min(t.reading_since or t.created_at for t in current)
         asked = group in s.handoff_requested
         reason = (
             "suspended"

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.clock import druid_timestamp
 from supervisor.controller.observe import task_view
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
@@ -29,24 +30,42 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
     committed = {
         int(p): int(o) for p, o in (committed_row.offsets if committed_row else {}).items()
     }
+    current = loop.current if loop else {}
+    latest = loop.latest if loop else {}
+    completion = timedelta(milliseconds=duration_millis(io.completionTimeout))
     active, publishing = [], []
     for task in TaskRepository(session).of_supervisor(supervisor_id, now):
+        if task.status != "RUNNING":
+            continue
         view = task_view(task)
-        entry = {
+        reading = current.get(task.id, {})
+        began = (loop.started.get(task.id) if loop else None) or task.created_at
+        ends = (task.rolled_at or now) + completion if view.end else began + duration
+        entry: dict[str, Any] = {
             "id": task.id,
             "startingOffsets": offsets_json(view.start),
-            "startTime": druid_timestamp(task.created_at),
-            "remainingSeconds": max(0, int((task.created_at + duration - now).total_seconds())),
+            "startTime": druid_timestamp(began),
+            "remainingSeconds": max(0, int((ends - now).total_seconds())),
             "type": "PUBLISHING" if view.end is not None else "ACTIVE",
             "taskGroupId": view.group,
+            "currentOffsets": offsets_json(reading),
+            "lag": offsets_json(
+                {p: max(0, latest[p] - o) for p, o in reading.items() if p in latest}
+            )
+            if reading
+            else None,
         }
         if view.end is not None:
             entry["endOffsets"] = offsets_json(view.end)
             publishing.append(entry)
         else:
             active.append(entry)
-    latest = loop.latest if loop else {}
-    lag = {p: max(0, latest[p] - committed.get(p, 0)) for p in latest}
+    # Druid's lag: behind the furthest any task has read (else the committed offsets)
+    furthest = dict(committed)
+    for offsets in current.values():
+        for partition, offset in offsets.items():
+            furthest[partition] = max(furthest.get(partition, 0), offset)
+    lag = {p: max(0, latest[p] - furthest.get(p, 0)) for p in latest}
     suspended = row.suspended
     state_name = "SUSPENDED" if suspended else (loop.state if loop else "PENDING")
     return {
@@ -74,3 +93,52 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
             "recentErrors": list(loop.recent_errors) if loop else [],
         },
     }
+
+
+def _running_clients(session: Session, supervisor_id: str, now: Any) -> list[tuple[Any, Any]]:
+    rows = TaskRepository(session).of_supervisor(supervisor_id, now)
+    return [
+        (row, TaskApiClient.for_task(row, timeout=5.0))
+        for row in rows
+        if row.status == "RUNNING" and row.token is not None and row.location_port is not None
+    ]
+
+
+def stats_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
+    """Druid's supervisor stats: row counts of each running task, by task group."""
+    if SpecRepository(session).active(supervisor_id) is None:
+        raise NotFoundError(f"[{supervisor_id}] does not exist")
+    report: dict[str, dict[str, Any]] = {}
+    for row, client in _running_clients(session, supervisor_id, state.clock()):
+        with client:
+            try:
+                totals = client.get("/rowStats")["totals"]
+            except TaskApiError:
+                continue
+        report.setdefault(str(row.group_id), {})[row.id] = {"totals": totals}
+    return report
+
+
+def parse_errors(session: Session, state: Any, supervisor_id: str) -> list[dict[str, Any]]:
+    """Druid's supervisor parseErrors: the sampled unparseable records of running tasks."""
+    if SpecRepository(session).active(supervisor_id) is None:
+        raise NotFoundError(f"[{supervisor_id}] does not exist")
+    errors: list[dict[str, Any]] = []
+    for row, client in _running_clients(session, supervisor_id, state.clock()):
+        with client:
+            try:
+                samples = client.get("/unparseableEvents")["buildSegments"]
+            except TaskApiError:
+                continue
+        errors.extend(
+            {
+                "taskId": row.id,
+                "input": sample.get("input"),
+                "errorType": "unparseable",
+                "details": [sample.get("message")],
+                "partition": sample.get("partition"),
+                "offset": sample.get("offset"),
+            }
+            for sample in samples
+        )
+    return errors

@@ -128,6 +128,16 @@ def test_task_duration_rolls_the_group_over() -> None:
     assert actions == [Rollover(0, ("a", "b"), "taskDuration passed")]
 
 
+def test_task_duration_counts_from_when_the_first_replica_began_reading() -> None:
+    slow = replace(task("a", 0, {0: 0, 2: 0}, age_s=90), reading_since=NOW - timedelta(seconds=59))
+    late = replace(task("b", 0, {0: 0, 2: 0}, age_s=90), reading_since=NOW - timedelta(seconds=50))
+    tasks = (slow, late, task("c", 1, {1: 0}), task("d", 1, {1: 0}))
+    assert plan(snap(tasks=tasks)) == []  # created 90 s ago, reading for 59 s only
+    earlier = replace(slow, reading_since=NOW - timedelta(seconds=60))
+    actions = plan(snap(tasks=(earlier, *tasks[1:])))
+    assert actions == [Rollover(0, ("a", "b"), "taskDuration passed")]
+
+
 def test_successors_start_at_once_from_the_publishing_end_offsets() -> None:
     end = {0: 30, 2: 31}
     tasks = (

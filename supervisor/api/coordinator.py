@@ -1,0 +1,53 @@
+"""Druid's coordinator metadata API, for the segments published here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from sqlalchemy.orm import Session
+
+from supervisor.api.common import db_session
+from supervisor.clock import druid_timestamp
+from supervisor.db.models import SegmentRow
+from supervisor.db.repositories import SegmentRepository
+from supervisor.errors import NotFoundError
+
+router = APIRouter(prefix="/druid/coordinator/v1/metadata", tags=["coordinator"])
+
+
+def data_segment(row: SegmentRow) -> dict[str, Any]:
+    """Druid's DataSegment, with loadSpec pointing at the Parquet file."""
+    payload = row.payload or {}
+    interval = f"{druid_timestamp(row.interval_start)}/{druid_timestamp(row.interval_end)}"
+    return {
+        "dataSource": row.datasource,
+        "interval": interval,
+        "version": row.version,
+        "loadSpec": {"type": "local", "path": row.path},
+        "dimensions": ",".join(payload.get("dimensions", [])),
+        "metrics": ",".join(payload.get("metrics", [])),
+        "shardSpec": {"type": "numbered", "partitionNum": row.partition_num, "partitions": 0},
+        "binaryVersion": None,
+        "size": row.size_bytes,
+        "numRows": row.num_rows,
+        "identifier": row.id,
+    }
+
+
+@router.get(
+    "/datasources/{datasource}/segments",
+    summary="Published (used) segments of a datasource: ids, or DataSegment objects with ?full",
+    response_model=None,
+)
+def segments(
+    datasource: str,
+    full: str | None = Query(default=None, description="Present: whole DataSegment objects"),
+    session: Session = Depends(db_session, scope="function"),
+) -> list[str] | list[dict[str, Any]]:
+    rows = SegmentRepository(session).used(datasource)
+    if not rows:
+        raise NotFoundError(f"datasource [{datasource}] has no published segments")
+    if full is None:
+        return [row.id for row in rows]
+    return [data_segment(row) for row in rows]

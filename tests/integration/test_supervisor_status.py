@@ -1,0 +1,112 @@
+"""A running supervisor's live views on the real stack: status with the tasks' current offsets
+and lag, stats, parseErrors, and the published segments in the coordinator's shape."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.topics import create_topic, produce
+from tests.conftest import RunningService, overlord_with_tasks, wait_for
+
+BASE = "/druid/indexer/v1/supervisor"
+SEGMENTS = "/druid/coordinator/v1/metadata/datasources/{}/segments"
+
+
+@pytest.fixture
+def engine(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
+    with overlord_with_tasks(tmp_path, jar_cache, "local[1]") as running:
+        yield running
+
+
+def spec(topic: str, bootstrap: str, datasource: str) -> dict[str, Any]:
+    return {
+        "type": "kafka",
+        "spec": {
+            "dataSchema": {
+                "dataSource": datasource,
+                "timestampSpec": {"column": "ts", "format": "iso"},
+                "dimensionsSpec": {"dimensions": ["word"]},
+                "granularitySpec": {"segmentGranularity": "DAY", "rollup": False},
+            },
+            "ioConfig": {
+                "topic": topic,
+                "consumerProperties": {"bootstrap.servers": bootstrap},
+                "inputFormat": {"type": "json"},
+                "useEarliestOffset": True,
+                "period": "PT1S",
+                "taskDuration": "PT10M",
+            },
+            "tuningConfig": {"type": "kafka", "maxParseExceptions": 100},
+        },
+    }
+
+
+def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: Any) -> None:
+    _, api = engine
+    topic, ds = f"live-{uuid.uuid4().hex[:8]}", "live"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    good = [
+        (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": f"w{i}"}).encode())
+        for i in range(40)
+    ]
+    bad = [(None, b"{not json " + str(i).encode()) for i in range(3)]
+    produce(kafka.bootstrap_servers, topic, good[:20] + bad, partition=0)
+    produce(kafka.bootstrap_servers, topic, good[20:], partition=1)
+    assert api.get(SEGMENTS.format(ds)).status_code == 404  # nothing published yet
+    assert api.post(BASE, json=spec(topic, kafka.bootstrap_servers, ds)).is_success
+
+    def caught_up() -> dict[str, Any] | None:
+        payload = api.get(f"{BASE}/{ds}/status").json()["payload"]
+        tasks = payload["activeTasks"]
+        if tasks and tasks[0]["currentOffsets"] == {"0": 23, "1": 20}:
+            return dict(payload)
+        return None
+
+    status = wait_for(caught_up, 300, "the task to read everything")
+    assert status["latestOffsets"] == {"0": 23, "1": 20}
+    assert status["aggregateLag"] == 0 and status["minimumLag"] == {"0": 0, "1": 0}
+    assert status["activeTasks"][0]["lag"] == {"0": 0, "1": 0}
+    assert status["committedOffsets"] == {}  # read, not yet published
+    task_id = status["activeTasks"][0]["id"]
+
+    totals = api.get(f"{BASE}/{ds}/stats").json()["0"][task_id]["totals"]["buildSegments"]
+    assert totals["processed"] == 40 and totals["unparseable"] == 3
+    errors = api.get(f"{BASE}/{ds}/parseErrors").json()
+    assert [(e["taskId"], e["partition"], e["offset"]) for e in errors] == [
+        (task_id, 0, 20),
+        (task_id, 0, 21),
+        (task_id, 0, 22),
+    ]
+    assert errors[0]["input"].startswith("{not json") and errors[0]["details"][0]
+
+    assert api.post(f"{BASE}/{ds}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
+    wait_for(
+        lambda: (
+            api.get(f"{BASE}/{ds}/status").json()["payload"]["committedOffsets"]
+            == {"0": 23, "1": 20}
+        ),
+        300,
+        "the handoff to publish",
+    )
+    ids = api.get(SEGMENTS.format(ds)).json()
+    full = api.get(SEGMENTS.format(ds), params={"full": ""}).json()
+    assert [s["identifier"] for s in full] == ids and ids
+    assert {s["dataSource"] for s in full} == {ds}
+    assert all(s["interval"] == "2026-11-22T00:00:00.000Z/2026-11-23T00:00:00.000Z" for s in full)
+    words = []
+    for segment in full:
+        assert segment["loadSpec"]["type"] == "local"
+        words += pq.read_table(segment["loadSpec"]["path"]).column("word").to_pylist()
+    assert sorted(words) == sorted(f"w{i}" for i in range(40))
+    assert sum(s["numRows"] for s in full) == 40 and "word" in full[0]["dimensions"]
+    assert api.get(f"{BASE}/nope/stats").status_code == 404
+    assert api.get(f"{BASE}/nope/parseErrors").status_code == 404
