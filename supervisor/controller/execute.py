@@ -84,6 +84,7 @@ class Executor:
     def __init__(self, session: Session, clock: Clock, runner: LocalProcessRunner) -> None:
         self.session = session
         self.clock = clock
+        self.runner = runner
         self.tasks = TaskService(session, clock, runner)
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
@@ -137,7 +138,7 @@ class Executor:
                 continue
             if row.group_id in skip_groups:
                 continue
-            checkpoint_requested(repo.replicas(row), task_id, start)
+            checkpoint_requested(repo.replicas(row), task_id, start, self.runner.is_running)
 
     def _rollover(self, action: Rollover) -> None:
         repo = TaskRepository(self.session)
@@ -152,7 +153,9 @@ class Executor:
                     "group %s: rollover waits for %s to start reading", action.group, not_ready
                 )
                 return
-            result = checkpoint_group(clients, finish=True, timeout=ROLLOVER_TIMEOUT_S)
+            result = checkpoint_group(
+                clients, finish=True, timeout=ROLLOVER_TIMEOUT_S, alive=self.runner.is_running
+            )
         finally:
             for client in clients.values():
                 client.http.close()

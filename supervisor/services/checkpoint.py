@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.db.models import TaskRow
@@ -27,9 +29,14 @@ class CheckpointResult:
 
 
 def _pause(
-    client: TaskApiClient, deadline: float, sleep: Callable[[float], None]
+    client: TaskApiClient,
+    deadline: float,
+    sleep: Callable[[float], None],
+    alive: Callable[[], bool],
 ) -> dict[str, int]:
     while True:
+        if not alive():
+            raise TaskApiError(None, "the task process has ended")
         try:
             response = client.call("POST", "/pause")
             if response.status_code == 200:
@@ -54,17 +61,25 @@ def checkpoint_group(
     finish: bool,
     timeout: float = 30.0,
     sleep: Callable[[float], None] = time.sleep,
+    alive: Callable[[str], bool] = lambda _: True,
 ) -> CheckpointResult:
-    """Pause all, agree on the maximum, set it as end offsets everywhere (which resumes)."""
+    """Pause all (at once, so none waits paused on a slow sibling), agree on the maximum, set
+    it as end offsets everywhere (which resumes). A replica whose process ended is given up
+    at once rather than at the deadline."""
     deadline = time.monotonic() + timeout
     paused: dict[str, dict[str, int]] = {}
     failed: list[str] = []
-    for task_id, client in clients.items():
-        try:
-            paused[task_id] = _pause(client, deadline, sleep)
-        except TaskApiError as exc:
-            log.warning("task %s could not be paused: %s", task_id, exc)
-            failed.append(task_id)
+    with ThreadPoolExecutor(max_workers=max(1, len(clients))) as pool:
+        futures = {
+            task_id: pool.submit(_pause, client, deadline, sleep, partial(alive, task_id))
+            for task_id, client in clients.items()
+        }
+        for task_id, future in futures.items():
+            try:
+                paused[task_id] = future.result()
+            except TaskApiError as exc:
+                log.warning("task %s could not be paused: %s", task_id, exc)
+                failed.append(task_id)
     if not paused:
         return CheckpointResult(None, failed)
     end: dict[str, int] = {}
@@ -82,7 +97,12 @@ def checkpoint_group(
     return CheckpointResult(end, failed)
 
 
-def checkpoint_requested(replicas: list[TaskRow], requester: str, start: dict[str, int]) -> None:
+def checkpoint_requested(
+    replicas: list[TaskRow],
+    requester: str,
+    start: dict[str, int],
+    alive: Callable[[str], bool] = lambda _: True,
+) -> None:
     """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began
     at `start`: close it on every replica of its group, unless that already happened."""
     located = [r for r in replicas if r.location_port is not None and r.token is not None]
@@ -96,7 +116,7 @@ def checkpoint_requested(replicas: list[TaskRow], requester: str, start: dict[st
         if latest != start:
             log.info("checkpoint of %s ignored: already past %s", requester, start)
             return
-        result = checkpoint_group(clients, finish=False)
+        result = checkpoint_group(clients, finish=False, alive=alive)
         log.info(
             "checkpointed %s at %s (failed: %s)", list(clients), result.end_offsets, result.failed
         )
