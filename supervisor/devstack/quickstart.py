@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -72,6 +73,9 @@ class Quickstart:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            # the quickstart's broker stops with it, so its tasks must too (tasks outlive a
+            # plain `sluicegate serve`, which adopts them when it starts again)
+            env={**os.environ, "SLUICEGATE_KILL_TASKS_ON_EXIT": "true"},
         )
         log.close()
         deadline = time.monotonic() + 60
