@@ -81,9 +81,9 @@ def settings(metadata_url: str, tmp_path: Path) -> Settings:
 class RunningService:
     """The app served by a real uvicorn server on a free loopback port, in a thread."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, port: int | None = None) -> None:
         self.settings = settings
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = create_app(settings)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")

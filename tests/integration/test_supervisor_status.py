@@ -45,7 +45,11 @@ def spec(topic: str, bootstrap: str, datasource: str) -> dict[str, Any]:
                 "period": "PT1S",
                 "taskDuration": "PT10M",
             },
-            "tuningConfig": {"type": "kafka", "maxParseExceptions": 100},
+            "tuningConfig": {
+                "type": "kafka",
+                "maxParseExceptions": 100,
+                "maxSavedParseExceptions": 10,
+            },
         },
     }
 
