@@ -36,6 +36,7 @@ from supervisor.db.engine import make_engine  # noqa: E402
 from supervisor.db.models import TaskRow  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
 from supervisor.devstack.ports import free_port  # noqa: E402
+from supervisor.devstack.specs import supervisor_spec  # noqa: E402
 from supervisor.devstack.topics import create_topic  # noqa: E402
 from supervisor.settings import Settings, default_jar_cache  # noqa: E402
 
@@ -70,26 +71,15 @@ class Producer:
 
 
 def spec(topic: str, bootstrap: str, duration: str) -> dict[str, Any]:
-    return {
-        "type": "kafka",
-        "spec": {
-            "dataSchema": {
-                "dataSource": "gap",
-                "timestampSpec": {"column": "ts", "format": "iso"},
-                "dimensionsSpec": {"dimensions": [{"type": "long", "name": "n"}]},
-                "granularitySpec": {"segmentGranularity": "HOUR", "rollup": False},
-            },
-            "ioConfig": {
-                "topic": topic,
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-                "useEarliestOffset": True,
-                "period": "PT1S",
-                "taskDuration": duration,
-            },
-            "tuningConfig": {"type": "kafka", "maxRowsInMemory": 20000},
-        },
-    }
+    return supervisor_spec(
+        "gap",
+        topic,
+        bootstrap,
+        [{"type": "long", "name": "n"}],
+        tuning={"maxRowsInMemory": 20000},
+        period="PT1S",
+        taskDuration=duration,
+    )
 
 
 def parse(moment: str) -> datetime:

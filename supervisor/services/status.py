@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.clock import druid_timestamp
 from supervisor.controller.observe import task_view
+from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.schemas.periods import duration_millis
@@ -95,50 +96,44 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
     }
 
 
-def _running_clients(session: Session, supervisor_id: str, now: Any) -> list[tuple[Any, Any]]:
-    rows = TaskRepository(session).of_supervisor(supervisor_id, now)
-    return [
-        (row, TaskApiClient.for_task(row, timeout=5.0))
-        for row in rows
-        if row.status == "RUNNING" and row.token is not None and row.location_port is not None
-    ]
+def _ask_running_tasks(
+    session: Session, state: Any, supervisor_id: str, path: str
+) -> list[tuple[TaskRow, Any]]:
+    """GET `path` of every running task of the supervisor; tasks that do not answer are left
+    out (as Druid does). 404 for an unknown supervisor."""
+    if SpecRepository(session).active(supervisor_id) is None:
+        raise NotFoundError(f"[{supervisor_id}] does not exist")
+    answers = []
+    for row in TaskRepository(session).of_supervisor(supervisor_id, state.clock()):
+        if row.status != "RUNNING" or row.token is None or row.location_port is None:
+            continue
+        try:
+            with TaskApiClient.for_task(row, timeout=5.0) as client:
+                answers.append((row, client.get(path)))
+        except TaskApiError:
+            continue
+    return answers
 
 
 def stats_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
     """Druid's supervisor stats: row counts of each running task, by task group."""
-    if SpecRepository(session).active(supervisor_id) is None:
-        raise NotFoundError(f"[{supervisor_id}] does not exist")
     report: dict[str, dict[str, Any]] = {}
-    for row, client in _running_clients(session, supervisor_id, state.clock()):
-        with client:
-            try:
-                totals = client.get("/rowStats")["totals"]
-            except TaskApiError:
-                continue
-        report.setdefault(str(row.group_id), {})[row.id] = {"totals": totals}
+    for row, stats in _ask_running_tasks(session, state, supervisor_id, "/rowStats"):
+        report.setdefault(str(row.group_id), {})[row.id] = {"totals": stats["totals"]}
     return report
 
 
 def parse_errors(session: Session, state: Any, supervisor_id: str) -> list[dict[str, Any]]:
     """Druid's supervisor parseErrors: the sampled unparseable records of running tasks."""
-    if SpecRepository(session).active(supervisor_id) is None:
-        raise NotFoundError(f"[{supervisor_id}] does not exist")
-    errors: list[dict[str, Any]] = []
-    for row, client in _running_clients(session, supervisor_id, state.clock()):
-        with client:
-            try:
-                samples = client.get("/unparseableEvents")["buildSegments"]
-            except TaskApiError:
-                continue
-        errors.extend(
-            {
-                "taskId": row.id,
-                "input": sample.get("input"),
-                "errorType": "unparseable",
-                "details": [sample.get("message")],
-                "partition": sample.get("partition"),
-                "offset": sample.get("offset"),
-            }
-            for sample in samples
-        )
-    return errors
+    return [
+        {
+            "taskId": row.id,
+            "input": sample.get("input"),
+            "errorType": "unparseable",
+            "details": [sample.get("message")],
+            "partition": sample.get("partition"),
+            "offset": sample.get("offset"),
+        }
+        for row, events in _ask_running_tasks(session, state, supervisor_id, "/unparseableEvents")
+        for sample in events["buildSegments"]
+    ]

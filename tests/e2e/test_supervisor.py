@@ -36,6 +36,7 @@ from supervisor.db.engine import make_engine
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.ports import free_port
+from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
 from tasks.protocol import TOKEN_HEADER
 from tests.conftest import wait_for
@@ -291,32 +292,24 @@ def task_status(task: Task) -> str | None:
 
 
 def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
-    return {
-        "type": "kafka",
-        "spec": {
-            "dataSchema": {
-                "dataSource": SID,
-                "timestampSpec": {"column": "ts", "format": "iso"},
-                "dimensionsSpec": {"dimensions": [{"type": "long", "name": "n"}]},
-                "metricsSpec": [{"type": "count", "name": "count"}],
-                "granularitySpec": {"segmentGranularity": "HOUR", "rollup": False},
-            },
-            "ioConfig": {
-                "topic": topic,
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-                "useEarliestOffset": True,
-                "period": "PT2S",
-                "completionTimeout": "PT5M",
-                "repartitionTransitionDuration": "PT10S",
-                "taskCount": 2,
-                "replicas": 2,
-                "taskDuration": "PT30S",
-                **io,
-            },
-            "tuningConfig": {"type": "kafka", "maxRowsInMemory": 5000},
-        },
+    settings: dict[str, Any] = {
+        "period": "PT2S",
+        "completionTimeout": "PT5M",
+        "repartitionTransitionDuration": "PT10S",
+        "taskCount": 2,
+        "replicas": 2,
+        "taskDuration": "PT30S",
+        **io,
     }
+    return supervisor_spec(
+        SID,
+        topic,
+        bootstrap,
+        [{"type": "long", "name": "n"}],
+        metrics=[{"type": "count", "name": "count"}],
+        tuning={"maxRowsInMemory": 5000},
+        **settings,
+    )
 
 
 @pytest.fixture

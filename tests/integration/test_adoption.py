@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from supervisor.db.models import TaskRow
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
 from tasks.protocol import TOKEN_HEADER
@@ -24,25 +25,15 @@ BASE = "/druid/indexer/v1/supervisor"
 
 
 def spec(topic: str, bootstrap: str) -> dict[str, Any]:
-    return {
-        "type": "kafka",
-        "spec": {
-            "dataSchema": {
-                "dataSource": "adopted",
-                "timestampSpec": {"column": "ts", "format": "iso"},
-                "dimensionsSpec": {"dimensions": ["word"]},
-                "granularitySpec": {"segmentGranularity": "DAY", "rollup": False},
-            },
-            "ioConfig": {
-                "topic": topic,
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-                "useEarliestOffset": True,
-                "period": "PT1S",
-                "taskDuration": "PT1H",
-            },
-        },
-    }
+    return supervisor_spec(
+        "adopted",
+        topic,
+        bootstrap,
+        ["word"],
+        segment_granularity="DAY",
+        period="PT1S",
+        taskDuration="PT1H",
+    )
 
 
 def chat(row: Any) -> httpx.Client:

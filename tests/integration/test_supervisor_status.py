@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from tests.conftest import RunningService, overlord_with_tasks, wait_for
 
@@ -28,30 +29,16 @@ def engine(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, ht
 
 
 def spec(topic: str, bootstrap: str, datasource: str) -> dict[str, Any]:
-    return {
-        "type": "kafka",
-        "spec": {
-            "dataSchema": {
-                "dataSource": datasource,
-                "timestampSpec": {"column": "ts", "format": "iso"},
-                "dimensionsSpec": {"dimensions": ["word"]},
-                "granularitySpec": {"segmentGranularity": "DAY", "rollup": False},
-            },
-            "ioConfig": {
-                "topic": topic,
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-                "useEarliestOffset": True,
-                "period": "PT1S",
-                "taskDuration": "PT10M",
-            },
-            "tuningConfig": {
-                "type": "kafka",
-                "maxParseExceptions": 100,
-                "maxSavedParseExceptions": 10,
-            },
-        },
-    }
+    return supervisor_spec(
+        datasource,
+        topic,
+        bootstrap,
+        ["word"],
+        segment_granularity="DAY",
+        tuning={"maxParseExceptions": 100, "maxSavedParseExceptions": 10},
+        period="PT1S",
+        taskDuration="PT10M",
+    )
 
 
 def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: Any) -> None:
