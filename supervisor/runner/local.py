@@ -151,17 +151,22 @@ class LocalProcessRunner:
         return pid is not None and _alive(pid, self.work_dir(task_id))
 
     def kill(self, task_id: str) -> bool:
+        """SIGKILL a live task process; True if it was alive. The killer records the outcome:
+        a killed task is no longer watched, so `exited` never reports it as well."""
         with self.lock:
             process = self.processes.get(task_id)
             pid = self.adopted.get(task_id)
+            if process is not None and process.poll() is None:
+                del self.processes[task_id]
+            elif pid is not None and process is None and _alive(pid, self.work_dir(task_id)):
+                del self.adopted[task_id]
+            else:
+                return False  # already ended: `exited` reports it
         if process is not None:
-            if process.poll() is not None:
-                return False
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(30)
             return True
-        if pid is None or not _alive(pid, self.work_dir(task_id)):
-            return False
+        assert pid is not None
         os.killpg(pid, signal.SIGKILL)  # the task leads its own process group
         deadline = time.monotonic() + 30
         while _alive(pid, self.work_dir(task_id)) and time.monotonic() < deadline:
