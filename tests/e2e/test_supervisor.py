@@ -214,19 +214,6 @@ class Run:
 
         return list(wait_for(ready, LONG, f"{count} reading replicas of group {group}"))
 
-    def fresh_generation(self, group: int) -> list[Task]:
-        """Wait for the group's next generation to be reading, early in its taskDuration."""
-        seen = {json.dumps(t.start, sort_keys=True) for t in self.reading(group)}
-
-        def fresh() -> list[Task]:
-            tasks = self.reading(group)
-            if not tasks or json.dumps(tasks[0].start, sort_keys=True) in seen:
-                return []
-            ok = [t for t in tasks if task_status(t) == "READING"]
-            return ok if len(ok) == len(tasks) == 2 else []
-
-        return list(wait_for(fresh, LONG, f"a new generation of group {group} to read"))
-
     def succeeded_from(self, group: int, start: dict[str, int]) -> bool:
         return any(
             t.group == group and t.start == start and t.status == "SUCCESS" for t in self.tasks()
@@ -360,35 +347,7 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
     ]
     assert overlapping, "no successor started before its predecessor published"
 
-    # 2. SIGKILL one replica mid-read: it is replaced from the same start offsets
-    victim, sibling = run.fresh_generation(0)
-    run.kill9(victim)
-    wait_for(
-        lambda: [
-            t
-            for t in run.tasks()
-            if t.start == victim.start and t.id not in (victim.id, sibling.id)
-        ],
-        LONG,
-        "a replacement replica from the same offsets",
-    )
-    wait_for(lambda: run.succeeded_from(0, victim.start), LONG, "the group to publish")
-    run.check()
-
-    # 3. SIGKILL a whole group: it restarts from the same offsets
-    victims = run.fresh_generation(1)
-    for victim in victims:
-        run.kill9(victim)
-    start = victims[0].start
-    wait_for(
-        lambda: len([t for t in run.tasks() if t.start == start]) == 4,
-        LONG,
-        "the group to be restarted",
-    )
-    wait_for(lambda: run.succeeded_from(1, start), LONG, "the restarted group to publish")
-    run.check()
-
-    # 4. SIGKILL the overlord and restart it: every task is adopted, none is killed
+    # 2. SIGKILL the overlord and restart it: every task is adopted, none is killed
     run.reading_now(0, 2)
     run.reading_now(1, 2)
     alive = [t.id for t in run.tasks() if t.status == "RUNNING"]
@@ -403,13 +362,13 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
     assert {t.id: t.status for t in run.tasks() if t.id in alive} == dict.fromkeys(alive, "SUCCESS")
     run.check()
 
-    # 5. partitions added mid-run: partition 3 joins group 1 from its earliest offset
+    # 3. partitions added mid-run: partition 3 joins group 1 from its earliest offset
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
     wait_for(lambda: run.committed().get("3", 0) > 0, LONG, "partition 3 to be published")
     run.check()
 
-    # 6. suspend: every group publishes and stops; resume: reading goes on from there
+    # 4. suspend: every group publishes and stops; resume: reading goes on from there
     assert api.post(f"{BASE}/{SID}/suspend").status_code == 200
     wait_for(lambda: all(t.status != "RUNNING" for t in run.tasks()), LONG, "all tasks to end")
     suspended_at = run.check()
@@ -418,7 +377,7 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
         resumed = run.reading_now(group, 2)[0]
         assert all(resumed.start[p] == suspended_at[p] for p in resumed.start)
 
-    # 7. a spec update rolls every group over gracefully
+    # 5. a spec update rolls every group over gracefully
     updated = spec(topic, kafka.bootstrap_servers, taskDuration="PT10M", useEarliestOffset=False)
     assert api.post(BASE, json=updated).status_code == 200
     old = {t.version for t in run.tasks()}
@@ -431,11 +390,45 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
     run.reading_now(1, 2)
     run.check()
 
-    # 8. early handoff of group 0 (taskDuration is 10 minutes now)
+    # 6. early handoff of group 0 (taskDuration is 10 minutes now)
     start = run.reading(0)[0].start
     assert api.post(f"{BASE}/{SID}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
     wait_for(lambda: run.succeeded_from(0, start), LONG, "group 0 to hand off")
     assert not [t for t in run.tasks() if t.group == 1 and t.version not in old and t.end]
+    run.check()
+
+    # 7. SIGKILL one replica mid-read (taskDuration is long now, so no rollover is under way):
+    # it is replaced from the same start offsets
+    victim, sibling = run.reading_now(0, 2)
+    run.kill9(victim)
+    replacement = wait_for(
+        lambda: [
+            t
+            for t in run.tasks()
+            if t.start == victim.start and t.id not in (victim.id, sibling.id)
+        ],
+        LONG,
+        "a replacement replica from the same offsets",
+    )
+    assert replacement[0].group == 0 and len(replacement) == 1
+    run.reading_now(0, 2)
+    assert api.post(f"{BASE}/{SID}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
+    wait_for(lambda: run.succeeded_from(0, victim.start), LONG, "the group to publish")
+    run.check()
+
+    # 8. SIGKILL a whole group: it restarts from the same offsets
+    victims = run.reading_now(1, 2)
+    for victim in victims:
+        run.kill9(victim)
+    start = victims[0].start
+    wait_for(
+        lambda: len([t for t in run.tasks() if t.start == start]) == 4,
+        LONG,
+        "the group to be restarted",
+    )
+    run.reading_now(1, 2)
+    assert api.post(f"{BASE}/{SID}/taskGroups/handoff", json={"taskGroupIds": [1]}).is_success
+    wait_for(lambda: run.succeeded_from(1, start), LONG, "the restarted group to publish")
     run.check()
 
     # 9. resetOffsets: partition 0 skips ahead; its group restarts there
