@@ -14,7 +14,8 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from tasks.indexer import ControlError, KafkaIndexer
-from tasks.protocol import TOKEN_HEADER, offsets_json
+from tasks.partitions import offsets_from_json, offsets_json
+from tasks.protocol import TOKEN_HEADER
 
 PAUSE_WAIT_SECONDS = 2.0
 
@@ -63,7 +64,7 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
     @router.post("/offsets/end")
     def set_end_offsets(body: dict[str, int], finish: bool = Query(True)) -> dict[str, int]:
         try:
-            offsets = {int(partition): int(offset) for partition, offset in body.items()}
+            offsets = offsets_from_json(body)
         except ValueError:
             raise ControlError(400, "end offsets are a map of partition to offset") from None
         return offsets_json(indexer.set_end_offsets(offsets, finish))

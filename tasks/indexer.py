@@ -14,13 +14,14 @@ from typing import Any
 
 from supervisor.schemas.periods import duration_millis
 from tasks.kafka_offsets import OffsetReader
+from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan, RowStats, process_batch
-from tasks.protocol import IndexKafkaTask, TaskState, offsets_json
+from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reader import read_range
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 
 log = logging.getLogger(__name__)
-Checkpointer = Callable[[dict[int, int]], None]
+Checkpointer = Callable[[Offsets], None]
 
 
 class ControlError(Exception):
@@ -37,11 +38,11 @@ class IndexerState:
     """Everything the control API reports; changed only under the indexer's lock."""
 
     status: TaskState = TaskState.NOT_STARTED
-    current: dict[int, int] = field(default_factory=dict)
-    end: dict[int, int] = field(default_factory=dict)
+    current: Offsets = field(default_factory=dict)
+    end: Offsets = field(default_factory=dict)
     stats: RowStats = field(default_factory=RowStats)
     samples: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, int]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     segments: list[str] = field(default_factory=list)
     end_is_final: bool = False
@@ -97,7 +98,7 @@ class KafkaIndexer:
                 }
             )
 
-    def pause(self, timeout: float) -> dict[int, int] | None:
+    def pause(self, timeout: float) -> Offsets | None:
         """Ask the loop to pause; the current offsets once paused, None if not yet."""
         with self.lock:
             if self.state.status not in (TaskState.READING, TaskState.PAUSED):
@@ -120,7 +121,7 @@ class KafkaIndexer:
             if self.state.status is TaskState.PAUSED:
                 raise ControlError(500, "the task did not resume in time")
 
-    def set_end_offsets(self, offsets: dict[int, int], finish: bool) -> dict[int, int]:
+    def set_end_offsets(self, offsets: Offsets, finish: bool) -> Offsets:
         """Druid's POST offsets/end, only while paused, each offset >= current; resumes.
         finish=true sets the final end; finish=false closes the current sequence there."""
         with self.lock:
@@ -133,8 +134,8 @@ class KafkaIndexer:
             if set(offsets) != set(self.state.current):
                 raise ControlError(
                     400,
-                    f"end offsets must name partitions {sorted(self.state.current)}, "
-                    f"got {sorted(offsets)}",
+                    f"end offsets must name partitions {sorted_keys(self.state.current)}, "
+                    f"got {sorted_keys(offsets)}",
                 )
             for partition, offset in offsets.items():
                 current = self.state.current[partition]
@@ -212,7 +213,7 @@ class KafkaIndexer:
 
     def _read_until_end(self) -> None:
         topic = self.task.ioConfig.topic
-        partitions = sorted(self.start)
+        partitions = sorted_keys(self.start)
         budget = max(1, self.task.tuningConfig.maxRowsInMemory // len(partitions))
         self._check_log_start(topic, partitions)
         poll = self.task.ioConfig.pollTimeout / 1000
@@ -299,7 +300,7 @@ class KafkaIndexer:
             self.state.status = TaskState.READING
             self.lock.notify_all()
 
-    def _check_log_start(self, topic: str, partitions: list[int]) -> None:
+    def _check_log_start(self, topic: str, partitions: list[PartitionKey]) -> None:
         earliest = self.offsets.earliest(topic, partitions)
         for partition in partitions:
             start = self.state.current[partition]
@@ -321,7 +322,7 @@ class KafkaIndexer:
                 "partition %s: skipped lost offsets %s..%s", partition, start, earliest[partition]
             )
 
-    def _read_batch(self, topic: str, current: dict[int, int], batch_end: dict[int, int]) -> None:
+    def _read_batch(self, topic: str, current: Offsets, batch_end: Offsets) -> None:
         io = self.task.ioConfig
         frame = read_range(
             self.spark,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from tasks.partitions import PartitionKey, split_key
+
 
 class OffsetReader:
     def __init__(self, consumer_properties: dict[str, object], timeout: float = 10.0) -> None:
@@ -15,16 +17,23 @@ class OffsetReader:
         self.admin = AdminClient(config)
         self.timeout = timeout
 
-    def _list(self, topic: str, partitions: list[int], spec: OffsetSpec) -> dict[int, int]:
-        request = {TopicPartition(topic, p): spec for p in partitions}
+    def _list(
+        self, stream: str, partitions: list[PartitionKey], spec: OffsetSpec
+    ) -> dict[PartitionKey, int]:
+        keys = {split_key(key, stream): key for key in partitions}
+        request = {TopicPartition(topic, number): spec for topic, number in keys}
         futures = self.admin.list_offsets(
             request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
         )
-        return {tp.partition: future.result(self.timeout).offset for tp, future in futures.items()}
+        return {
+            keys[(tp.topic, tp.partition)]: future.result(self.timeout).offset
+            for tp, future in futures.items()
+        }
 
-    def latest(self, topic: str, partitions: list[int]) -> dict[int, int]:
-        """The last stable offset of each partition: what read_committed can read up to."""
-        return self._list(topic, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    def latest(self, stream: str, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
+        """The last stable offset of each partition: what read_committed can read up to.
+        `stream` is the topic of numbered keys; "topic:n" keys name their own."""
+        return self._list(stream, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
-    def earliest(self, topic: str, partitions: list[int]) -> dict[int, int]:
-        return self._list(topic, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+    def earliest(self, stream: str, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
+        return self._list(stream, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]

@@ -19,7 +19,8 @@ from typing import Any
 from tasks.control import ControlServer, create_control_app
 from tasks.indexer import IndexerState, KafkaIndexer
 from tasks.overlord import OverlordClient
-from tasks.protocol import IndexKafkaTask, TaskState, offsets_json
+from tasks.partitions import Offsets, offsets_json
+from tasks.protocol import IndexKafkaTask, TaskState
 
 log = logging.getLogger("tasks")
 REPORT = "report.json"
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     token = args.token_file.read_text().strip()
     overlord = OverlordClient(args.overlord, task.id, token)
 
-    def checkpoint(start: dict[int, int]) -> None:
+    def checkpoint(start: Offsets) -> None:
         overlord.request_checkpoint(
             task.supervisor_key, task.ioConfig.taskGroupId, task.ioConfig.topic, start
         )

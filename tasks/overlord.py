@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import httpx
 
+from tasks.partitions import Offsets, offsets_json
 from tasks.protocol import (
     TOKEN_HEADER,
     CheckpointAction,
     PublishAction,
     SequenceNumbers,
     TaskActionRequest,
-    offsets_json,
 )
 
 
@@ -43,7 +43,7 @@ class OverlordClient:
         return ActionResult(str(payload.get("outcome", "failed")), str(payload.get("error", "")))
 
     def request_checkpoint(
-        self, supervisor_id: str, group_id: int | None, topic: str, start: dict[int, int]
+        self, supervisor_id: str, group_id: int | None, topic: str, start: Offsets
     ) -> None:
         """Ask the overlord to close the current sequence (it answers at once, then acts)."""
         action = CheckpointAction(

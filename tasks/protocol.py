@@ -15,6 +15,7 @@ from supervisor.schemas.data_schema import DataSchema
 from supervisor.schemas.errors import field_error
 from supervisor.schemas.io_config import InputFormat
 from supervisor.schemas.tuning_config import KafkaTuningConfig
+from tasks.partitions import Offsets, offsets_from_json, offsets_json, parse_key
 
 END_OF_PARTITION = 2**63 - 1  # Druid's Long.MAX_VALUE: read until told where to end
 TOKEN_HEADER = "X-Sluicegate-Task-Token"
@@ -31,7 +32,8 @@ class TaskState(StrEnum):
 
 
 class SequenceNumbers(DruidModel):
-    """Druid's SeekableStream{Start,End}SequenceNumbers: per-partition Kafka offsets."""
+    """Druid's SeekableStream{Start,End}SequenceNumbers: per-partition Kafka offsets. The
+    stream is the topic, or the topicPattern with "topic:partition" keys (tasks/partitions.py)."""
 
     type: Literal["start", "end"]
     stream: str = Field(min_length=1)
@@ -40,15 +42,20 @@ class SequenceNumbers(DruidModel):
     @field_validator("partitionSequenceNumberMap")
     @classmethod
     def _offsets(cls, value: dict[str, int]) -> dict[str, int]:
+        kinds = set()
         for partition, offset in value.items():
-            if not partition.isdigit():
-                raise field_error(partition, "partition ids are non-negative integers")
+            try:
+                kinds.add(type(parse_key(partition)))
+            except ValueError as exc:
+                raise field_error(partition, str(exc)) from None
             if offset < 0:
                 raise field_error(partition, "offsets cannot be negative")
+        if len(kinds) > 1:
+            raise field_error("", "partition ids are all numbers or all 'topic:partition'")
         return value
 
-    def offsets(self) -> dict[int, int]:
-        return {int(p): o for p, o in self.partitionSequenceNumberMap.items()}
+    def offsets(self) -> Offsets:
+        return offsets_from_json(self.partitionSequenceNumberMap)
 
 
 class KafkaIndexTaskIOConfig(DruidModel):
@@ -89,10 +96,10 @@ class KafkaIndexTaskIOConfig(DruidModel):
     def topic(self) -> str:
         return self.startSequenceNumbers.stream
 
-    def start_offsets(self) -> dict[int, int]:
+    def start_offsets(self) -> Offsets:
         return self.startSequenceNumbers.offsets()
 
-    def end_offsets(self) -> dict[int, int]:
+    def end_offsets(self) -> Offsets:
         if self.endSequenceNumbers is None:
             return {p: END_OF_PARTITION for p in self.start_offsets()}
         return self.endSequenceNumbers.offsets()
@@ -127,11 +134,7 @@ class IndexKafkaTask(DruidModel):
         return self.supervisorId or self.datasource
 
 
-def offsets_json(offsets: dict[int, int]) -> dict[str, int]:
-    return {str(p): o for p, o in sorted(offsets.items())}
-
-
-def range_digest(topic: str, start: dict[int, int], end: dict[int, int]) -> str:
+def range_digest(topic: str, start: Offsets, end: Offsets) -> str:
     """A short digest of an offset range: replicas of one range name their segments alike."""
     text = json.dumps([topic, offsets_json(start), offsets_json(end)], separators=(",", ":"))
     return hashlib.sha1(text.encode()).hexdigest()[:16]

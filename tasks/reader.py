@@ -1,4 +1,4 @@
-"""Read an exact offset range of a Kafka topic as one Spark batch job."""
+"""Read an exact offset range of one or more Kafka topics as one Spark batch job."""
 
 from __future__ import annotations
 
@@ -6,20 +6,36 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tasks.partitions import PartitionKey, split_key
 
-def offset_json(topic: str, offsets: Mapping[int, int]) -> str:
-    return json.dumps({topic: {str(partition): offset for partition, offset in offsets.items()}})
+
+def offset_json(stream: str, offsets: Mapping[PartitionKey, int]) -> str:
+    """The Kafka source's offsets option: {"topic": {"partition": offset}} for each topic."""
+    topics: dict[str, dict[str, int]] = {}
+    for key, offset in offsets.items():
+        topic, number = split_key(key, stream)
+        topics.setdefault(topic, {})[str(number)] = offset
+    return json.dumps(topics)
+
+
+def assign_json(stream: str, keys: Mapping[PartitionKey, int]) -> str:
+    topics: dict[str, list[int]] = {}
+    for key in keys:
+        topic, number = split_key(key, stream)
+        topics.setdefault(topic, []).append(number)
+    return json.dumps({topic: sorted(numbers) for topic, numbers in topics.items()})
 
 
 def read_range(
     spark: Any,
     bootstrap_servers: str,
-    topic: str,
-    start: Mapping[int, int],
-    end: Mapping[int, int],
+    stream: str,
+    start: Mapping[PartitionKey, int],
+    end: Mapping[PartitionKey, int],
     consumer_properties: Mapping[str, str] | None = None,
 ) -> Any:
     """A DataFrame of the records in [start, end) of each partition, read with read_committed.
+    `stream` is the topic of numbered partition keys ("topic:n" keys name their own).
 
     Columns are the Kafka source's: key, value, topic, partition, offset, timestamp,
     timestampType (and headers).
@@ -34,9 +50,9 @@ def read_range(
     reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("assign", json.dumps({topic: sorted(start)}))
-        .option("startingOffsets", offset_json(topic, start))
-        .option("endingOffsets", offset_json(topic, end))
+        .option("assign", assign_json(stream, start))
+        .option("startingOffsets", offset_json(stream, start))
+        .option("endingOffsets", offset_json(stream, end))
         .option("kafka.isolation.level", "read_committed")
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")

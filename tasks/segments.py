@@ -12,8 +12,9 @@ from typing import Any
 
 from tasks import aggregators, granularity
 from tasks.columns import cols
+from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan, rollup
-from tasks.protocol import SegmentDescriptor, offsets_json, range_digest
+from tasks.protocol import SegmentDescriptor, range_digest
 
 INTERVAL, CHUNK = "__interval", "__chunk"
 
@@ -23,8 +24,8 @@ class SegmentContext:
     task_id: str
     datasource: str
     topic: str
-    start: dict[int, int]
-    end: dict[int, int]
+    start: Offsets
+    end: Offsets
     spec_version: str
     deep_storage: str
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan
-from tasks.protocol import IndexKafkaTask, PublishAction, SequenceNumbers, offsets_json
+from tasks.protocol import IndexKafkaTask, PublishAction, SequenceNumbers
 from tasks.segments import SegmentContext, build_segments
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,8 @@ Publisher = Callable[[PublishAction], PublishOutcome]
 @dataclass
 class Sequence:
     index: int
-    start: dict[int, int]
-    end: dict[int, int] | None = None  # None while open-ended
+    start: Offsets
+    end: Offsets | None = None  # None while open-ended
     persists: list[str] = field(default_factory=list)
     dimensions: list[tuple[str, str]] = field(default_factory=list)
     rows: int = 0
@@ -52,7 +53,7 @@ class Sequence:
     checkpoint_requested: bool = False
 
 
-def sequence_numbers(kind: str, topic: str, offsets: dict[int, int]) -> SequenceNumbers:
+def sequence_numbers(kind: str, topic: str, offsets: Offsets) -> SequenceNumbers:
     return SequenceNumbers(
         type=kind,
         stream=topic,

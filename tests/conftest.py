@@ -16,8 +16,10 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.app import create_app
+from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.devstack.jars import kafka_broker_bundle, resolve, spark_kafka_bundle
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.ports import free_port
@@ -76,6 +78,15 @@ def settings(metadata_url: str, tmp_path: Path) -> Settings:
         max_request_bytes=64 * 1024,
         run_supervisors=False,  # these tests are about the API; the engine has its own
     )
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
+    """Sessions of a fresh SQLite metadata DB, migrated to head."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'meta.db'}")
+    migrate(engine)
+    yield session_factory(engine)
+    engine.dispose()
 
 
 class RunningService:

@@ -12,11 +12,10 @@ from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, db_session, json_body
 from supervisor.db.models import SupervisorSpecRow
-from supervisor.db.repositories import TaskRepository
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import parse_errors, stats_report, status_report
-from supervisor.services.supervisors import Actor, SupervisorService, state_of
+from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService, state_of
 from supervisor.services.tasks import TaskService
 
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
@@ -233,10 +232,7 @@ def _kill_tasks(
     ):
         return
     tasks = TaskService(session, request.app.state.clock, request.app.state.runner)
-    running = TaskRepository(session).of_supervisor(supervisor_id, request.app.state.clock())
-    for task in running:
-        if task.status == "RUNNING" and (groups is None or task.group_id in groups):
-            tasks.kill(task.id, "the supervisor's offsets were reset")
+    tasks.kill_running(supervisor_id, groups, RESET_REASON)
 
 
 @router.post("/{supervisor_id}/reset", summary="Forget the committed offsets and kill the tasks")

@@ -16,6 +16,11 @@ class TaskApiError(Exception):
         self.status_code = status_code
 
 
+def reachable(row: TaskRow) -> bool:
+    """A running task with a location and a token: its control API can be asked."""
+    return row.status == "RUNNING" and row.location_port is not None and row.token is not None
+
+
 class TaskApiClient:
     def __init__(
         self, host: str, port: int, task_id: str, token: str, timeout: float = 10.0

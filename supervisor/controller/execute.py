@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.model import RUNNING, Action, CreateTask, KillTasks, Rollover
 from supervisor.db.repositories import TaskRepository
@@ -17,7 +17,8 @@ from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
 from supervisor.services.tasks import TaskService
-from tasks.protocol import END_OF_PARTITION, offsets_json
+from tasks.partitions import offsets_json
+from tasks.protocol import END_OF_PARTITION
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +43,14 @@ def task_payload(
     """Druid's index_kafka task for one replica of a group, from the supervisor spec."""
     sid = spec.supervisor_id
     io = spec.spec.ioConfig
-    topic = io.topic or ""
+    stream = io.topic or io.topicPattern or ""  # "topic:partition" keys with a pattern
     task_io: dict[str, Any] = {
         "type": "kafka",
         "taskGroupId": action.group,
         "baseSequenceName": f"index_kafka_{sid}_{action.identity}",
         "startSequenceNumbers": {
             "type": "start",
-            "stream": topic,
+            "stream": stream,
             "partitionSequenceNumberMap": offsets_json(action.start),
         },
         "consumerProperties": io.consumerProperties,
@@ -105,7 +106,7 @@ class Executor:
         those tasks a publishing generation."""
         repo = TaskRepository(self.session)
         for row in repo.of_supervisor(supervisor_id, self.clock()):
-            if row.status != RUNNING or row.end_offsets is not None or row.token is None:
+            if not reachable(row) or row.end_offsets is not None:
                 continue
             try:
                 with TaskApiClient.for_task(row) as client:
@@ -120,13 +121,6 @@ class Executor:
                 log.info("task %s adopted as publishing, ending at %s", row.id, end)
                 row.end_offsets, row.rolled_at = end, self.clock()
         self.session.commit()
-
-    def kill_groups(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
-        repo = TaskRepository(self.session)
-        for row in repo.of_supervisor(supervisor_id, self.clock()):
-            if row.status == RUNNING and (groups is None or row.group_id in groups):
-                log.info("killing %s: %s", row.id, reason)
-                self.tasks.kill(row.id, reason)
 
     def checkpoints(self, requested: dict[str, dict[str, int]], skip_groups: set[int]) -> None:
         """Close the current sequence of each requesting task's group (finish=false), unless

@@ -21,11 +21,12 @@ from supervisor.controller.plan import plan
 from supervisor.db.repositories import SpecRepository
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.periods import duration_millis
+from supervisor.services.supervisors import RESET_REASON
+from tasks.partitions import Offsets, PartitionKey
 
 log = logging.getLogger(__name__)
 MAX_WAIT_S = 5.0
-IDLE_AFTER_MS = 600_000
-RESET_REASON = "the supervisor's offsets were reset"  # Druid's default inactiveAfterMillis
+IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 
 
@@ -37,11 +38,11 @@ class LoopStatus:
     consecutive_failures: int = 0
     connected_once: bool = False
     passes: int = 0
-    partitions: tuple[int, ...] = ()
-    latest: dict[int, int] = field(default_factory=dict)
+    partitions: tuple[PartitionKey, ...] = ()
+    latest: Offsets = field(default_factory=dict)
     offsets_updated: str | None = None
     recent_errors: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10))
-    current: dict[str, dict[int, int]] = field(default_factory=dict)  # task id -> offsets
+    current: dict[str, Offsets] = field(default_factory=dict)  # task id -> offsets
     started: dict[str, datetime] = field(default_factory=dict)  # task id -> reading since
 
 
@@ -75,8 +76,8 @@ class SupervisorLoop:
         self.restart_all = False
         self.adopted = False  # the first pass adopts what an earlier overlord left running
         self.probe = TaskProbe()
-        self.partition_sets: dict[tuple[int, ...], datetime] = {}
-        self.last_latest: dict[int, int] | None = None  # the first observation is news
+        self.partition_sets: dict[tuple[PartitionKey, ...], datetime] = {}
+        self.last_latest: Offsets | None = None  # the first observation is news
         self.latest_changed_at = clock()
         self.thread = threading.Thread(
             target=self._run, name=f"supervisor-{supervisor_id}", daemon=True
@@ -104,7 +105,9 @@ class SupervisorLoop:
                 groups, every = self.restart_groups, self.restart_all
                 self.restart_groups, self.restart_all = set(), False
             if groups or every:
-                executor.kill_groups(self.supervisor_id, None if every else groups, RESET_REASON)
+                executor.tasks.kill_running(
+                    self.supervisor_id, None if every else groups, RESET_REASON
+                )
             asked = frozenset(self.handoff_requested)
             observed = observe(
                 session, self.supervisor_id, self.clock(), self.stream, asked, self.probe

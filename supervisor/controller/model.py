@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from tasks.partitions import Offsets, PartitionKey, order
+
 RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
 
 
@@ -15,10 +17,10 @@ class TaskView:
     id: str
     group: int
     identity: str
-    start: dict[int, int]
+    start: Offsets
     status: str  # RUNNING, SUCCESS, FAILED (as recorded)
     created_at: datetime
-    end: dict[int, int] | None = None  # final end offsets, once the group was rolled over
+    end: Offsets | None = None  # final end offsets, once the group was rolled over
     rolled_at: datetime | None = None
     reading_since: datetime | None = None  # the task's time/start; taskDuration counts from it
 
@@ -51,10 +53,10 @@ class Snapshot:
     spec: SpecView
     now: datetime
     suspended: bool
-    partitions: tuple[int, ...]
-    earliest: dict[int, int]
-    latest: dict[int, int]
-    committed: dict[int, int]
+    partitions: tuple[PartitionKey, ...]  # in partition order
+    earliest: Offsets
+    latest: Offsets
+    committed: Offsets
     tasks: tuple[TaskView, ...]
     handoff_requested: frozenset[int] = frozenset()
     terminated: bool = False  # a tombstone: wind down like a suspended supervisor, then stop
@@ -66,7 +68,7 @@ class Snapshot:
 class CreateTask:
     task_id: str
     group: int
-    start: dict[int, int]
+    start: Offsets
     identity: str
 
 
@@ -88,7 +90,10 @@ class KillTasks:
 Action = CreateTask | Rollover | KillTasks
 
 
-def identity(spec_version: int, group: int, start: dict[int, int]) -> str:
+def identity(spec_version: int, group: int, start: Offsets) -> str:
     """Who a task is: spec version, group and start offsets. Adoption compares it."""
-    text = json.dumps([spec_version, group, sorted(start.items())], separators=(",", ":"))
+    text = json.dumps(
+        [spec_version, group, sorted(start.items(), key=lambda item: order(item[0]))],
+        separators=(",", ":"),
+    )
     return hashlib.sha1(text.encode()).hexdigest()[:16]

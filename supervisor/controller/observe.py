@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.controller.model import RUNNING, Snapshot, SpecView, TaskView
 from supervisor.db.models import SupervisorSpecRow, TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import SupervisorSpec, parse_supervisor_spec
+from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
 
 
 class StreamError(RuntimeError):
@@ -34,8 +36,8 @@ def spec_view(row: SupervisorSpecRow, spec: SupervisorSpec) -> SpecView:
     )
 
 
-def _offsets(raw: dict[str, Any] | None) -> dict[int, int] | None:
-    return None if raw is None else {int(p): int(o) for p, o in raw.items()}
+def _offsets(raw: dict[str, Any] | None) -> Offsets | None:
+    return None if raw is None else offsets_from_json(raw)
 
 
 def task_view(row: TaskRow) -> TaskView:
@@ -54,34 +56,39 @@ def task_view(row: TaskRow) -> TaskView:
 
 
 class StreamReader:
-    """Partitions and offsets of the supervisor's topic (a seam for tests of the loop)."""
+    """Partitions and offsets of the supervisor's topic, or of every topic its topicPattern
+    matches (a seam for tests of the loop)."""
 
     def __init__(self, timeout_s: float = 10.0) -> None:
         self.timeout_s = timeout_s
 
     def describe(
-        self, consumer_properties: dict[str, Any], topic: str
-    ) -> tuple[tuple[int, ...], dict[int, int], dict[int, int]]:
+        self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
+    ) -> tuple[tuple[PartitionKey, ...], Offsets, Offsets]:
         from confluent_kafka.admin import AdminClient
 
         from tasks.kafka_offsets import OffsetReader
 
         servers = str(consumer_properties["bootstrap.servers"])
         try:
-            metadata = AdminClient({"bootstrap.servers": servers}).list_topics(
-                topic, timeout=self.timeout_s
-            )
-            described = metadata.topics.get(topic)
-            if described is None or described.error is not None:
-                raise StreamError(
-                    f"topic {topic} is not available: {described and described.error}"
-                )
-            partitions = tuple(sorted(described.partitions))
+            admin = AdminClient({"bootstrap.servers": servers})
+            if pattern:
+                partitions = _matching(admin.list_topics(timeout=self.timeout_s), stream)
+            else:
+                metadata = admin.list_topics(stream, timeout=self.timeout_s)
+                described = metadata.topics.get(stream)
+                if described is None or described.error is not None:
+                    raise StreamError(
+                        f"topic {stream} is not available: {described and described.error}"
+                    )
+                partitions = tuple(sorted(described.partitions))
+            if not partitions:
+                return (), {}, {}
             reader = OffsetReader(consumer_properties, timeout=self.timeout_s)
             return (
                 partitions,
-                reader.earliest(topic, list(partitions)),
-                reader.latest(topic, list(partitions)),
+                reader.earliest(stream, list(partitions)),
+                reader.latest(stream, list(partitions)),
             )
         except StreamError:
             raise
@@ -89,18 +96,31 @@ class StreamReader:
             raise StreamError(f"cannot reach Kafka at {servers}: {exc}") from exc
 
 
+def _matching(metadata: Any, pattern: str) -> tuple[PartitionKey, ...]:
+    """ "topic:partition" keys of every topic whose whole name matches the pattern (as Java's
+    Pattern.matches), leaving out Kafka's internal topics (named "__...")."""
+    regex = re.compile(pattern)
+    keys = [
+        multi_key(name, number)
+        for name, topic in metadata.topics.items()
+        if regex.fullmatch(name) and not name.startswith("__") and topic.error is None
+        for number in topic.partitions
+    ]
+    return tuple(sorted_keys(keys))
+
+
 @dataclass
 class TaskProbe:
     """What running tasks say of themselves: where they read now, and since when they read
     (a task's start never changes, so it is asked once and remembered)."""
 
-    current: dict[str, dict[int, int]] = field(default_factory=dict)
+    current: dict[str, Offsets] = field(default_factory=dict)
     started: dict[str, datetime] = field(default_factory=dict)
 
     def probe(self, rows: list[TaskRow]) -> None:
-        current: dict[str, dict[int, int]] = {}
+        current: dict[str, Offsets] = {}
         for row in rows:
-            if row.status != RUNNING or row.token is None or row.location_port is None:
+            if not reachable(row):
                 continue
             try:
                 with TaskApiClient.for_task(row, timeout=2.0) as client:
@@ -111,7 +131,7 @@ class TaskProbe:
                             self.started[row.id] = datetime.fromisoformat(since)
             except TaskApiError:
                 continue
-            current[row.id] = {int(p): int(o) for p, o in offsets.items()}
+            current[row.id] = offsets_from_json(offsets)
         self.current = current
         running = {row.id for row in rows if row.status == RUNNING}
         self.started = {k: v for k, v in self.started.items() if k in running}
@@ -138,8 +158,10 @@ def observe(
     spec = parse_supervisor_spec(row.payload)
     view = spec_view(row, spec)
     io = spec.spec.ioConfig
-    topic = io.topic or ""
-    partitions, earliest, latest = stream.describe(io.consumerProperties, topic)
+    pattern = io.topicPattern is not None
+    partitions, earliest, latest = stream.describe(
+        io.consumerProperties, io.topicPattern or io.topic or "", pattern
+    )
     committed_row = OffsetsRepository(session).get(supervisor_id)
     committed = _offsets(committed_row.offsets if committed_row else None) or {}
     since = now - timedelta(seconds=view.completion_timeout_s + 60)

@@ -1,6 +1,6 @@
 """plan(snapshot) -> actions: Druid's supervisor mechanics as a pure function.
 
-Per task group (partition % taskCount):
+Per task group (partition % taskCount; topicPattern: see tasks/partitions.py):
 1. Publishing generations (replicas given final end offsets): once one replica succeeded the
    generation is done, and a slow sibling is killed at its deadline without touching anyone
    else (druid #15944). With no success by `completionTimeout` its replicas are killed.
@@ -33,24 +33,31 @@ from supervisor.controller.model import (
     TaskView,
     identity,
 )
+from tasks.partitions import Offsets, PartitionKey, order, sorted_keys, task_group
 
 
-def groups_of(partitions: tuple[int, ...], task_count: int) -> dict[int, list[int]]:
-    groups: dict[int, list[int]] = {}
-    for partition in sorted(partitions):
-        groups.setdefault(partition % task_count, []).append(partition)
+def groups_of(
+    partitions: tuple[PartitionKey, ...], task_count: int
+) -> dict[int, list[PartitionKey]]:
+    """Druid's assignment: partition % taskCount (a topicPattern hashes topic and partition)."""
+    groups: dict[int, list[PartitionKey]] = {}
+    for partition in sorted_keys(partitions):
+        groups.setdefault(task_group(partition, task_count), []).append(partition)
     return groups
 
 
-def _generations(tasks: list[TaskView]) -> dict[tuple[tuple[int, int], ...], list[TaskView]]:
-    gens: dict[tuple[tuple[int, int], ...], list[TaskView]] = {}
+def _generations(
+    tasks: list[TaskView],
+) -> dict[tuple[tuple[PartitionKey, int], ...], list[TaskView]]:
+    gens: dict[tuple[tuple[PartitionKey, int], ...], list[TaskView]] = {}
     for task in tasks:
         if task.end is not None:
-            gens.setdefault(tuple(sorted(task.end.items())), []).append(task)
+            ends = sorted(task.end.items(), key=lambda item: order(item[0]))
+            gens.setdefault(tuple(ends), []).append(task)
     return gens
 
 
-def _follows(start: dict[int, int], committed: dict[int, int], ends: list[dict[int, int]]) -> bool:
+def _follows(start: Offsets, committed: Offsets, ends: list[Offsets]) -> bool:
     """Each partition starts where the committed offsets or a live generation end it."""
     for partition, offset in start.items():
         allowed = {end[partition] for end in ends if partition in end}
@@ -84,7 +91,7 @@ class _Planner:
             self.killed.update(ids)
             self.actions.append(KillTasks(ids, reason))
 
-    def live_ends(self, tasks: list[TaskView]) -> list[dict[int, int]]:
+    def live_ends(self, tasks: list[TaskView]) -> list[Offsets]:
         """End offsets of generations still publishing (and not past their deadline)."""
         timeout = timedelta(seconds=self.s.spec.completion_timeout_s)
         ends = []
@@ -104,9 +111,9 @@ class _Planner:
                 ends.append(dict(gen[0].end or {}))
         return ends
 
-    def start_for(self, partitions: list[int], ends: list[dict[int, int]]) -> dict[int, int]:
+    def start_for(self, partitions: list[PartitionKey], ends: list[Offsets]) -> Offsets:
         s = self.s
-        start: dict[int, int] = {}
+        start: Offsets = {}
         for partition in partitions:
             published = [end[partition] for end in ends if partition in end]
             if published:
@@ -120,14 +127,18 @@ class _Planner:
         return start
 
     def group(
-        self, group: int, partitions: list[int], tasks: list[TaskView], ends: list[dict[int, int]]
+        self,
+        group: int,
+        partitions: list[PartitionKey],
+        tasks: list[TaskView],
+        ends: list[Offsets],
     ) -> None:
         s = self.s
         reading = [t for t in tasks if t.reading and t.id not in self.killed]
         valid = [t for t in reading if _follows(t.start, s.committed, ends)]
         self.kill([t for t in reading if t not in valid], "its predecessor generation failed")
         same_spec = [t for t in valid if t.identity == identity(s.spec.version, group, t.start)]
-        current = [t for t in same_spec if sorted(t.start) == partitions]
+        current = [t for t in same_spec if sorted_keys(t.start) == partitions]
         moved = [t for t in same_spec if t not in current]
         stale, reason = [t for t in valid if t not in same_spec], "the spec changed"
         if moved and self._transition_over():

@@ -1,5 +1,6 @@
 """A Kafka supervisor spec for development runs, tests and benchmarks: JSON records with an
-ISO `ts` column, the given dimensions, one topic; any ioConfig field can be overridden."""
+ISO `ts` column, the given dimensions, one topic; any ioConfig field can be overridden (a
+`topicPattern` replaces the topic)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def supervisor_spec(
                 "granularitySpec": {"segmentGranularity": segment_granularity, "rollup": False},
             },
             "ioConfig": {
-                "topic": topic,
+                **({} if "topicPattern" in io else {"topic": topic}),
                 "consumerProperties": {"bootstrap.servers": bootstrap},
                 "inputFormat": {"type": "json"},
                 "useEarliestOffset": True,

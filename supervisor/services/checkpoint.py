@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.db.models import TaskRow
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def checkpoint_requested(
 ) -> None:
     """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began
     at `start`: close it on every replica of its group, unless that already happened."""
-    located = [r for r in replicas if r.location_port is not None and r.token is not None]
+    located = [r for r in replicas if reachable(r)]
     if requester not in {r.id for r in located}:
         log.warning("checkpoint for %s ignored: the task has no location yet", requester)
         return

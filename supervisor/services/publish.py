@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 from supervisor.clock import Clock
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import OffsetsRepository, SegmentRepository
-from tasks.protocol import PublishAction, SegmentDescriptor, offsets_json
+from tasks.partitions import offsets_json
+from tasks.protocol import PublishAction, SegmentDescriptor
 
 log = logging.getLogger(__name__)
 

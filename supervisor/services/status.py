@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
 from supervisor.controller.observe import task_view
 from supervisor.db.models import TaskRow
@@ -15,7 +15,7 @@ from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRe
 from supervisor.errors import NotFoundError
 from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import parse_supervisor_spec
-from tasks.protocol import offsets_json
+from tasks.partitions import offsets_from_json, offsets_json
 
 
 def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
@@ -28,9 +28,7 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
     duration = timedelta(milliseconds=duration_millis(io.taskDuration))
     loop = state.supervisors.status(supervisor_id) if state.settings.run_supervisors else None
     committed_row = OffsetsRepository(session).get(supervisor_id)
-    committed = {
-        int(p): int(o) for p, o in (committed_row.offsets if committed_row else {}).items()
-    }
+    committed = offsets_from_json(committed_row.offsets if committed_row else {})
     current = loop.current if loop else {}
     latest = loop.latest if loop else {}
     completion = timedelta(milliseconds=duration_millis(io.completionTimeout))
@@ -74,7 +72,7 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
         "generationTime": druid_timestamp(now),
         "payload": {
             "dataSource": spec.datasource,
-            "stream": io.topic,
+            "stream": io.topic or io.topicPattern,
             "partitions": len(loop.partitions) if loop else 0,
             "replicas": io.replicas,
             "durationSeconds": int(duration.total_seconds()),
@@ -105,7 +103,7 @@ def _ask_running_tasks(
         raise NotFoundError(f"[{supervisor_id}] does not exist")
     answers = []
     for row in TaskRepository(session).of_supervisor(supervisor_id, state.clock()):
-        if row.status != "RUNNING" or row.token is None or row.location_port is None:
+        if not reachable(row):
             continue
         try:
             with TaskApiClient.for_task(row, timeout=5.0) as client:

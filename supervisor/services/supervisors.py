@@ -6,6 +6,7 @@ The running machinery comes later; the state reported here is what is stored.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,13 +16,17 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import AuditRepository, OffsetsRepository, SpecRepository
 from supervisor.errors import BadRequestError, NotFoundError
-from supervisor.schemas.errors import FieldError, SpecError
+from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
+from tasks.partitions import parse_key, task_group
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
 TOMBSTONE_TYPE = "NoopSupervisorSpec"
+
+
+RESET_REASON = "the supervisor's offsets were reset"  # why a reset's kills ended tasks
 
 
 @dataclass(frozen=True)
@@ -99,14 +104,6 @@ class SupervisorService:
     def submit(self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False) -> str:
         parsed = parse_supervisor_spec(raw)
         problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
-        if parsed.spec.ioConfig.topicPattern is not None:
-            problems.append(
-                FieldError(
-                    "spec.ioConfig.topicPattern",
-                    "supervisors of a topic pattern are not supported yet; name one topic in "
-                    "spec.ioConfig.topic",
-                )
-            )
         if problems:
             raise SpecError(problems)
         supervisor_id = parsed.supervisor_id
@@ -206,13 +203,14 @@ class SupervisorService:
         """Merge the given offsets into the committed ones; the partitions' groups restart.
         Returns the task group ids whose tasks must be killed."""
         row = self._require(supervisor_id)
-        topic = row.payload["spec"]["ioConfig"].get("topic")
-        offsets = _reset_offsets_body(body, topic)
+        io = row.payload["spec"]["ioConfig"]
+        stream = io.get("topic") or io.get("topicPattern") or ""
+        offsets = _reset_offsets_body(body, stream, pattern="topicPattern" in io)
         repo = OffsetsRepository(self.session)
         now = self.clock()
         stored = repo.get(supervisor_id)
         if stored is None:
-            repo.insert(supervisor_id, row.datasource, topic or "", offsets, now)
+            repo.insert(supervisor_id, row.datasource, stream, offsets, now)
         else:
             merged = {**stored.offsets, **offsets}
             if not repo.compare_and_swap(supervisor_id, stored.version, merged, now):
@@ -227,13 +225,14 @@ class SupervisorService:
             {"partitions": offsets},
             now,
         )
-        task_count = int(row.payload["spec"]["ioConfig"].get("taskCount", 1))
-        return sorted({int(p) % task_count for p in offsets})
+        task_count = int(io.get("taskCount", 1))
+        return sorted({task_group(parse_key(p), task_count) for p in offsets})
 
 
-def _reset_offsets_body(body: Any, topic: str | None) -> dict[str, int]:
+def _reset_offsets_body(body: Any, stream: str, pattern: bool) -> dict[str, int]:
     """Druid's body: {"type": "kafka", "partitions": {"type": "end", "stream": topic,
-    "partitionOffsetMap": {"0": 100}}}; every problem is a 400 naming its field."""
+    "partitionOffsetMap": {"0": 100}}} (a topicPattern supervisor: its pattern, and keys
+    "topic:partition"); every problem is a 400 naming its field."""
     if not isinstance(body, dict):
         raise SpecError.single("", "the body must be a JSON object")
     if body.get("type") != "kafka":
@@ -241,20 +240,34 @@ def _reset_offsets_body(body: Any, topic: str | None) -> dict[str, int]:
     partitions = body.get("partitions")
     if not isinstance(partitions, dict):
         raise SpecError.single("partitions", "is required")
-    if partitions.get("stream") != topic:
-        raise SpecError.single("partitions.stream", f"must be the supervisor's topic '{topic}'")
+    if partitions.get("stream") != stream:
+        kind = "topicPattern" if pattern else "topic"
+        raise SpecError.single("partitions.stream", f"must be the supervisor's {kind} '{stream}'")
     offsets = partitions.get("partitionOffsetMap")
     if not isinstance(offsets, dict) or not offsets:
         raise SpecError.single("partitions.partitionOffsetMap", "must map partitions to offsets")
     result: dict[str, int] = {}
     for partition, offset in offsets.items():
-        if not str(partition).isdigit():
-            raise SpecError.single(
-                f"partitions.partitionOffsetMap.{partition}", "partitions are non-negative integers"
-            )
+        field = f"partitions.partitionOffsetMap.{partition}"
+        reason = _partition_problem(str(partition), stream, pattern)
+        if reason:
+            raise SpecError.single(field, reason)
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise SpecError.single(
-                f"partitions.partitionOffsetMap.{partition}", "offsets are non-negative integers"
-            )
-        result[str(int(partition))] = offset
+            raise SpecError.single(field, "offsets are non-negative integers")
+        result[str(parse_key(partition))] = offset
     return result
+
+
+def _partition_problem(text: str, stream: str, pattern: bool) -> str | None:
+    if not pattern:
+        return None if text.isdigit() else "partitions are non-negative integers"
+    try:
+        key = parse_key(text)
+    except ValueError:
+        key = 0
+    if isinstance(key, int):
+        return "partitions of a topicPattern supervisor are named 'topic:partition'"
+    topic = key.rpartition(":")[0]
+    if not re.fullmatch(stream, topic):
+        return f"topic '{topic}' does not match the topicPattern '{stream}'"
+    return None

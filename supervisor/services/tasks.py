@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from supervisor.clients.task_api import TaskApiClient, TaskApiError
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import TaskRepository
@@ -128,7 +128,7 @@ class TaskService:
         return {"task": task_id, "status": status_of(self.require(task_id), self.clock())}
 
     def _live(self, row: TaskRow) -> dict[str, Any] | None:
-        if row.status != RUNNING or row.token is None or row.location_port is None:
+        if not reachable(row):
             return None
         try:
             with TaskApiClient.for_task(row) as client:
@@ -171,6 +171,13 @@ class TaskService:
             self.runner.kill(task_id)
             self._finish(row, FAILED, reason, None)
             self.session.commit()
+
+    def kill_running(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
+        """Kill the running tasks of a supervisor's groups (None: every group)."""
+        for row in self.tasks.of_supervisor(supervisor_id, self.clock()):
+            if row.status == RUNNING and (groups is None or row.group_id in groups):
+                log.info("killing %s: %s", row.id, reason)
+                self.kill(row.id, reason)
 
     def shutdown(self, task_id: str) -> dict[str, str]:
         row = self.require(task_id)

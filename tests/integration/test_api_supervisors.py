@@ -125,12 +125,30 @@ def test_update_may_not_change_the_stream(api: httpx.Client) -> None:
     assert response.status_code == 400
     assert response.json()["errors"] == [
         {
-            "field": "spec.ioConfig.topicPattern",
-            "reason": "supervisors of a topic pattern are not supported yet; name one topic in "
-            "spec.ioConfig.topic",
+            "field": "spec.ioConfig.topic",
+            "reason": "cannot switch between topic and topicPattern on update; "
+            "terminate the supervisor and submit a new one",
         }
     ]
     assert api.get(f"{BASE}/wiki").json()["spec"]["ioConfig"]["topic"] == "wiki-edits"
+
+
+def pattern_spec(pattern: str = "wiki-.*", **io: Any) -> dict[str, Any]:
+    body = spec("multi", **io)
+    del body["spec"]["ioConfig"]["topic"]
+    body["spec"]["ioConfig"]["topicPattern"] = pattern
+    return body
+
+
+def test_topic_pattern_supervisor_and_its_updates(api: httpx.Client) -> None:
+    assert submit(api, pattern_spec()).json() == {"id": "multi"}
+    assert api.get(f"{BASE}/multi").json()["spec"]["ioConfig"]["topicPattern"] == "wiki-.*"
+    assert submit(api, pattern_spec(taskCount=3)).status_code == 200
+    moved = submit(api, pattern_spec("edits-.*"))
+    assert moved.status_code == 400
+    assert moved.json()["errors"][0]["field"] == "spec.ioConfig.topicPattern"
+    listed = api.get(BASE, params={"system": "true"}).json()
+    assert [entry["source"] for entry in listed] == ["wiki-.*"]
 
 
 def test_suspend_and_resume(api: httpx.Client) -> None:
@@ -376,6 +394,33 @@ def test_reset_offsets_merges_and_reset_forgets(api: httpx.Client, service: Runn
     assert committed_offsets(service) is None
     actions = [r[0] for r in db_rows(service, select(AuditRow.action).order_by(AuditRow.id))]
     assert actions == ["create", "resetOffsets", "resetOffsets", "reset"]
+
+
+def test_reset_offsets_of_a_topic_pattern(api: httpx.Client, service: RunningService) -> None:
+    submit(api, pattern_spec(taskCount=2))
+    body = reset_body({"wiki-a:0": 10, "wiki-b:3": 7}, stream="wiki-.*")
+    assert api.post(f"{BASE}/multi/resetOffsets", json=body).json() == {"id": "multi"}
+    assert committed_offsets(service) == {"wiki-a:0": 10, "wiki-b:3": 7}
+    cases = [
+        (reset_body({"wiki-a:0": 1}), "partitions.stream", "topicPattern 'wiki-.*'"),
+        (reset_body({"0": 1}, stream="wiki-.*"), "partitions.partitionOffsetMap.0", "topic:"),
+        (
+            reset_body({"other:1": 1}, stream="wiki-.*"),
+            "partitions.partitionOffsetMap.other:1",
+            "topic 'other' does not match the topicPattern 'wiki-.*'",
+        ),
+        (
+            reset_body({"wiki-a:x": 1}, stream="wiki-.*"),
+            "partitions.partitionOffsetMap.wiki-a:x",
+            "",
+        ),
+    ]
+    for case, field, reason in cases:
+        response = api.post(f"{BASE}/multi/resetOffsets", json=case)
+        assert response.status_code == 400, case
+        assert response.json()["errors"][0]["field"] == field
+        assert reason in response.json()["errors"][0]["reason"]
+    assert committed_offsets(service) == {"wiki-a:0": 10, "wiki-b:3": 7}
 
 
 def test_reset_offsets_errors(api: httpx.Client) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.clock import utc_now
-from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.models import CommittedOffsetsRow
 from supervisor.db.repositories import SegmentRepository
 from supervisor.devstack.kafka import LocalKafka
@@ -24,14 +22,6 @@ from tasks.protocol import IndexKafkaTask, PublishAction, TaskState
 
 N_PER_PARTITION = 400
 CHANNELS = ["#en", "#fr", "#de"]
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'meta.db'}")
-    migrate(engine)
-    yield session_factory(engine)
-    engine.dispose()
 
 
 def record(n: int) -> dict[str, Any]:

@@ -4,18 +4,14 @@ launches (no Spark here); the dead-port case uses the real Kafka client."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.controller.loop import SupervisorLoop
 from supervisor.controller.observe import StreamError, StreamReader
-from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
 from supervisor.devstack.ports import free_port
@@ -39,7 +35,7 @@ class ScriptedStream(StreamReader):
         self.down = False
 
     def describe(
-        self, consumer_properties: dict[str, Any], topic: str
+        self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
     ) -> tuple[tuple[int, ...], dict[int, int], dict[int, int]]:
         if self.down:
             raise StreamError("cannot reach Kafka at 127.0.0.1:1: broker down")
@@ -53,14 +49,6 @@ class RecordingRunner:
     def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
         self.launched.append(task_id)
         return Launched("127.0.0.1", free_port(), "/dev/null", "token")
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'meta.db'}")
-    migrate(engine)
-    yield session_factory(engine)
-    engine.dispose()
 
 
 def submit(sessions: sessionmaker[Session], clock: Clock, bootstrap: str, **io: Any) -> None:
