@@ -26,4 +26,7 @@ RUN pip install --no-cache-dir . \
 
 VOLUME /var/lib/sluicegate
 EXPOSE 8090
+HEALTHCHECK --interval=30s --timeout=5s \
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8090/status/health')"
+# `serve` migrates the metadata DB to the newest schema, then serves the API and /console/
 CMD ["sluicegate", "serve"]

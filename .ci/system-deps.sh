@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what Sluicegate needs from Debian's packages when it is missing: Python 3.11,
-# a JDK for Kafka and Spark, Maven to resolve their jars, PostgreSQL for the test suite.
+# a JDK for Kafka and Spark, Maven to resolve their jars, PostgreSQL and Chromium (with its
+# driver, for the console's browser test) for the test suite.
 set -euo pipefail
 
 missing=()
@@ -11,6 +12,8 @@ if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev
   missing+=(postgresql)
 fi
 command -v runuser >/dev/null || missing+=(util-linux)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -6,12 +6,14 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
 from supervisor.api import coordinator, supervisors, tasks
@@ -21,10 +23,12 @@ from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.errors import DomainError
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.errors import SpecError
+from supervisor.services.metrics import Metrics
 from supervisor.services.tasks import TaskService
 from supervisor.settings import Settings
 
 log = logging.getLogger(__name__)
+CONSOLE = Path(__file__).parent / "console"  # the web console: static files, no build step
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -134,14 +138,27 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
     app.state.settings = settings
     app.state.clock = clock
     app.state.runner = LocalProcessRunner(settings)
+    app.state.metrics = Metrics()
     _install_error_handlers(app)
     app.include_router(supervisors.router)
     app.include_router(tasks.router)
     app.include_router(coordinator.router)
+    app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
 
     @app.get("/status/health", tags=["service"], summary="Liveness of the service")
     def health() -> bool:
         return True
+
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        summary="Druid's ingestion metrics in Prometheus' text format",
+        response_class=PlainTextResponse,
+    )
+    def metrics(request: Request) -> PlainTextResponse:
+        with request.app.state.sessions() as session:
+            text = app.state.metrics.render(session, app.state.supervisors)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/status", tags=["service"], summary="Version of the service")
     def status() -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +24,7 @@ class Settings(BaseSettings):
     jar_cache: Path = Field(default_factory=default_jar_cache)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     log_level: str = "info"
+    log_format: Literal["text", "json"] = "text"  # json: one object a line
     # Spark master of indexing tasks (local[*], spark://host:7077, ...)
     task_master: str = "local[*]"
     # How tasks reach this service; derived from host and port when unset.

@@ -90,6 +90,12 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
         stats = indexer.snapshot().stats.as_dict()
         return {"totals": {"buildSegments": stats}}
 
+    @router.get("/metrics")
+    def metrics() -> dict[str, Any]:
+        """Row counts and task counters (persists, handoffs, pauses) in one answer."""
+        state = indexer.snapshot()
+        return {"rowStats": state.stats.as_dict(), **state.task_counters()}
+
     @router.get("/unparseableEvents")
     def unparseable_events() -> dict[str, Any]:
         return {"buildSegments": indexer.snapshot().samples}

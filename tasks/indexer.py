@@ -47,6 +47,17 @@ class IndexerState:
     segments: list[str] = field(default_factory=list)
     end_is_final: bool = False
     started_at: float | None = None
+    counters: dict[str, float] = field(default_factory=dict)  # see task_counters()
+
+    def task_counters(self) -> dict[str, float]:
+        """Druid's task metrics as totals: persists and handoffs with their seconds, pauses."""
+        names = ("persists", "persistSeconds", "handoffs", "handoffSeconds", "pauseSeconds")
+        return {
+            name: round(self.counters.get(name, 0), 3)
+            if name.endswith("Seconds")
+            else int(self.counters.get(name, 0))
+            for name in names
+        }
 
 
 class KafkaIndexer:
@@ -95,6 +106,7 @@ class KafkaIndexer:
                     "current": dict(self.state.current),
                     "end": dict(self.state.end),
                     "samples": list(self.state.samples),
+                    "counters": dict(self.state.counters),
                 }
             )
 
@@ -175,6 +187,7 @@ class KafkaIndexer:
             self.publisher,
             self.clock,
             self.sleep,
+            on_published=self._count_handoff,
         )
         self.sequence_publisher = publisher
         try:
@@ -196,6 +209,15 @@ class KafkaIndexer:
             if publisher.thread.is_alive():
                 publisher.queue.put(None)
         return self.state
+
+    def _count(self, name: str, amount: float) -> None:
+        """Under the lock: add to a task counter."""
+        self.state.counters[name] = self.state.counters.get(name, 0) + amount
+
+    def _count_handoff(self, seconds: float) -> None:
+        with self.lock:
+            self._count("handoffs", 1)
+            self._count("handoffSeconds", seconds)
 
     def _fail(self, reason: str) -> None:
         with self.lock:
@@ -291,12 +313,14 @@ class KafkaIndexer:
 
     def _honour_pause(self) -> None:
         """Under the lock: sit PAUSED while a pause is asked for (and no stop)."""
+        paused_at = self.clock()
         while self.pause_requested and not self.stop_requested:
             if self.state.status is not TaskState.PAUSED:
                 self.state.status = TaskState.PAUSED
                 self.lock.notify_all()
             self.lock.wait(0.5)
         if self.state.status is TaskState.PAUSED:
+            self._count("pauseSeconds", self.clock() - paused_at)
             self.state.status = TaskState.READING
             self.lock.notify_all()
 
@@ -338,8 +362,11 @@ class KafkaIndexer:
         )
         tuning = self.task.tuningConfig
         remaining = max(0, tuning.maxSavedParseExceptions - len(self.state.samples))
+        began = self.clock()
         result = process_batch(self.plan, frame, persist, remaining, self.dimensions)
         with self.lock:
+            self._count("persists", 1)
+            self._count("persistSeconds", self.clock() - began)
             sequence.persists.append(persist)
             sequence.rows += result.stats.processed + result.stats.processedWithError
             self.dimensions = result.dimensions

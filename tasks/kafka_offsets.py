@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from tasks.partitions import PartitionKey, split_key
+
+KAFKA_LOG = logging.getLogger("kafka")
 
 
 class OffsetReader:
@@ -14,7 +18,8 @@ class OffsetReader:
         config: dict[str, str | int | float | bool] = {
             k: str(v) for k, v in consumer_properties.items() if k.startswith(allowed)
         }
-        self.admin = AdminClient(config)
+        # librdkafka's own log lines go through Python logging (text or JSON like the rest)
+        self.admin = AdminClient({**config, "logger": KAFKA_LOG})  # type: ignore[dict-item]
         self.timeout = timeout
 
     def _list(

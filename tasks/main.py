@@ -16,6 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from supervisor.logs import configure_logging
 from tasks.control import ControlServer, create_control_app
 from tasks.indexer import IndexerState, KafkaIndexer
 from tasks.overlord import OverlordClient
@@ -31,6 +32,7 @@ def report(state: IndexerState) -> dict[str, Any]:
         "status": str(state.status),
         "errorMsg": state.error,
         "rowStats": state.stats.as_dict(),
+        "counters": state.task_counters(),
         "unparseableEvents": state.samples,
         "segments": state.segments,
         "currentOffsets": offsets_json(state.current),
@@ -48,6 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--overlord", required=True)
     parser.add_argument("--token-file", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
     parser.add_argument("--deep-storage", type=Path, required=True)
@@ -58,8 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
+    fields = {"supervisor": task.supervisorId, "task": task.id, "group": task.ioConfig.taskGroupId}
+    configure_logging("info", args.log_format, fields)
     token = args.token_file.read_text().strip()
     overlord = OverlordClient(args.overlord, task.id, token)
 
@@ -79,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _graceful)
     indexer.state.status = TaskState.STARTING
+    log.info(
+        "task %s: %s from %s",
+        task.id,
+        task.ioConfig.topic,
+        offsets_json(task.ioConfig.start_offsets()),
+    )
     spark: Any = None
     try:
         from tasks.spark import build_session

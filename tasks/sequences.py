@@ -73,9 +73,11 @@ class SequencePublisher:
         publisher: Publisher,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        on_published: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self.task = task
         self.spark = spark
+        self.on_published = on_published  # told how long each sequence took to hand off
         self.plan = plan
         self.deep_storage = deep_storage
         self.publisher = publisher
@@ -106,7 +108,9 @@ class SequencePublisher:
             if self.error is not None:
                 continue
             try:
+                began = self.clock()
                 self.segments += self._publish(sequence)
+                self.on_published(self.clock() - began)
             except TaskFailedError as exc:
                 self.error = str(exc)
             except Exception as exc:  # recorded as the task's failure reason

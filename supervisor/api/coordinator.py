@@ -35,6 +35,11 @@ def data_segment(row: SegmentRow) -> dict[str, Any]:
     }
 
 
+@router.get("/datasources", summary="Datasources with published (used) segments")
+def datasources(session: Session = Depends(db_session, scope="function")) -> list[str]:
+    return SegmentRepository(session).datasources()
+
+
 @router.get(
     "/datasources/{datasource}/segments",
     summary="Published (used) segments of a datasource: ids, or DataSegment objects with ?full",

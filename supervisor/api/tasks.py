@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -112,7 +113,11 @@ def action(
         return {"result": {"outcome": "accepted"}}
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
+    began = time.monotonic()
     result = PublishService(session, request.app.state.clock).publish(task.id, act)
+    request.app.state.metrics.publish.observe(
+        act.dataSource, str(result.outcome), time.monotonic() - began
+    )
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}
     return JSONResponse(

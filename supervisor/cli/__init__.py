@@ -1,5 +1,6 @@
 """The `sluicegate` command line. Errors are one line on stderr and a non-zero exit:
-1 the service refused the request, 2 bad usage or a bad local file, 3 the service is unreachable.
+1 the service refused the request (or `health`: unhealthy), 2 bad usage or a bad local file,
+3 the service is unreachable, 130 aborted (a confirmation answered no, or Ctrl-C).
 """
 
 from __future__ import annotations
@@ -9,8 +10,20 @@ import sys
 import click
 
 from supervisor.cli.client import CliError
+from supervisor.cli.completion import completion
 from supervisor.cli.dev import kafka_local, quickstart, resolve_jars, serve
+from supervisor.cli.sql import sql_command
+from supervisor.cli.supervisor_control import (
+    handoff,
+    reset,
+    reset_offsets,
+    resume_all,
+    suspend_all,
+    terminate_all,
+)
+from supervisor.cli.supervisor_status import health, stats, status
 from supervisor.cli.supervisors import supervisor_group
+from supervisor.cli.tasks import segments_group, task_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,6 +37,14 @@ cli.add_command(kafka_local)
 cli.add_command(quickstart)
 cli.add_command(resolve_jars)
 cli.add_command(supervisor_group)
+cli.add_command(task_group)
+cli.add_command(segments_group)
+cli.add_command(completion)
+cli.add_command(sql_command)
+for command in (status, health, stats, handoff, reset, reset_offsets):
+    supervisor_group.add_command(command)
+for command in (suspend_all, resume_all, terminate_all):
+    supervisor_group.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:

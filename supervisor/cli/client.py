@@ -25,6 +25,15 @@ class ApiClient:
         self.http = httpx.Client(base_url=self.url, timeout=timeout)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        if not response.content:
+            return None
+        return response.json()
+
+    def text(self, path: str) -> str:
+        return self._send("GET", path).text
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
@@ -35,9 +44,7 @@ class ApiClient:
             ) from None
         if response.status_code >= 400:
             raise CliError(f"{response.status_code}: {_message(response)}", EXIT_REFUSED)
-        if not response.content:
-            return None
-        return response.json()
+        return response
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params or None)

@@ -27,6 +27,11 @@ from supervisor.settings import Settings
     type=click.Path(file_okay=False, path_type=Path),
     help="Task work directory [SLUICEGATE_WORK_DIR].",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="Log lines as text or JSON objects [SLUICEGATE_LOG_FORMAT, default text].",
+)
 def serve(**options: Any) -> None:
     """Run the service: migrate the metadata DB, then serve the API."""
     import uvicorn
@@ -36,7 +41,7 @@ def serve(**options: Any) -> None:
 
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = Settings(**overrides)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=settings.log_level, log_config=None
@@ -133,8 +138,16 @@ def resolve_jars() -> None:
     show_default=True,
 )
 @click.option("--once", is_flag=True, help="Stop everything once the spec is submitted.")
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=50.0,
+    show_default=True,
+    help="Wiki edits a second fed to the topic while it runs.",
+)
 def quickstart(**options: Any) -> None:
-    """Start the local broker and the service, load sample data, submit the example spec."""
+    """Start the local broker and the service, load sample edits and stream more, submit the
+    example spec, and show live progress until Ctrl-C."""
     from supervisor.devstack.quickstart import Quickstart
 
     Quickstart(**options, jar_cache=Settings().jar_cache).run()

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 
-def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=False))
+def emit_json(value: Any, default: Any = None) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=False, default=default))
 
 
 def _cell(value: Any) -> str:

@@ -2,67 +2,29 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import click
 
-from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, ApiClient, CliError
+from supervisor.cli.common import (
+    Context,
+    api_options,
+    confirm,
+    pass_context,
+    read_json_file,
+    yes_option,
+)
 from supervisor.cli.output import emit_json, key_values, table
 
 BASE = "/druid/indexer/v1/supervisor"
 
 
-class Context:
-    def __init__(self, url: str, output: str) -> None:
-        self.client = ApiClient(url)
-        self.output = output
-
-    @property
-    def json(self) -> bool:
-        return self.output == "json"
-
-
-pass_context = click.make_pass_decorator(Context)
-
-
 @click.group("supervisor")
-@click.option(
-    "--url",
-    envvar="SLUICEGATE_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    help="The service's base URL (or SLUICEGATE_URL).",
-)
-@click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table for people, json for scripts.",
-)
+@api_options
 @click.pass_context
 def supervisor_group(ctx: click.Context, url: str, output: str) -> None:
-    """Create, inspect, suspend, resume and terminate supervisors."""
+    """Create, inspect, control and reset supervisors."""
     ctx.obj = Context(url, output)
-
-
-def _read_spec(path: str) -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        raise CliError(f"{path} is not UTF-8 text", EXIT_USAGE) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            EXIT_USAGE,
-        ) from None
 
 
 @supervisor_group.command("submit")
@@ -75,13 +37,10 @@ def _read_spec(path: str) -> Any:
 @pass_context
 def submit(ctx: Context, file: str, skip_if_unmodified: bool) -> None:
     """Create or update a supervisor from a Druid Kafka supervisor spec FILE."""
-    spec = _read_spec(file)
+    spec = read_json_file(file)
     params = {"skipRestartIfUnmodified": "true"} if skip_if_unmodified else {}
     result = ctx.client.post(BASE, spec, **params)
-    if ctx.json:
-        emit_json(result)
-    else:
-        click.echo(f"supervisor {result['id']} submitted")
+    ctx.done(result, f"supervisor {result['id']} submitted")
 
 
 @supervisor_group.command("list")
@@ -177,10 +136,7 @@ def history(ctx: Context, supervisor_id: str, count: int | None) -> None:
 
 def _change(ctx: Context, supervisor_id: str, action: str, word: str) -> None:
     result = ctx.client.post(f"{BASE}/{supervisor_id}/{action}")
-    if ctx.json:
-        emit_json(result)
-    else:
-        click.echo(f"supervisor {supervisor_id} {word}")
+    ctx.done(result, f"supervisor {supervisor_id} {word}")
 
 
 @supervisor_group.command("suspend")
@@ -201,7 +157,9 @@ def resume(ctx: Context, supervisor_id: str) -> None:
 
 @supervisor_group.command("terminate")
 @click.argument("supervisor_id")
+@yes_option
 @pass_context
-def terminate(ctx: Context, supervisor_id: str) -> None:
+def terminate(ctx: Context, supervisor_id: str, yes: bool) -> None:
     """Terminate a supervisor: its tasks publish and stop; its history is kept."""
+    confirm(f"Terminate supervisor {supervisor_id}? Its tasks publish and stop.", yes)
     _change(ctx, supervisor_id, "terminate", "terminated")

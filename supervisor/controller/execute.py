@@ -12,6 +12,7 @@ from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.model import RUNNING, Action, CreateTask, KillTasks, Rollover
 from supervisor.db.repositories import TaskRepository
+from supervisor.logs import log_context
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import SupervisorSpec
@@ -92,13 +93,17 @@ class Executor:
         for action in actions:
             if isinstance(action, KillTasks):
                 for task_id in action.task_ids:
-                    log.info("killing %s: %s", task_id, action.reason)
-                    self.tasks.kill(task_id, action.reason)
+                    with log_context(task=task_id):
+                        log.info("killing %s: %s", task_id, action.reason)
+                        self.tasks.kill(task_id, action.reason)
             elif isinstance(action, Rollover):
-                self._rollover(action)
+                with log_context(group=action.group):
+                    self._rollover(action)
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
-                payload = task_payload(spec, spec_version, action, self.clock())
-                self.tasks.submit(payload)
+                with log_context(task=action.task_id, group=action.group):
+                    log.info("creating %s from %s", action.task_id, offsets_json(action.start))
+                    payload = task_payload(spec, spec_version, action, self.clock())
+                    self.tasks.submit(payload)
 
     def adopt(self, supervisor_id: str) -> None:
         """Take over reading tasks an earlier overlord left: resume the ones left paused

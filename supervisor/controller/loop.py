@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ from supervisor.controller.model import Rollover, Snapshot
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.plan import plan
 from supervisor.db.repositories import SpecRepository
+from supervisor.logs import log_context
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.periods import duration_millis
 from supervisor.services.supervisors import RESET_REASON
@@ -44,6 +46,11 @@ class LoopStatus:
     recent_errors: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10))
     current: dict[str, Offsets] = field(default_factory=dict)  # task id -> offsets
     started: dict[str, datetime] = field(default_factory=dict)  # task id -> reading since
+    task_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> counters
+    queue_size: int = 0  # requests waiting for the next pass
+    last_pass_s: float = 0.0
+    pass_seconds: float = 0.0  # all passes, failed ones too
+    pass_count: int = 0
 
 
 def spec_groups(spec: Any) -> int:
@@ -128,6 +135,7 @@ class SupervisorLoop:
         self.status.latest = dict(snapshot.latest)
         self.status.current = dict(self.probe.current)
         self.status.started = dict(self.probe.started)
+        self.status.task_metrics = dict(self.probe.metrics)
         self.status.offsets_updated = druid_timestamp(snapshot.now)
         if snapshot.terminated and not running and not actions:
             return -1
@@ -179,6 +187,15 @@ class SupervisorLoop:
         state = "SUSPENDED" if suspended else "IDLE" if snapshot.idle else "RUNNING"
         status.state = status.detailed_state = state
 
+    def _timed_pass(self, seconds: float) -> None:
+        with self.lock:
+            waiting = len(self.checkpoints_requested) + len(self.restart_groups)
+            waiting += len(self.handoff_requested) + int(self.restart_all)
+        self.status.last_pass_s = seconds
+        self.status.pass_seconds += seconds
+        self.status.pass_count += 1
+        self.status.queue_size = waiting
+
     def _failed_pass(self, exc: Exception) -> None:
         status = self.status
         status.consecutive_failures += 1
@@ -203,13 +220,19 @@ class SupervisorLoop:
             status.detailed_state = "UNHEALTHY_SUPERVISOR"
 
     def _run(self) -> None:
+        with log_context(supervisor=self.supervisor_id):
+            self._loop()
+
+    def _loop(self) -> None:
         while not self.stopping.is_set():
             actions = 0
+            began = time.monotonic()
             try:
                 actions = self.run_once()
             except Exception as exc:
                 log.warning("supervisor %s: pass failed: %s", self.supervisor_id, exc)
                 self._failed_pass(exc)
+            self._timed_pass(time.monotonic() - began)
             if actions < 0:
                 self.finished = True
                 return

@@ -67,11 +67,12 @@ class StreamReader:
     ) -> tuple[tuple[PartitionKey, ...], Offsets, Offsets]:
         from confluent_kafka.admin import AdminClient
 
-        from tasks.kafka_offsets import OffsetReader
+        from tasks.kafka_offsets import KAFKA_LOG, OffsetReader
 
         servers = str(consumer_properties["bootstrap.servers"])
         try:
-            admin = AdminClient({"bootstrap.servers": servers})
+            config = {"bootstrap.servers": servers, "logger": KAFKA_LOG}
+            admin = AdminClient(config)  # type: ignore[arg-type]
             if pattern:
                 partitions = _matching(admin.list_topics(timeout=self.timeout_s), stream)
             else:
@@ -111,20 +112,23 @@ def _matching(metadata: Any, pattern: str) -> tuple[PartitionKey, ...]:
 
 @dataclass
 class TaskProbe:
-    """What running tasks say of themselves: where they read now, and since when they read
-    (a task's start never changes, so it is asked once and remembered)."""
+    """What running tasks say of themselves: where they read now, their counters (rows,
+    persists, handoffs), and since when they read (asked once: a task's start never changes)."""
 
     current: dict[str, Offsets] = field(default_factory=dict)
     started: dict[str, datetime] = field(default_factory=dict)
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def probe(self, rows: list[TaskRow]) -> None:
         current: dict[str, Offsets] = {}
+        metrics: dict[str, dict[str, Any]] = {}
         for row in rows:
             if not reachable(row):
                 continue
             try:
                 with TaskApiClient.for_task(row, timeout=2.0) as client:
                     offsets = client.get("/offsets/current")
+                    metrics[row.id] = client.get("/metrics")
                     if row.id not in self.started:
                         since = client.get("/time/start")
                         if since:
@@ -132,7 +136,7 @@ class TaskProbe:
             except TaskApiError:
                 continue
             current[row.id] = offsets_from_json(offsets)
-        self.current = current
+        self.current, self.metrics = current, metrics
         running = {row.id for row in rows if row.status == RUNNING}
         self.started = {k: v for k, v in self.started.items() if k in running}
 

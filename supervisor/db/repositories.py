@@ -178,6 +178,11 @@ class SegmentRepository:
         self.session.add_all(rows)
         self.session.flush()
 
+    def datasources(self) -> list[str]:
+        """Datasources with at least one used segment."""
+        query = select(SegmentRow.datasource).where(SegmentRow.used.is_(True)).distinct()
+        return sorted(self.session.scalars(query))
+
     def used(self, datasource: str) -> list[SegmentRow]:
         query = (
             select(SegmentRow)
@@ -231,6 +236,29 @@ class TaskRepository:
             for row in self.session.scalars(query)
             if row.end_offsets is None and _start_of(row) == start
         ]
+
+    def finished_since(self, supervisor_id: str, since: datetime | None) -> list[TaskRow]:
+        """Ended tasks of a supervisor (those that ended at or after `since`), oldest first."""
+        query = select(TaskRow).where(
+            TaskRow.supervisor_id == supervisor_id, TaskRow.status != "RUNNING"
+        )
+        if since is not None:
+            query = query.where(TaskRow.updated_at >= since)
+        return list(self.session.scalars(query.order_by(TaskRow.updated_at, TaskRow.id)))
+
+    def counts(self, supervisor_id: str) -> dict[str, int]:
+        """How many tasks of a supervisor are reading, publishing, succeeded and failed."""
+        publishing = TaskRow.rolled_at.is_not(None)
+        query = (
+            select(TaskRow.status, publishing, func.count())
+            .where(TaskRow.supervisor_id == supervisor_id)
+            .group_by(TaskRow.status, publishing)
+        )
+        counts = {"reading": 0, "publishing": 0, "success": 0, "failed": 0}
+        for status, rolled, count in self.session.execute(query):
+            name = ("publishing" if rolled else "reading") if status == "RUNNING" else status
+            counts[name.lower()] = counts.get(name.lower(), 0) + count
+        return counts
 
     def of_supervisor(self, supervisor_id: str, finished_since: datetime) -> list[TaskRow]:
         """Running tasks of a supervisor, and those that ended since `finished_since`."""

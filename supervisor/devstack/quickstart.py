@@ -1,4 +1,6 @@
-"""`make quickstart`: the main job on embedded defaults, started and stopped as one."""
+"""`make quickstart`: the main job on embedded defaults, started and stopped as one: a local
+broker, the service, a topic loaded with sample edits and fed by a live stream of them, the
+example supervisor, and a line of live progress until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -16,11 +18,61 @@ import click
 import httpx
 
 from supervisor.cli.client import EXIT_USAGE, CliError
+from supervisor.devstack.generator import EditStream
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.ports import wait_for_port
 from supervisor.devstack.topics import create_topic, produce
 
 PARTITIONS = 3
+SUPERVISORS = "/druid/indexer/v1/supervisor"
+SEGMENTS = "/druid/coordinator/v1/metadata/datasources/{}/segments"
+
+
+class Progress:
+    """One line of live progress: events produced, read, published, segments, lag. Redrawn in
+    place on a terminal; elsewhere a line every ten seconds."""
+
+    def __init__(self, url: str, supervisor_id: str, datasource: str, edits: EditStream) -> None:
+        self.http = httpx.Client(base_url=url, timeout=5)
+        self.supervisor_id = supervisor_id
+        self.datasource = datasource
+        self.edits = edits
+        self.began = time.monotonic()
+        self.tty = sys.stdout.isatty()
+        self.last = 0.0
+        self.every = 1.0 if self.tty else 10.0
+
+    def line(self) -> str:
+        try:
+            status = self.http.get(f"{SUPERVISORS}/{self.supervisor_id}/status").json()["payload"]
+            segments = self.http.get(SEGMENTS.format(self.datasource), params={"full": ""})
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            return f"(no status: {type(exc).__name__})"
+        found = segments.json() if segments.status_code == 200 else []
+        latest, lag = status["latestOffsets"], status["minimumLag"]
+        read = sum(latest[p] - lag.get(p, 0) for p in latest)
+        published = sum(status["committedOffsets"].values())
+        return (
+            f"{time.monotonic() - self.began:5.0f}s  {status['state']:<8} produced "
+            f"{self.edits.sent:,}  read {read:,}  published {published:,} "
+            f"({len(found)} segments, {sum(s['numRows'] for s in found):,} rolled-up rows)  "
+            f"lag {status['aggregateLag']:,}"
+        )
+
+    def show(self) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        if self.tty:
+            click.echo(f"\r\x1b[2K{self.line()}", nl=False)
+        else:
+            click.echo(self.line())
+
+    def done(self) -> None:
+        if self.tty:
+            click.echo()
+        self.http.close()
 
 
 class Quickstart:
@@ -33,6 +85,7 @@ class Quickstart:
         var_dir: Path,
         once: bool,
         jar_cache: Path,
+        rate: float = 50.0,
     ) -> None:
         self.kafka_port = kafka_port
         self.port = port
@@ -41,6 +94,7 @@ class Quickstart:
         self.var_dir = var_dir
         self.once = once
         self.jar_cache = jar_cache
+        self.rate = rate
         self.url = f"http://127.0.0.1:{port}"
         self.service: subprocess.Popen[bytes] | None = None
 
@@ -108,6 +162,8 @@ class Quickstart:
 
         previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
         broker = LocalKafka(self.var_dir / "kafka", self.jar_cache, port=self.kafka_port)
+        edits: EditStream | None = None
+        progress: Progress | None = None
         try:
             click.echo(f"starting Kafka on 127.0.0.1:{self.kafka_port} ...")
             broker.start()
@@ -126,15 +182,28 @@ class Quickstart:
             states = httpx.get(f"{self.url}/druid/indexer/v1/supervisor", params={"state": "true"})
             state = {entry["id"]: entry["state"] for entry in states.json()}.get(supervisor_id)
             click.echo(f"submitted supervisor {supervisor_id} (state {state})")
+            if self.once:
+                return
+            edits = EditStream(broker.bootstrap_servers, topic, self.rate).start()
+            datasource = spec["spec"]["dataSchema"]["dataSource"]
             click.echo(
-                f"\n  service:    {self.url}\n  kafka:      {broker.bootstrap_servers}\n"
-                f"  try:        sluicegate supervisor --url {self.url} list\n"
+                f"\n  service:  {self.url}\n  kafka:    {broker.bootstrap_servers} (topic {topic},"
+                f" {self.rate:g} wiki edits/s)\n  watch:    sluicegate supervisor --url {self.url}"
+                f" status {supervisor_id} --watch\n  query:    sluicegate sql --url {self.url} "
+                f'"SELECT channel, SUM(added) FROM {datasource} GROUP BY 1 ORDER BY 2 DESC"\n'
+                "  Ctrl-C stops everything.\n"
             )
-            while not self.once and not interrupted:
+            progress = Progress(self.url, supervisor_id, datasource, edits)
+            while not interrupted:
                 if self.service is not None and self.service.poll() is not None:
                     raise CliError(f"the service stopped; see {self.var_dir / 'service.log'}", 1)
+                progress.show()
                 time.sleep(0.5)
         finally:
+            if edits is not None:
+                edits.stop()
+            if progress is not None:
+                progress.done()
             click.echo("stopping ...")
             self._stop_service()
             broker.stop()

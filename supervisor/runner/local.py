@@ -91,6 +91,8 @@ class LocalProcessRunner:
             str(self.settings.jar_cache),
             "--master",
             self.settings.task_master,
+            "--log-format",
+            self.settings.log_format,
         ]
         with log_path.open("ab") as log:
             process = subprocess.Popen(

@@ -15,7 +15,19 @@ from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRe
 from supervisor.errors import NotFoundError
 from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import parse_supervisor_spec
-from tasks.partitions import offsets_from_json, offsets_json
+from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
+
+
+def partition_lag(
+    committed: Offsets, current: dict[str, Offsets], latest: Offsets
+) -> dict[PartitionKey, int]:
+    """Druid's lag: how far each partition's latest offset is behind the furthest any task has
+    read (else the committed offset)."""
+    furthest = dict(committed)
+    for offsets in current.values():
+        for partition, offset in offsets.items():
+            furthest[partition] = max(furthest.get(partition, 0), offset)
+    return {p: max(0, latest[p] - furthest.get(p, 0)) for p in latest}
 
 
 def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
@@ -59,12 +71,7 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
             publishing.append(entry)
         else:
             active.append(entry)
-    # Druid's lag: behind the furthest any task has read (else the committed offsets)
-    furthest = dict(committed)
-    for offsets in current.values():
-        for partition, offset in offsets.items():
-            furthest[partition] = max(furthest.get(partition, 0), offset)
-    lag = {p: max(0, latest[p] - furthest.get(p, 0)) for p in latest}
+    lag = partition_lag(committed, current, latest)
     suspended = row.suspended
     state_name = "SUSPENDED" if suspended else (loop.state if loop else "PENDING")
     return {

@@ -14,7 +14,7 @@ import pytest
 
 from supervisor.cli import main
 from supervisor.devstack.ports import free_port, wait_for_port
-from tests.conftest import RunningService
+from tests.conftest import RunningService, wait_for
 from tests.specs import spec
 
 
@@ -64,7 +64,14 @@ def test_supervisor_commands(service: RunningService, spec_file: Path, capsys) -
     code, out, _ = run(capsys, *url, "-o", "json", "history", "wiki", "--count", "1")
     assert len(json.loads(out)) == 1
 
-    assert run(capsys, *url, "terminate", "wiki") == (0, "supervisor wiki terminated\n", "")
+    code, _, err = run(capsys, *url, "terminate", "wiki")  # no terminal to say yes: aborted
+    assert (code, err.splitlines()[-1]) == (130, "error: aborted")
+    assert err.startswith("Terminate supervisor wiki? Its tasks publish and stop. [y/N]")
+    assert run(capsys, *url, "terminate", "wiki", "--yes") == (
+        0,
+        "supervisor wiki terminated\n",
+        "",
+    )
     assert run(capsys, *url, "list") == (0, "no supervisors\n", "")
     code, out, _ = run(capsys, *url, "history", "wiki")
     assert out.splitlines()[1].split()[1] == "terminated"
@@ -112,9 +119,14 @@ def _sluicegate() -> str:
     return str(Path(sys.executable).parent / "sluicegate")
 
 
-def test_serve_runs_migrations_and_stops_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_serve_runs_migrations_and_stops_on_sigterm(tmp_path: Path, log_format: str) -> None:
     port = free_port()
-    env = {**os.environ, "SLUICEGATE_METADATA_URL": f"sqlite:///{tmp_path / 'env.db'}"}
+    env = {
+        **os.environ,
+        "SLUICEGATE_METADATA_URL": f"sqlite:///{tmp_path / 'env.db'}",
+        "SLUICEGATE_LOG_FORMAT": log_format,
+    }
     process = subprocess.Popen(
         [
             _sluicegate(),
@@ -141,6 +153,10 @@ def test_serve_runs_migrations_and_stops_on_sigterm(tmp_path: Path) -> None:
     # uvicorn re-raises the signal once it has shut down cleanly
     assert process.returncode in (0, -signal.SIGTERM), output
     assert "Application shutdown complete" in output
+    if log_format == "json":  # one object a line, the request among them
+        entries = [json.loads(line) for line in output.splitlines() if line.strip()]
+        assert {"time", "level", "logger", "message"} <= set(entries[0])
+        assert any("POST /druid/indexer/v1/supervisor" in e["message"] for e in entries)
     assert (tmp_path / "env.db").exists()
     assert (tmp_path / "seg").is_dir() and (tmp_path / "work").is_dir()
 
@@ -198,3 +214,69 @@ def test_quickstart_once(tmp_path: Path, jar_cache: Path) -> None:
     assert "created topic wikipedia (3 partitions) with 200 records" in result.stdout
     assert "submitted supervisor wikipedia" in result.stdout
     assert "stopped." in result.stdout
+
+
+@pytest.mark.kafka
+def test_quickstart_streams_publishes_and_answers_sql(tmp_path: Path, jar_cache: Path) -> None:
+    """The quickstart as a person runs it: live progress, a published segment, SQL over the
+    sample edits (their aggregates computed here from the file), and a clean Ctrl-C."""
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    sample = root / "examples/wikipedia-sample.jsonl"
+    process = subprocess.Popen(
+        [
+            _sluicegate(),
+            "quickstart",
+            "--kafka-port",
+            str(free_port()),
+            "--port",
+            str(port),
+            "--var",
+            str(tmp_path / "qs"),
+            "--rate",
+            "20",
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        segments = f"{url}/druid/coordinator/v1/metadata/datasources/wikipedia/segments"
+
+        def published() -> bool:
+            try:
+                return httpx.get(segments, timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(published, 420, "the quickstart's first published segment", every=2)
+        query = (
+            "SELECT channel, SUM(added) AS added, SUM(`count`) AS edits FROM wikipedia "
+            "WHERE __time < TIMESTAMP '2026-11-22 10:00:00' GROUP BY 1 ORDER BY 1"
+        )
+        result = subprocess.run(
+            [_sluicegate(), "sql", "--url", url, "-o", "json", query],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        expected: dict[str, list[int]] = {}
+        for line in sample.read_text().splitlines():
+            edit = json.loads(line)
+            totals = expected.setdefault(edit["channel"], [0, 0])
+            totals[0] += edit["added"]
+            totals[1] += 1
+        rows = json.loads(result.stdout)
+        assert {r["channel"]: [r["added"], r["edits"]] for r in rows} == expected
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=120)[0]
+    assert process.returncode == 0, output
+    assert "created topic wikipedia (3 partitions) with 200 records" in output
+    assert "20 wiki edits/s" in output
+    progress = [line for line in output.splitlines() if " produced " in line]
+    assert progress and "published" in progress[-1] and "lag" in progress[-1]
+    assert output.rstrip().endswith("`make quickstart` resumes.")

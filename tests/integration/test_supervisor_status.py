@@ -41,6 +41,18 @@ def spec(topic: str, bootstrap: str, datasource: str) -> dict[str, Any]:
     )
 
 
+def metrics(api: httpx.Client) -> dict[str, float]:
+    """The samples of GET /metrics, by name with labels; the text must parse line by line."""
+    response = api.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for line in response.text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
 def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: Any) -> None:
     _, api = engine
     topic, ds = f"live-{uuid.uuid4().hex[:8]}", "live"
@@ -79,6 +91,19 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
     ]
     assert errors[0]["input"].startswith("{not json") and errors[0]["details"][0]
 
+    # /metrics: the same figures under Prometheus names
+    labels = f'{{supervisor="{ds}",datasource="{ds}",stream="{topic}"}}'
+    reading = metrics(api)
+    assert reading[f"sluicegate_ingest_events_processed_total{labels}"] == 40
+    assert reading[f"sluicegate_ingest_events_unparseable_total{labels}"] == 3
+    assert reading[f"sluicegate_ingest_kafka_lag{labels}"] == 0
+    assert reading[f"sluicegate_ingest_kafka_max_lag{labels}"] == 0
+    assert reading[f'sluicegate_ingest_kafka_partition_lag{labels[:-1]},partition="1"}}'] == 0
+    assert reading[f'sluicegate_task_count{labels[:-1]},state="reading"}}'] == 1
+    assert reading[f"sluicegate_ingest_persists_total{labels}"] >= 1
+    assert reading[f"sluicegate_supervisor_healthy{labels}"] == 1
+    assert reading[f"sluicegate_ingest_notices_total{labels}"] >= 1
+
     assert api.post(f"{BASE}/{ds}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
     wait_for(
         lambda: (
@@ -88,6 +113,18 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
         300,
         "the handoff to publish",
     )
+    published = wait_for(
+        lambda: (
+            (m := metrics(api)).get(f'sluicegate_task_count{labels[:-1]},state="success"}}') and m
+        ),
+        120,
+        "the task's success in /metrics",
+    )
+    assert published[f"sluicegate_ingest_handoff_total{labels}"] >= 1
+    assert published[f"sluicegate_ingest_events_processed_total{labels}"] >= 40
+    outcome = f'{{datasource="{ds}",outcome="published"}}'
+    assert published[f"sluicegate_publish_seconds_count{outcome}"] >= 1
+    assert published[f"sluicegate_ingest_kafka_lag{labels}"] == 0
     ids = api.get(SEGMENTS.format(ds)).json()
     full = api.get(SEGMENTS.format(ds), params={"full": ""}).json()
     assert [s["identifier"] for s in full] == ids and ids

@@ -1,0 +1,139 @@
+"""`sluicegate task ...` and `sluicegate segments ...`: indexing tasks and what they published."""
+
+from __future__ import annotations
+
+import click
+
+from supervisor.cli.common import Context, api_options, confirm, pass_context, yes_option
+from supervisor.cli.output import emit_json, key_values, table
+
+TASKS = "/druid/indexer/v1"
+STATES = ("running", "complete", "waiting", "pending")
+
+
+@click.group("task")
+@api_options
+@click.pass_context
+def task_group(ctx: click.Context, url: str, output: str) -> None:
+    """List and inspect indexing tasks, read their reports and logs, shut them down."""
+    ctx.obj = Context(url, output)
+
+
+@task_group.command("list")
+@click.option("--state", type=click.Choice(STATES), help="Only tasks in this state.")
+@click.option("--datasource", help="Only tasks of this datasource.")
+@click.option("--max", "limit", type=click.IntRange(min=0), help="At most this many, newest first.")
+@pass_context
+def list_tasks(ctx: Context, state: str | None, datasource: str | None, limit: int | None) -> None:
+    """List tasks, newest first."""
+    params = {"state": state, "datasource": datasource, "max": limit}
+    found = ctx.client.get(f"{TASKS}/tasks", **{k: v for k, v in params.items() if v is not None})
+    if ctx.json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("no tasks")
+        return
+    rows = [
+        [
+            t["id"],
+            t["dataSource"],
+            t["statusCode"],
+            t["createdTime"],
+            "-" if t["duration"] < 0 else f"{t['duration'] / 1000:.1f}s",
+            t.get("errorMsg"),
+        ]
+        for t in found
+    ]
+    click.echo(table(["ID", "DATASOURCE", "STATUS", "CREATED", "DURATION", "ERROR"], rows))
+
+
+@task_group.command("status")
+@click.argument("task_id")
+@pass_context
+def status(ctx: Context, task_id: str) -> None:
+    """A task's status, location and error."""
+    result = ctx.client.get(f"{TASKS}/task/{task_id}/status")
+    if ctx.json:
+        emit_json(result)
+        return
+    s = result["status"]
+    location = s["location"]
+    where = f"{location['host']}:{location['port']}" if location.get("host") else None
+    click.echo(
+        key_values(
+            [
+                ("id", s["id"]),
+                ("datasource", s["dataSource"]),
+                ("status", s["statusCode"]),
+                ("created", s["createdTime"]),
+                ("duration", None if s["duration"] < 0 else f"{s['duration'] / 1000:.1f}s"),
+                ("location", where),
+                ("error", s.get("errorMsg")),
+            ]
+        )
+    )
+
+
+@task_group.command("reports")
+@click.argument("task_id")
+@pass_context
+def reports(ctx: Context, task_id: str) -> None:
+    """A task's row counts, published segments and sampled unparseable records."""
+    result = ctx.client.get(f"{TASKS}/task/{task_id}/reports")
+    if ctx.json:
+        emit_json(result)
+        return
+    payload = result["ingestionStatsAndErrors"]["payload"]
+    totals = payload["rowStats"]["buildSegments"]
+    pairs = [("state", payload["ingestionState"])]
+    pairs += [(name, totals.get(name)) for name in sorted(totals)]
+    pairs += [("segments", len(payload.get("segments") or [])), ("error", payload.get("errorMsg"))]
+    click.echo(key_values(pairs))
+    for event in payload["unparseableEvents"]["buildSegments"]:
+        click.echo(f"unparseable at {event.get('partition')}/{event.get('offset')}: {event}")
+
+
+@task_group.command("log")
+@click.argument("task_id")
+@pass_context
+def log(ctx: Context, task_id: str) -> None:
+    """A task's log (its Spark driver's output)."""
+    click.echo(ctx.client.text(f"{TASKS}/task/{task_id}/log"), nl=False)
+
+
+@task_group.command("shutdown")
+@click.argument("task_id")
+@yes_option
+@pass_context
+def shutdown(ctx: Context, task_id: str, yes: bool) -> None:
+    """Kill a task (its supervisor replaces it from the same offsets)."""
+    confirm(f"Kill task {task_id}?", yes)
+    result = ctx.client.post(f"{TASKS}/task/{task_id}/shutdown")
+    ctx.done(result, f"task {task_id} shut down")
+
+
+@click.group("segments")
+@api_options
+@click.pass_context
+def segments_group(ctx: click.Context, url: str, output: str) -> None:
+    """Published segments of a datasource."""
+    ctx.obj = Context(url, output)
+
+
+@segments_group.command("list")
+@click.argument("datasource")
+@pass_context
+def list_segments(ctx: Context, datasource: str) -> None:
+    """The used segments of DATASOURCE: interval, rows, size and Parquet file."""
+    found = ctx.client.get(
+        f"/druid/coordinator/v1/metadata/datasources/{datasource}/segments", full=""
+    )
+    if ctx.json:
+        emit_json(found)
+        return
+    rows = [
+        [s["identifier"], s["interval"], s["numRows"], s["size"], s["loadSpec"]["path"]]
+        for s in found
+    ]
+    click.echo(table(["SEGMENT", "INTERVAL", "ROWS", "BYTES", "PATH"], rows))

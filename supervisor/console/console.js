@@ -1,0 +1,217 @@
+// The Sluicegate console: plain JavaScript over the service's own HTTP API, no build step.
+"use strict";
+
+const SUPERVISORS = "/druid/indexer/v1/supervisor";
+const DATASOURCES = "/druid/coordinator/v1/metadata/datasources";
+const REFRESH_MS = 2000;
+const lagHistory = new Map(); // supervisor id -> [aggregate lag, ...] since the page opened
+let timer = null;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child !== undefined && child !== null) {
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+  }
+  return node;
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, options);
+  const text = await response.text();
+  const body = text ? JSON.parse(text) : null;
+  if (!response.ok && response.status !== 503) {
+    throw new Error(`${response.status}: ${(body && body.error) || response.statusText}`);
+  }
+  return body;
+}
+
+function toast(message) {
+  const box = document.getElementById("toast");
+  box.textContent = message;
+  box.hidden = false;
+  setTimeout(() => { box.hidden = true; }, 4000);
+}
+
+function badge(text, kind) { return el("span", { class: `badge ${kind || ""}` }, text); }
+
+function stateBadge(state, healthy) {
+  const kind = !healthy ? "bad" : state === "RUNNING" ? "ok" : "warn";
+  return badge(state, kind);
+}
+
+function table(headers, rows, id) {
+  return el("table", { id },
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c) =>
+      typeof c === "number" ? el("td", { class: "num" }, c.toLocaleString()) : el("td", {}, c))))));
+}
+
+function offsets(map) {
+  const keys = Object.keys(map || {});
+  return keys.length ? keys.map((k) => `${k}=${map[k]}`).join(" ") : "–";
+}
+
+function sparkline(values) {
+  const width = 400, height = 60;
+  const max = Math.max(1, ...values);
+  const step = values.length > 1 ? width / (values.length - 1) : width;
+  const points = values.map((v, i) => `${(i * step).toFixed(1)},${(height - (v / max) * (height - 4) - 2).toFixed(1)}`);
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  line.setAttribute("points", points.join(" "));
+  svg.append(line);
+  return svg;
+}
+
+function remember(id, lag) {
+  const series = lagHistory.get(id) || [];
+  series.push(lag);
+  if (series.length > 300) series.shift();
+  lagHistory.set(id, series);
+  return series;
+}
+
+async function supervisorsView() {
+  const list = await api(`${SUPERVISORS}?state=true`);
+  const rows = await Promise.all(list.map(async (s) => {
+    const status = await api(`${SUPERVISORS}/${encodeURIComponent(s.id)}/status`);
+    const payload = status.payload;
+    remember(s.id, payload.aggregateLag);
+    return [
+      el("a", { href: `#/supervisors/${encodeURIComponent(s.id)}` }, s.id),
+      s.dataSource,
+      stateBadge(payload.state, payload.healthy),
+      payload.detailedState,
+      payload.healthy ? badge("healthy", "ok") : badge("unhealthy", "bad"),
+      payload.aggregateLag,
+      payload.activeTasks.length + payload.publishingTasks.length,
+    ];
+  }));
+  return [
+    el("h1", {}, "Supervisors"),
+    list.length
+      ? table(["Supervisor", "Datasource", "State", "Detailed state", "Health", "Lag", "Tasks"],
+          rows, "supervisors")
+      : el("p", { class: "muted" }, "No supervisors yet: submit one with `sluicegate supervisor submit FILE`."),
+  ];
+}
+
+async function act(id, action, question, body) {
+  if (question && !window.confirm(question)) return;
+  const options = { method: "POST" };
+  if (body) {
+    options.headers = { "Content-Type": "application/json" };
+    options.body = JSON.stringify(body);
+  }
+  try {
+    await api(`${SUPERVISORS}/${encodeURIComponent(id)}/${action}`, options);
+    toast(`${id}: ${action} done`);
+  } catch (error) {
+    toast(`${id}: ${action} failed: ${error.message}`);
+  }
+  render();
+}
+
+async function supervisorView(id) {
+  const path = `${SUPERVISORS}/${encodeURIComponent(id)}`;
+  const [status, history] = await Promise.all([api(`${path}/status`), api(`${path}/history?count=10`)]);
+  const p = status.payload;
+  const series = remember(id, p.aggregateLag);
+  const tasks = [...p.activeTasks, ...p.publishingTasks]
+    .sort((a, b) => a.taskGroupId - b.taskGroupId || a.id.localeCompare(b.id));
+  const groups = [...new Set(p.activeTasks.map((t) => t.taskGroupId))].sort();
+  const partitions = Object.keys({ ...p.latestOffsets, ...p.committedOffsets });
+  return [
+    el("h1", {}, `Supervisor ${id} `, stateBadge(p.state, p.healthy)),
+    el("div", { class: "summary" },
+      el("div", {}, el("span", {}, "Detailed state"), el("b", { id: "detailed-state" }, p.detailedState)),
+      el("div", {}, el("span", {}, "Datasource"), el("b", {}, p.dataSource)),
+      el("div", {}, el("span", {}, "Stream"), el("b", {}, p.stream)),
+      el("div", {}, el("span", {}, "Aggregate lag"), el("b", { id: "lag" }, p.aggregateLag.toLocaleString())),
+      el("div", {}, el("span", {}, "Partitions"), el("b", {}, p.partitions))),
+    el("div", { class: "actions" },
+      p.suspended
+        ? el("button", { id: "resume", onclick: () => act(id, "resume") }, "Resume")
+        : el("button", { id: "suspend", onclick: () => act(id, "suspend", `Suspend ${id}? Its tasks publish and none start.`) }, "Suspend"),
+      groups.map((g) => el("button", {
+        class: "handoff", onclick: () => act(id, "taskGroups/handoff", null, { taskGroupIds: [g] }),
+      }, `Hand off group ${g}`)),
+      el("button", { id: "reset", class: "danger",
+        onclick: () => act(id, "reset", `Reset ${id}? Its committed offsets are forgotten and its tasks killed.`) }, "Reset…")),
+    el("h2", {}, "Lag over time"),
+    sparkline(series),
+    el("p", { class: "muted" }, `${series.length} samples, every ${REFRESH_MS / 1000}s since this page opened; now ${p.aggregateLag}`),
+    el("h2", {}, "Task groups"),
+    tasks.length
+      ? table(["Group", "Task", "Type", "Remaining", "Current offsets", "Lag"],
+          tasks.map((t) => [String(t.taskGroupId), el("code", {}, t.id), t.type, `${t.remainingSeconds}s`,
+            offsets(t.currentOffsets), Object.values(t.lag || {}).reduce((a, b) => a + b, 0)]), "tasks")
+      : el("p", { class: "muted" }, "No running tasks."),
+    el("h2", {}, "Partitions"),
+    table(["Partition", "Latest", "Committed", "Lag"],
+      partitions.map((k) => [k, p.latestOffsets[k] ?? "–", p.committedOffsets[k] ?? "–", p.minimumLag[k] ?? "–"]),
+      "partitions"),
+    el("h2", {}, "Recent errors"),
+    p.recentErrors.length
+      ? table(["When", "Error"], p.recentErrors.map((e) => [e.timestamp, `${e.exceptionClass}: ${e.message}`]))
+      : el("p", { class: "muted" }, "None."),
+    el("h2", {}, "History"),
+    table(["Version", "State", "Task count", "Replicas", "Task duration"], history.map((h) => {
+      const io = (h.spec.spec || {}).ioConfig || {};
+      const state = h.spec.type === "NoopSupervisorSpec" ? "terminated" : h.spec.suspended ? "suspended" : "running";
+      return [h.version, state, io.taskCount ?? "–", io.replicas ?? "–", io.taskDuration ?? "–"];
+    })),
+  ];
+}
+
+async function segmentsView() {
+  const names = await api(DATASOURCES);
+  const sections = await Promise.all(names.map(async (name) => {
+    const segments = await api(`${DATASOURCES}/${encodeURIComponent(name)}/segments?full`);
+    const rows = segments.reduce((sum, s) => sum + s.numRows, 0);
+    return [
+      el("h2", {}, `${name} `, el("span", { class: "muted" }, `${segments.length} segments, ${rows.toLocaleString()} rows`)),
+      table(["Interval", "Segment", "Rows", "Bytes", "File"],
+        segments.map((s) => [s.interval, el("code", {}, s.identifier), s.numRows, s.size, el("code", {}, s.loadSpec.path)])),
+    ];
+  }));
+  return [el("h1", {}, "Segments"),
+    names.length ? sections : el("p", { class: "muted" }, "Nothing published yet.")];
+}
+
+async function render() {
+  const hash = window.location.hash || "#/";
+  const view = document.getElementById("view");
+  let content;
+  try {
+    if (hash.startsWith("#/supervisors/")) {
+      content = await supervisorView(decodeURIComponent(hash.slice("#/supervisors/".length)));
+    } else if (hash === "#/segments") {
+      content = await segmentsView();
+    } else {
+      content = await supervisorsView();
+    }
+  } catch (error) {
+    content = [el("h1", {}, "Cannot load"), el("p", { class: "muted" }, error.message)];
+  }
+  view.replaceChildren(...[content].flat(Infinity));
+  document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
+}
+
+function schedule() {
+  clearInterval(timer);
+  timer = setInterval(render, REFRESH_MS);
+}
+
+window.addEventListener("hashchange", () => { render(); schedule(); });
+render();
+schedule();

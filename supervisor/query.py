@@ -1,0 +1,53 @@
+"""SQL over what was ingested: one Spark view per datasource over its published, used segments
+(as the service lists them), with `__time` a timestamp column.
+
+    from supervisor.query import sql
+    frame = sql("SELECT channel, SUM(added) FROM wikipedia GROUP BY 1")   # a Spark DataFrame
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.cli.client import DEFAULT_URL, ApiClient
+
+METADATA = "/druid/coordinator/v1/metadata/datasources"
+
+
+def published_files(url: str = DEFAULT_URL) -> dict[str, list[str]]:
+    """The Parquet files of every datasource's used segments, from the service at `url`."""
+    client = ApiClient(url)
+    try:
+        return {
+            datasource: [
+                segment["loadSpec"]["path"]
+                for segment in client.get(f"{METADATA}/{datasource}/segments", full="")
+            ]
+            for datasource in client.get(METADATA)
+        }
+    finally:
+        client.http.close()
+
+
+def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:
+    """A temporary view per datasource (segments with different columns are merged)."""
+    for datasource, paths in files.items():
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+        frame.createOrReplaceTempView(f"`{datasource}`")
+    return sorted(files)
+
+
+def sql(query: str, url: str = DEFAULT_URL, spark: Any = None) -> Any:
+    """Run Spark SQL over the published segments; the result as a Spark DataFrame. Without a
+    session, a local one is started (`local[*]`)."""
+    if spark is None:
+        spark = local_session()
+    register_views(spark, published_files(url))
+    return spark.sql(query)
+
+
+def local_session(master: str = "local[*]") -> Any:
+    from supervisor.settings import Settings
+    from tasks.spark import build_session
+
+    return build_session(Settings().jar_cache, master=master, app_name="sluicegate-sql")

@@ -1,0 +1,230 @@
+"""`GET /metrics`: Druid's ingestion metrics in Prometheus' text format.
+
+Druid's names map to Prometheus names the way its prometheus-emitter does it (slashes become
+underscores, counters end in `_total`, times are seconds), under a `sluicegate_` prefix, with
+`supervisor`, `datasource` and `stream` labels. Counters of events, persists, handoffs and
+pauses add up every task of the supervisor (each replica counts what it read), the finished
+ones from their reports in the metadata DB.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
+from supervisor.services.status import partition_lag
+from tasks.partitions import offsets_from_json, sorted_keys
+
+PUBLISH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+ROW_COUNTERS = {  # task rowStats field -> Druid metric
+    "processed": "ingest/events/processed",
+    "processedWithError": "ingest/events/processedWithError",
+    "unparseable": "ingest/events/unparseable",
+    "thrownAway": "ingest/events/thrownAway",
+}
+TASK_COUNTERS = {  # task counter -> Druid metric
+    "persists": "ingest/persists/count",
+    "persistSeconds": "ingest/persists/time",
+    "handoffs": "ingest/handoff/count",
+    "handoffSeconds": "ingest/handoff/time",
+    "pauseSeconds": "ingest/pause/time",
+}
+
+
+def prometheus_name(druid_metric: str, counter: bool = False) -> str:
+    """ingest/kafka/maxLag -> sluicegate_ingest_kafka_max_lag; a counter ends in _total
+    (ingest/persists/count -> sluicegate_ingest_persists_total); a Druid time, in milliseconds
+    there, is in seconds here."""
+    words = []
+    parts = druid_metric.split("/")
+    if counter and parts[-1] == "count":  # ingest/persists/count -> ..._persists_total
+        parts = parts[:-1]
+    for part in parts:
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in part)
+        words.append("seconds" if snake == "time" else snake)
+    return "sluicegate_" + "_".join(words) + ("_total" if counter else "")
+
+
+def _escape(value: Any) -> str:
+    text = str(value).replace("\\", "\\\\").replace("\n", "\\n")
+    return text.replace('"', '\\"')
+
+
+def _labels(labels: dict[str, Any]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+@dataclass
+class Family:
+    name: str
+    kind: str  # gauge, counter, histogram
+    help: str
+    samples: list[tuple[str, dict[str, Any], float]] = field(default_factory=list)
+
+    def add(self, value: float, suffix: str = "", **labels: Any) -> None:
+        self.samples.append((suffix, labels, value))
+
+    def render(self) -> str:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+        for suffix, labels, value in self.samples:
+            number = repr(float(value)) if value != int(value) else str(int(value))
+            lines.append(f"{self.name}{suffix}{_labels(labels)} {number}")
+        return "\n".join(lines)
+
+
+class PublishLatency:
+    """The publish transaction's latency, per datasource and outcome (a histogram)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.series: dict[tuple[str, str], list[float]] = {}  # bucket counts, then +Inf, sum
+
+    def observe(self, datasource: str, outcome: str, seconds: float) -> None:
+        with self.lock:
+            counts = self.series.setdefault(
+                (datasource, outcome), [0.0] * (len(PUBLISH_BUCKETS) + 2)
+            )
+            for index in range(bisect_left(PUBLISH_BUCKETS, seconds), len(PUBLISH_BUCKETS) + 1):
+                counts[index] += 1
+            counts[-1] += seconds
+
+    def family(self) -> Family:
+        family = Family(
+            "sluicegate_publish_seconds",
+            "histogram",
+            "Time of the publish transaction (segments and offsets in one commit).",
+        )
+        with self.lock:
+            series = {key: list(counts) for key, counts in self.series.items()}
+        for (datasource, outcome), counts in sorted(series.items()):
+            labels = {"datasource": datasource, "outcome": outcome}
+            for bound, count in zip(PUBLISH_BUCKETS, counts, strict=False):
+                family.add(count, "_bucket", **labels, le=bound)
+            family.add(counts[len(PUBLISH_BUCKETS)], "_bucket", **labels, le="+Inf")
+            family.add(counts[len(PUBLISH_BUCKETS)], "_count", **labels)
+            family.add(counts[-1], "_sum", **labels)
+        return family
+
+
+@dataclass
+class _Finished:
+    """Counters of a supervisor's ended tasks, read from the DB once each."""
+
+    totals: dict[str, float] = field(default_factory=dict)
+    watermark: datetime | None = None
+    counted: set[str] = field(default_factory=set)  # ids counted that ended at the watermark
+
+
+class FinishedTotals:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_supervisor: dict[str, _Finished] = {}
+
+    def totals(self, session: Session, supervisor_id: str) -> dict[str, float]:
+        with self.lock:
+            done = self.by_supervisor.setdefault(supervisor_id, _Finished())
+            for row in TaskRepository(session).finished_since(supervisor_id, done.watermark):
+                if row.id in done.counted:
+                    continue
+                _add(done.totals, (row.report or {}).get("rowStats", {}))
+                _add(done.totals, (row.report or {}).get("counters", {}))
+                if row.updated_at != done.watermark:
+                    done.watermark, done.counted = row.updated_at, set()
+                done.counted.add(row.id)
+            return dict(done.totals)
+
+
+def _add(totals: dict[str, float], values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        if isinstance(value, int | float):
+            totals[name] = totals.get(name, 0) + value
+
+
+class Metrics:
+    """What the service keeps for /metrics between scrapes."""
+
+    def __init__(self) -> None:
+        self.publish = PublishLatency()
+        self.finished = FinishedTotals()
+
+    def render(self, session: Session, supervisors: Any) -> str:
+        families = _families()
+        for row in SpecRepository(session).all_active():
+            loop = supervisors.status(row.supervisor_id)
+            io = row.payload["spec"]["ioConfig"]
+            labels = {
+                "supervisor": row.supervisor_id,
+                "datasource": row.datasource,
+                "stream": io.get("topic") or io.get("topicPattern"),
+            }
+            _supervisor(families, session, loop, labels)
+            totals = self.finished.totals(session, row.supervisor_id)
+            if loop is not None:
+                for live in loop.task_metrics.values():
+                    _add(totals, live.get("rowStats", {}))
+                    _add(totals, {k: v for k, v in live.items() if k != "rowStats"})
+            for name, metric in (*ROW_COUNTERS.items(), *TASK_COUNTERS.items()):
+                families[metric].add(totals.get(name, 0), **labels)
+            for state, count in TaskRepository(session).counts(row.supervisor_id).items():
+                families["task/count"].add(count, **labels, state=state)
+        ordered = [*families.values(), self.publish.family()]
+        return "\n".join(f.render() for f in ordered) + "\n"
+
+
+def _families() -> dict[str, Family]:
+    gauges = {
+        "ingest/kafka/lag": "Total lag of the supervisor's partitions, in records.",
+        "ingest/kafka/maxLag": "Largest lag of one partition, in records.",
+        "ingest/kafka/avgLag": "Average lag of the partitions, in records.",
+        "ingest/kafka/partitionLag": "Lag of each partition, in records.",
+        "supervisor/healthy": "1 when the supervisor is healthy.",
+        "supervisor/state": "1 for the supervisor's current state and detailed state.",
+        "ingest/notices/queueSize": "Requests waiting for the supervisor's next pass.",
+        "ingest/notices/last/time": "Duration of the supervisor's last pass.",
+        "task/count": "The supervisor's tasks by state (reading, publishing, success, failed).",
+    }
+    counters = {
+        **{m: f"Druid's {m}, summed over the supervisor's tasks." for m in ROW_COUNTERS.values()},
+        **{m: f"Druid's {m}, summed over the supervisor's tasks." for m in TASK_COUNTERS.values()},
+        "ingest/notices/time": "Time spent in the supervisor's passes.",
+        "ingest/notices/count": "Passes the supervisor's loop ran.",
+    }
+    families = {m: Family(prometheus_name(m), "gauge", text) for m, text in gauges.items()}
+    for metric, text in counters.items():
+        families[metric] = Family(prometheus_name(metric, counter=True), "counter", text)
+    return families
+
+
+def _supervisor(
+    families: dict[str, Family], session: Session, loop: Any, labels: dict[str, Any]
+) -> None:
+    if loop is None:  # no loop runs (supervisors off): nothing observed yet
+        return
+    supervisor_id = labels["supervisor"]
+    stored = OffsetsRepository(session).get(supervisor_id)
+    committed = offsets_from_json(stored.offsets if stored else {})
+    lag = partition_lag(committed, loop.current, loop.latest)
+    values: Iterable[int] = lag.values()
+    total = sum(values)
+    families["ingest/kafka/lag"].add(total, **labels)
+    families["ingest/kafka/maxLag"].add(max(lag.values(), default=0), **labels)
+    families["ingest/kafka/avgLag"].add(total / len(lag) if lag else 0, **labels)
+    for partition in sorted_keys(lag):
+        families["ingest/kafka/partitionLag"].add(lag[partition], **labels, partition=partition)
+    families["supervisor/healthy"].add(1 if loop.healthy else 0, **labels)
+    families["supervisor/state"].add(
+        1, **labels, state=loop.state, detailed_state=loop.detailed_state
+    )
+    families["ingest/notices/queueSize"].add(loop.queue_size, **labels)
+    families["ingest/notices/last/time"].add(loop.last_pass_s, **labels)
+    families["ingest/notices/time"].add(loop.pass_seconds, **labels)
+    families["ingest/notices/count"].add(loop.pass_count, **labels)

@@ -1,0 +1,133 @@
+"""The web console in a real browser (Debian's headless Chromium, driven by its chromedriver)
+against a service running a real supervisor: it lists the supervisor with its state and lag,
+shows its task groups, suspends and resumes it through the buttons, and saves a screenshot."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.specs import supervisor_spec
+from supervisor.devstack.topics import create_topic, produce
+from tests.conftest import RunningService, overlord_with_tasks, wait_for
+
+BASE = "/druid/indexer/v1/supervisor"
+
+
+@pytest.fixture
+def engine(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
+    with overlord_with_tasks(tmp_path, jar_cache, "local[1]") as running:
+        yield running
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def text_of(driver: webdriver.Chrome, css: str) -> str:
+    """The element's text, read in one step (the page redraws itself every two seconds)."""
+    script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';"
+    return str(driver.execute_script(script, css))
+
+
+def click(driver: webdriver.Chrome, by: str, value: str) -> None:
+    """Click a button, again if a redraw replaced it between finding and clicking."""
+    for _ in range(10):
+        try:
+            driver.find_element(by, value).click()
+            return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"could not click {value}")
+
+
+def test_console_shows_and_controls_a_supervisor(
+    kafka: LocalKafka, engine: Any, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    service, api = engine
+    topic = f"console-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    records = [
+        (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": f"w{i}"}).encode())
+        for i in range(50)
+    ]
+    produce(kafka.bootstrap_servers, topic, records)
+    spec = supervisor_spec(
+        "words", topic, kafka.bootstrap_servers, ["word"], period="PT1S", taskDuration="PT10M"
+    )
+    assert api.post(BASE, json=spec).is_success
+    wait_for(
+        lambda: api.get(f"{BASE}/words/status").json()["payload"]["activeTasks"],
+        300,
+        "a running task",
+    )
+
+    # the list: the supervisor, RUNNING, healthy, its lag
+    browser.get(f"{service.url}/console/")
+    wait_for(lambda: "RUNNING" in text_of(browser, "#supervisors"), 60, "the supervisor listed")
+    row = text_of(browser, "#supervisors tbody tr").split("\t")
+    assert row[:5] == ["words", "words", "RUNNING", "RUNNING", "healthy"]
+    lag = int(row[5].replace(",", ""))
+    status = api.get(f"{BASE}/words/status").json()["payload"]
+    assert lag >= 0 and status["latestOffsets"]
+
+    # one supervisor: its tasks and its lag, then suspend and resume by the buttons
+    click(browser, By.LINK_TEXT, "words")
+    wait_for(lambda: text_of(browser, "#tasks"), 60, "the task table")
+    task_id = status["activeTasks"][0]["id"]
+    assert task_id in text_of(browser, "#tasks")
+    assert text_of(browser, "#lag") != ""
+    wait_for(lambda: text_of(browser, "#lag") == "0", 120, "the console's lag to reach 0")
+    browser.save_screenshot(str(tmp_path / "console-supervisor.png"))
+    assert (tmp_path / "console-supervisor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    click(browser, By.ID, "suspend")
+    browser.switch_to.alert.accept()  # the confirmation
+    wait_for(lambda: api.get(f"{BASE}/words").json()["suspended"], 30, "the suspension")
+    wait_for(lambda: browser.find_elements(By.ID, "resume"), 30, "the resume button")
+    wait_for(lambda: "SUSPENDED" in text_of(browser, "h1"), 30, "the suspended state shown")
+    click(browser, By.ID, "resume")
+    wait_for(lambda: not api.get(f"{BASE}/words").json()["suspended"], 30, "the resumption")
+    wait_for(lambda: browser.find_elements(By.ID, "suspend"), 30, "the suspend button again")
+
+    # the segments the suspension published
+    wait_for(
+        lambda: api.get("/druid/coordinator/v1/metadata/datasources").json() == ["words"],
+        300,
+        "the suspension's segments",
+    )
+    browser.get(f"{service.url}/console/#/segments")
+    wait_for(lambda: "50 rows" in text_of(browser, "main"), 60, "the segments page")
+    browser.save_screenshot(str(tmp_path / "console-segments.png"))
