@@ -55,6 +55,19 @@ def api_options(group: F) -> F:
     )(group)
 
 
+def api_group(name: str, doc: str) -> click.Group:
+    """A command group talking to the service: --url and --output, and a Context for its
+    commands."""
+
+    @click.group(name, help=doc)
+    @api_options
+    @click.pass_context
+    def group(ctx: click.Context, url: str, output: str) -> None:
+        ctx.obj = Context(url, output)
+
+    return group
+
+
 def read_json_file(path: str) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")

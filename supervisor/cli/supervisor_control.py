@@ -11,31 +11,40 @@ from supervisor.cli.common import Context, confirm, pass_context, yes_option
 BASE = "/druid/indexer/v1/supervisor"
 
 
-@click.command("suspend-all")
-@yes_option
-@pass_context
-def suspend_all(ctx: Context, yes: bool) -> None:
-    """Suspend every supervisor: their tasks publish and none start."""
-    confirm("Suspend every supervisor?", yes)
-    ctx.done(ctx.client.post(f"{BASE}/suspendAll"), "every supervisor suspended")
+def _every(name: str, action: str, question: str, word: str, doc: str) -> click.Command:
+    """A command changing every supervisor at once, after asking."""
+
+    @click.command(name, help=doc)
+    @yes_option
+    @pass_context
+    def command(ctx: Context, yes: bool) -> None:
+        confirm(question, yes)
+        ctx.done(ctx.client.post(f"{BASE}/{action}"), f"every supervisor {word}")
+
+    return command
 
 
-@click.command("resume-all")
-@yes_option
-@pass_context
-def resume_all(ctx: Context, yes: bool) -> None:
-    """Resume every suspended supervisor."""
-    confirm("Resume every suspended supervisor?", yes)
-    ctx.done(ctx.client.post(f"{BASE}/resumeAll"), "every supervisor resumed")
-
-
-@click.command("terminate-all")
-@yes_option
-@pass_context
-def terminate_all(ctx: Context, yes: bool) -> None:
-    """Terminate every supervisor: their tasks publish and stop."""
-    confirm("Terminate every supervisor? Their tasks publish and stop.", yes)
-    ctx.done(ctx.client.post(f"{BASE}/terminateAll"), "every supervisor terminated")
+suspend_all = _every(
+    "suspend-all",
+    "suspendAll",
+    "Suspend every supervisor?",
+    "suspended",
+    "Suspend every supervisor: their tasks publish and none start.",
+)
+resume_all = _every(
+    "resume-all",
+    "resumeAll",
+    "Resume every suspended supervisor?",
+    "resumed",
+    "Resume every suspended supervisor.",
+)
+terminate_all = _every(
+    "terminate-all",
+    "terminateAll",
+    "Terminate every supervisor? Their tasks publish and stop.",
+    "terminated",
+    "Terminate every supervisor: their tasks publish and stop.",
+)
 
 
 @click.command("handoff")

@@ -8,7 +8,7 @@ import click
 
 from supervisor.cli.common import (
     Context,
-    api_options,
+    api_group,
     confirm,
     pass_context,
     read_json_file,
@@ -19,12 +19,7 @@ from supervisor.cli.output import emit_json, key_values, table
 BASE = "/druid/indexer/v1/supervisor"
 
 
-@click.group("supervisor")
-@api_options
-@click.pass_context
-def supervisor_group(ctx: click.Context, url: str, output: str) -> None:
-    """Create, inspect, control and reset supervisors."""
-    ctx.obj = Context(url, output)
+supervisor_group = api_group("supervisor", "Create, inspect, control and reset supervisors.")
 
 
 @supervisor_group.command("submit")

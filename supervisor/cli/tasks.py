@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import click
 
-from supervisor.cli.common import Context, api_options, confirm, pass_context, yes_option
+from supervisor.cli.common import Context, api_group, confirm, pass_context, yes_option
 from supervisor.cli.output import emit_json, key_values, table
 
 TASKS = "/druid/indexer/v1"
 STATES = ("running", "complete", "waiting", "pending")
 
 
-@click.group("task")
-@api_options
-@click.pass_context
-def task_group(ctx: click.Context, url: str, output: str) -> None:
-    """List and inspect indexing tasks, read their reports and logs, shut them down."""
-    ctx.obj = Context(url, output)
+task_group = api_group(
+    "task", "List and inspect indexing tasks, read their reports and logs, shut them down."
+)
 
 
 @task_group.command("list")
@@ -113,12 +110,7 @@ def shutdown(ctx: Context, task_id: str, yes: bool) -> None:
     ctx.done(result, f"task {task_id} shut down")
 
 
-@click.group("segments")
-@api_options
-@click.pass_context
-def segments_group(ctx: click.Context, url: str, output: str) -> None:
-    """Published segments of a datasource."""
-    ctx.obj = Context(url, output)
+segments_group = api_group("segments", "Published segments of a datasource.")
 
 
 @segments_group.command("list")
