@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from tasks.partitions import PartitionKey, split_key
@@ -20,6 +21,7 @@ class OffsetReader:
         }
         # librdkafka's own log lines go through Python logging (text or JSON like the rest)
         self.admin = AdminClient({**config, "logger": KAFKA_LOG})  # type: ignore[dict-item]
+        self.config = config
         self.timeout = timeout
 
     def _list(
@@ -42,3 +44,37 @@ class OffsetReader:
 
     def earliest(self, stream: str, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
         return self._list(stream, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+
+    def record_times(
+        self, stream: str, offsets: dict[PartitionKey, int], timeout: float = 5.0
+    ) -> dict[PartitionKey, int]:
+        """The Kafka timestamp (epoch millis) of the record at each offset (the first readable
+        one at or after it); partitions with none within `timeout` are left out."""
+        if not offsets:
+            return {}
+        keys = {split_key(key, stream): key for key in offsets}
+        consumer = Consumer(
+            {
+                **self.config,
+                "group.id": "sluicegate-lag-probe",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "logger": KAFKA_LOG,
+            }
+        )
+        found: dict[PartitionKey, int] = {}
+        try:
+            consumer.assign([TopicPartition(t, n, offsets[k]) for (t, n), k in keys.items()])
+            deadline = time.monotonic() + timeout
+            while len(found) < len(keys) and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is None or message.error() is not None:
+                    continue
+                topic, number = str(message.topic()), int(message.partition() or 0)
+                key = keys[(topic, number)]
+                if key not in found:
+                    found[key] = message.timestamp()[1]
+                    consumer.pause([TopicPartition(topic, number)])
+        finally:
+            consumer.close()
+        return found

@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.services.status import partition_lag
-from tasks.partitions import offsets_from_json, sorted_keys
+from tasks.kafka_offsets import OffsetReader
+from tasks.partitions import Offsets, PartitionKey, offsets_from_json, sorted_keys
 
 PUBLISH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 ROW_COUNTERS = {  # task rowStats field -> Druid metric
@@ -166,7 +167,7 @@ class Metrics:
                 "datasource": row.datasource,
                 "stream": io.get("topic") or io.get("topicPattern"),
             }
-            _supervisor(families, session, loop, labels)
+            _supervisor(families, session, loop, labels, io)
             totals = self.finished.totals(session, row.supervisor_id)
             if loop is not None:
                 for live in loop.task_metrics.values():
@@ -186,6 +187,11 @@ def _families() -> dict[str, Family]:
         "ingest/kafka/maxLag": "Largest lag of one partition, in records.",
         "ingest/kafka/avgLag": "Average lag of the partitions, in records.",
         "ingest/kafka/partitionLag": "Lag of each partition, in records.",
+        "ingest/kafka/lag/time": "Lag in time, summed over partitions: how much older the "
+        "oldest unread record is than the newest.",
+        "ingest/kafka/maxLag/time": "Largest lag in time of one partition.",
+        "ingest/kafka/avgLag/time": "Average lag in time of the partitions.",
+        "ingest/kafka/partitionLag/time": "Lag in time of each partition.",
         "supervisor/healthy": "1 when the supervisor is healthy.",
         "supervisor/state": "1 for the supervisor's current state and detailed state.",
         "ingest/notices/queueSize": "Requests waiting for the supervisor's next pass.",
@@ -204,8 +210,32 @@ def _families() -> dict[str, Family]:
     return families
 
 
+def time_lag(
+    io: dict[str, Any], latest: Offsets, lag: dict[PartitionKey, int]
+) -> dict[PartitionKey, float]:
+    """Druid's lag in time, per partition, in seconds: how much older the oldest unread record
+    is than the newest one (Kafka timestamps; 0 when nothing is unread). Each partition that
+    lags costs one read of two records."""
+    behind: dict[PartitionKey, float] = dict.fromkeys(lag, 0.0)
+    lagging = {p: n for p, n in lag.items() if n > 0}
+    if not lagging:
+        return behind
+    stream = io.get("topic") or io.get("topicPattern") or ""
+    reader = OffsetReader(io["consumerProperties"], timeout=5.0)
+    oldest = reader.record_times(stream, {p: latest[p] - n for p, n in lagging.items()})
+    newest = reader.record_times(stream, {p: latest[p] - 1 for p in lagging})
+    for partition in lagging:
+        if partition in oldest and partition in newest:
+            behind[partition] = max(0, newest[partition] - oldest[partition]) / 1000
+    return behind
+
+
 def _supervisor(
-    families: dict[str, Family], session: Session, loop: Any, labels: dict[str, Any]
+    families: dict[str, Family],
+    session: Session,
+    loop: Any,
+    labels: dict[str, Any],
+    io: dict[str, Any],
 ) -> None:
     if loop is None:  # no loop runs (supervisors off): nothing observed yet
         return
@@ -220,6 +250,16 @@ def _supervisor(
     families["ingest/kafka/avgLag"].add(total / len(lag) if lag else 0, **labels)
     for partition in sorted_keys(lag):
         families["ingest/kafka/partitionLag"].add(lag[partition], **labels, partition=partition)
+    behind = time_lag(io, loop.latest, lag)
+    families["ingest/kafka/lag/time"].add(sum(behind.values()), **labels)
+    families["ingest/kafka/maxLag/time"].add(max(behind.values(), default=0), **labels)
+    families["ingest/kafka/avgLag/time"].add(
+        sum(behind.values()) / len(behind) if behind else 0, **labels
+    )
+    for partition in sorted_keys(behind):
+        families["ingest/kafka/partitionLag/time"].add(
+            behind[partition], **labels, partition=partition
+        )
     families["supervisor/healthy"].add(1 if loop.healthy else 0, **labels)
     families["supervisor/state"].add(
         1, **labels, state=loop.state, detailed_state=loop.detailed_state

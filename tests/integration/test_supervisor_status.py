@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import Producer
 
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
@@ -138,3 +139,32 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
     assert sum(s["numRows"] for s in full) == 40 and "word" in full[0]["dimensions"]
     assert api.get(f"{BASE}/nope/stats").status_code == 404
     assert api.get(f"{BASE}/nope/parseErrors").status_code == 404
+
+    # lag in time: suspended, two records five seconds apart (by their Kafka timestamps) wait
+    # on partition 0, so it is 5 s behind; partition 1 is not behind at all
+    assert api.post(f"{BASE}/{ds}/suspend").is_success
+    wait_for(
+        lambda: not api.get(f"{BASE}/{ds}/status").json()["payload"]["activeTasks"],
+        120,
+        "the suspended supervisor's tasks to end",
+    )
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for offset, moment in enumerate((1_795_000_000_000, 1_795_000_005_000)):
+        producer.produce(topic, b"{}", partition=0, timestamp=moment, key=str(offset).encode())
+    assert producer.flush(30) == 0
+
+    def partition(number: int) -> str:
+        return labels[:-1] + f',partition="{number}"}}'
+
+    behind = wait_for(
+        lambda: (
+            (m := metrics(api)).get(f"sluicegate_ingest_kafka_partition_lag{partition(0)}") == 2
+            and m
+        ),
+        60,
+        "partition 0 to lag by the two records",
+    )
+    assert behind[f"sluicegate_ingest_kafka_partition_lag_seconds{partition(0)}"] == 5.0
+    assert behind[f"sluicegate_ingest_kafka_partition_lag_seconds{partition(1)}"] == 0
+    assert behind[f"sluicegate_ingest_kafka_max_lag_seconds{labels}"] == 5.0
+    assert behind[f"sluicegate_ingest_kafka_lag{labels}"] == 2
