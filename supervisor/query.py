@@ -50,4 +50,9 @@ def local_session(master: str = "local[*]") -> Any:
     from supervisor.settings import Settings
     from tasks.spark import build_session
 
-    return build_session(Settings().jar_cache, master=master, app_name="sluicegate-sql")
+    return build_session(
+        Settings().jar_cache,
+        master=master,
+        app_name="sluicegate-sql",
+        conf={"spark.ui.showConsoleProgress": "false"},  # no progress bars around the result
+    )

@@ -29,8 +29,9 @@ SEGMENTS = "/druid/coordinator/v1/metadata/datasources/{}/segments"
 
 
 class Progress:
-    """One line of live progress: events produced, read, published, segments, lag. Redrawn in
-    place on a terminal; elsewhere a line every ten seconds."""
+    """One line of live progress: edits streamed by this run, records read and published (all
+    of the topic's, the sample included), segments, lag. Redrawn in place on a terminal;
+    elsewhere a line every ten seconds."""
 
     def __init__(self, url: str, supervisor_id: str, datasource: str, edits: EditStream) -> None:
         self.http = httpx.Client(base_url=url, timeout=5)
@@ -53,8 +54,8 @@ class Progress:
         read = sum(latest[p] - lag.get(p, 0) for p in latest)
         published = sum(status["committedOffsets"].values())
         return (
-            f"{time.monotonic() - self.began:5.0f}s  {status['state']:<8} produced "
-            f"{self.edits.sent:,}  read {read:,}  published {published:,} "
+            f"{time.monotonic() - self.began:5.0f}s  {status['state']:<8} streamed "
+            f"{self.edits.sent:,} new  read {read:,}  published {published:,} "
             f"({len(found)} segments, {sum(s['numRows'] for s in found):,} rolled-up rows)  "
             f"lag {status['aggregateLag']:,}"
         )

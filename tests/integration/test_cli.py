@@ -277,6 +277,6 @@ def test_quickstart_streams_publishes_and_answers_sql(tmp_path: Path, jar_cache:
     assert process.returncode == 0, output
     assert "created topic wikipedia (3 partitions) with 200 records" in output
     assert "20 wiki edits/s" in output
-    progress = [line for line in output.splitlines() if " produced " in line]
+    progress = [line for line in output.splitlines() if " streamed " in line]
     assert progress and "published" in progress[-1] and "lag" in progress[-1]
     assert output.rstrip().endswith("`make quickstart` resumes.")
