@@ -11,6 +11,7 @@ import click
 from supervisor.cli.client import EXIT_REFUSED, CliError
 from supervisor.cli.common import Context, pass_context
 from supervisor.cli.output import emit_json, table
+from tasks.partitions import order, parse_key
 
 BASE = "/druid/indexer/v1/supervisor"
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen (click drops it when not on a terminal)
@@ -18,8 +19,8 @@ pause = time.sleep
 
 
 def _partition_order(key: str) -> tuple[str, int]:
-    topic, _, number = key.rpartition(":")
-    return topic, int(number) if number.isdigit() else -1
+    """The service's partition keys ("0", "topic:0") in partition order."""
+    return order(parse_key(key))
 
 
 def _offsets(offsets: dict[str, int] | None) -> str:

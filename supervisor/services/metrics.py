@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -172,7 +171,7 @@ class Metrics:
             if loop is not None:
                 for live in loop.task_metrics.values():
                     _add(totals, live.get("rowStats", {}))
-                    _add(totals, {k: v for k, v in live.items() if k != "rowStats"})
+                    _add(totals, live)  # its counters (the rowStats dict is not a number)
             for name, metric in (*ROW_COUNTERS.items(), *TASK_COUNTERS.items()):
                 families[metric].add(totals.get(name, 0), **labels)
             for state, count in TaskRepository(session).counts(row.supervisor_id).items():
@@ -230,6 +229,23 @@ def time_lag(
     return behind
 
 
+def _lag_family(
+    families: dict[str, Family],
+    unit: str,
+    lag: dict[PartitionKey, int] | dict[PartitionKey, float],
+    labels: dict[str, Any],
+) -> None:
+    """Druid's lag, maxLag, avgLag and partitionLag (in records; unit "/time": in seconds)."""
+    total = sum(lag.values())
+    families[f"ingest/kafka/lag{unit}"].add(total, **labels)
+    families[f"ingest/kafka/maxLag{unit}"].add(max(lag.values(), default=0), **labels)
+    families[f"ingest/kafka/avgLag{unit}"].add(total / len(lag) if lag else 0, **labels)
+    for partition in sorted_keys(lag):
+        families[f"ingest/kafka/partitionLag{unit}"].add(
+            lag[partition], **labels, partition=partition
+        )
+
+
 def _supervisor(
     families: dict[str, Family],
     session: Session,
@@ -243,23 +259,8 @@ def _supervisor(
     stored = OffsetsRepository(session).get(supervisor_id)
     committed = offsets_from_json(stored.offsets if stored else {})
     lag = partition_lag(committed, loop.current, loop.latest)
-    values: Iterable[int] = lag.values()
-    total = sum(values)
-    families["ingest/kafka/lag"].add(total, **labels)
-    families["ingest/kafka/maxLag"].add(max(lag.values(), default=0), **labels)
-    families["ingest/kafka/avgLag"].add(total / len(lag) if lag else 0, **labels)
-    for partition in sorted_keys(lag):
-        families["ingest/kafka/partitionLag"].add(lag[partition], **labels, partition=partition)
-    behind = time_lag(io, loop.latest, lag)
-    families["ingest/kafka/lag/time"].add(sum(behind.values()), **labels)
-    families["ingest/kafka/maxLag/time"].add(max(behind.values(), default=0), **labels)
-    families["ingest/kafka/avgLag/time"].add(
-        sum(behind.values()) / len(behind) if behind else 0, **labels
-    )
-    for partition in sorted_keys(behind):
-        families["ingest/kafka/partitionLag/time"].add(
-            behind[partition], **labels, partition=partition
-        )
+    _lag_family(families, "", lag, labels)
+    _lag_family(families, "/time", time_lag(io, loop.latest, lag), labels)
     families["supervisor/healthy"].add(1 if loop.healthy else 0, **labels)
     families["supervisor/state"].add(
         1, **labels, state=loop.state, detailed_state=loop.detailed_state

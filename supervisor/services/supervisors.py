@@ -19,7 +19,7 @@ from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
-from tasks.partitions import parse_key, task_group
+from tasks.partitions import PartitionKey, parse_key, split_key, task_group
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
@@ -259,15 +259,15 @@ def _reset_offsets_body(body: Any, stream: str, pattern: bool) -> dict[str, int]
 
 
 def _partition_problem(text: str, stream: str, pattern: bool) -> str | None:
-    if not pattern:
-        return None if text.isdigit() else "partitions are non-negative integers"
     try:
-        key = parse_key(text)
+        key: PartitionKey | None = parse_key(text)
     except ValueError:
-        key = 0
-    if isinstance(key, int):
+        key = None
+    if not pattern:
+        return None if isinstance(key, int) else "partitions are non-negative integers"
+    if not isinstance(key, str):
         return "partitions of a topicPattern supervisor are named 'topic:partition'"
-    topic = key.rpartition(":")[0]
+    topic = split_key(key, stream)[0]
     if not re.fullmatch(stream, topic):
         return f"topic '{topic}' does not match the topicPattern '{stream}'"
     return None
