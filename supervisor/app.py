@@ -126,6 +126,8 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
             manager.stop()
             if settings.kill_tasks_on_exit:
                 app.state.runner.kill_all()
+            else:
+                app.state.runner.standbys.stop_all()  # tasks outlive the service; standbys don't
             engine.dispose()
 
     app = FastAPI(

@@ -112,7 +112,7 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
 class ControlServer:
     """uvicorn in a daemon thread, so the main thread can drive Spark."""
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    def __init__(self, app: Any, host: str, port: int) -> None:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="control-api", daemon=True)

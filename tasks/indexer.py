@@ -47,6 +47,10 @@ class IndexerState:
     segments: list[str] = field(default_factory=list)
     end_is_final: bool = False
     started_at: float | None = None
+    first_read_at: float | None = None  # wall time the first batch with records began reading
+    first_persist_at: float | None = None  # ... and when that batch was persisted
+    paused_at: float | None = None  # wall time the task last stopped reading for a pause
+    standby: bool = False  # this process was a warm standby before it became the task
     counters: dict[str, float] = field(default_factory=dict)  # see task_counters()
 
     def task_counters(self) -> dict[str, float]:
@@ -317,6 +321,7 @@ class KafkaIndexer:
         while self.pause_requested and not self.stop_requested:
             if self.state.status is not TaskState.PAUSED:
                 self.state.status = TaskState.PAUSED
+                self.state.paused_at = time.time()
                 self.lock.notify_all()
             self.lock.wait(0.5)
         if self.state.status is TaskState.PAUSED:
@@ -354,7 +359,7 @@ class KafkaIndexer:
             topic,
             current,
             batch_end,
-            _kafka_options(io.consumerProperties),
+            kafka_options(io.consumerProperties),
         )
         sequence = self.sequences[-1]
         persist = str(
@@ -363,6 +368,9 @@ class KafkaIndexer:
         tuning = self.task.tuningConfig
         remaining = max(0, tuning.maxSavedParseExceptions - len(self.state.samples))
         began = self.clock()
+        with self.lock:
+            if self.state.first_read_at is None:
+                self.state.first_read_at = time.time()
         result = process_batch(self.plan, frame, persist, remaining, self.dimensions)
         with self.lock:
             self._count("persists", 1)
@@ -373,6 +381,8 @@ class KafkaIndexer:
             self.state.stats.add(result.stats)
             self.state.samples.extend(result.samples)
             self.state.current = {**self.state.current, **batch_end}
+            if self.state.first_persist_at is None:
+                self.state.first_persist_at = time.time()
             failures = self.state.stats.unparseable + self.state.stats.processedWithError
             self.lock.notify_all()
         if failures > tuning.maxParseExceptions:
@@ -382,7 +392,7 @@ class KafkaIndexer:
             )
 
 
-def _kafka_options(props: dict[str, Any]) -> dict[str, str]:
+def kafka_options(props: dict[str, Any]) -> dict[str, str]:
     skip = (
         "bootstrap.servers",
         "group.id",

@@ -2,6 +2,9 @@
 
 It serves its control API at once (status STARTING), starts Spark, reads, publishes through the
 overlord, writes report.json into its work directory and exits 0 on SUCCESS, 1 on FAILED.
+
+With `--standby` it starts Spark and warms it before it has a task (tasks/standby.py), then
+waits for the runner to hand it one; `--payload` is then only a template to warm with.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tasks.indexer import IndexerState, KafkaIndexer
 from tasks.overlord import OverlordClient
 from tasks.partitions import Offsets, offsets_json
 from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.standby import Assignment, Switch, cancel_warm_up, create_standby_app, warm_up
 
 log = logging.getLogger("tasks")
 REPORT = "report.json"
@@ -38,10 +42,18 @@ def report(state: IndexerState) -> dict[str, Any]:
         "currentOffsets": offsets_json(state.current),
         "endOffsets": offsets_json(state.end),
         "skippedOffsets": state.skipped,
-        "readingSince": None
-        if state.started_at is None
-        else datetime.fromtimestamp(state.started_at, UTC).isoformat().replace("+00:00", "Z"),
+        "readingSince": _iso(state.started_at),
+        "firstReadAt": _iso(state.first_read_at),
+        "firstPersistAt": _iso(state.first_persist_at),
+        "pausedAt": _iso(state.paused_at),
+        "standby": state.standby,
     }
+
+
+def _iso(moment: float | None) -> str | None:
+    if moment is None:
+        return None
+    return datetime.fromtimestamp(moment, UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -56,55 +68,126 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--deep-storage", type=Path, required=True)
     parser.add_argument("--jar-cache", type=Path, required=True)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument(
+        "--standby", action="store_true", help="warm up, then wait to be assigned a task"
+    )
+    parser.add_argument(
+        "--standby-idle",
+        type=float,
+        default=900.0,
+        help="a standby exits after this many seconds without a task",
+    )
     return parser.parse_args(argv)
+
+
+def _start_spark(args: argparse.Namespace, name: str) -> Any:
+    from tasks.spark import build_session
+
+    return build_session(args.jar_cache, master=args.master, app_name=f"sluicegate-{name}")
+
+
+class _Run:
+    """One task in this process: its indexer, the overlord client and the control API."""
+
+    def __init__(self, args: argparse.Namespace, task: IndexKafkaTask, token: str) -> None:
+        self.args, self.task = args, task
+        self.overlord = OverlordClient(args.overlord, task.id, token)
+
+        def checkpoint(start: Offsets) -> None:
+            self.overlord.request_checkpoint(
+                task.supervisor_key, task.ioConfig.taskGroupId, task.ioConfig.topic, start
+            )
+
+        self.indexer = KafkaIndexer(
+            task, None, args.work_dir, args.deep_storage, self.overlord.publish, checkpoint
+        )
+        self.indexer.state.status = TaskState.STARTING
+        self.app = create_control_app(self.indexer, token)
+
+    def run(self, control: ControlServer, spark: Any) -> int:
+        args, task, indexer = self.args, self.task, self.indexer
+        configure_logging("info", args.log_format, _fields(task))
+
+        def _graceful(_signum: int, _frame: FrameType | None) -> None:
+            indexer.stop()
+
+        signal.signal(signal.SIGTERM, _graceful)
+        log.info(
+            "task %s: %s from %s",
+            task.id,
+            task.ioConfig.topic,
+            offsets_json(task.ioConfig.start_offsets()),
+        )
+        try:
+            if spark is None:
+                spark = _start_spark(args, task.id)
+            indexer.spark = spark
+            indexer.run()
+        finally:
+            final = indexer.snapshot()
+            (args.work_dir / REPORT).write_text(json.dumps(report(final), indent=2))
+            control.stop()
+            self.overlord.close()
+            if spark is not None:
+                spark.stop()
+        log.info("task %s finished: %s %s", task.id, final.status, final.error or "")
+        return 0 if final.status is TaskState.SUCCESS else 1
+
+
+def _fields(task: IndexKafkaTask) -> dict[str, Any]:
+    return {"supervisor": task.supervisorId, "task": task.id, "group": task.ioConfig.taskGroupId}
+
+
+def _standby(args: argparse.Namespace, token: str) -> int:
+    configure_logging("info", args.log_format, {"task": args.work_dir.name})
+    template = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
+    assignment = Assignment()
+    runs: list[_Run] = []
+    switch = Switch(None)
+    sessions: list[Any] = []  # the SparkSession, once started
+
+    def on_assign(task: IndexKafkaTask, task_token: str) -> None:
+        run = _Run(args, task, task_token)
+        run.indexer.state.standby = True
+        runs.append(run)
+        switch.app = run.app  # the port answers as the task from now on
+        if sessions:
+            cancel_warm_up(sessions[0])
+
+    switch.app = create_standby_app(token, assignment, on_assign)
+    control = ControlServer(switch, args.host, args.port)
+    control.start()
+    log.info("standby: starting Spark")
+    spark = _start_spark(args, args.work_dir.name)
+    sessions.append(spark)
+    try:
+        warm_up(spark, template, args.work_dir / "warm-up", assignment.ready)
+        log.info("standby: warm")
+    except Exception as exc:  # a cold first batch is slower, not wrong
+        if assignment.ready.is_set():
+            log.info("standby: warm-up cut short, the task arrived")
+        else:
+            log.warning("standby: warm-up failed (%s); the first batch starts cold", exc)
+    assignment.warm.set()
+    if assignment.wait(args.standby_idle) is None:
+        log.info("standby: no task after %.0f s, exiting", args.standby_idle)
+        control.stop()
+        spark.stop()
+        return 0
+    return runs[0].run(control, spark)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
-    fields = {"supervisor": task.supervisorId, "task": task.id, "group": task.ioConfig.taskGroupId}
-    configure_logging("info", args.log_format, fields)
     token = args.token_file.read_text().strip()
-    overlord = OverlordClient(args.overlord, task.id, token)
-
-    def checkpoint(start: Offsets) -> None:
-        overlord.request_checkpoint(
-            task.supervisor_key, task.ioConfig.taskGroupId, task.ioConfig.topic, start
-        )
-
-    indexer = KafkaIndexer(
-        task, None, args.work_dir, args.deep_storage, overlord.publish, checkpoint
-    )
-    control = ControlServer(create_control_app(indexer, token), args.host, args.port)
+    if args.standby:
+        return _standby(args, token)
+    task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
+    configure_logging("info", args.log_format, _fields(task))
+    run = _Run(args, task, token)
+    control = ControlServer(Switch(run.app), args.host, args.port)
     control.start()
-
-    def _graceful(_signum: int, _frame: FrameType | None) -> None:
-        indexer.stop()
-
-    signal.signal(signal.SIGTERM, _graceful)
-    indexer.state.status = TaskState.STARTING
-    log.info(
-        "task %s: %s from %s",
-        task.id,
-        task.ioConfig.topic,
-        offsets_json(task.ioConfig.start_offsets()),
-    )
-    spark: Any = None
-    try:
-        from tasks.spark import build_session
-
-        spark = build_session(args.jar_cache, master=args.master, app_name=f"sluicegate-{task.id}")
-        indexer.spark = spark
-        indexer.run()
-    finally:
-        final = indexer.snapshot()
-        (args.work_dir / REPORT).write_text(json.dumps(report(final), indent=2))
-        control.stop()
-        overlord.close()
-        if spark is not None:
-            spark.stop()
-    log.info("task %s finished: %s %s", task.id, final.status, final.error or "")
-    return 0 if final.status is TaskState.SUCCESS else 1
+    return run.run(control, None)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,14 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
-from supervisor.controller.model import RUNNING, Action, CreateTask, KillTasks, Rollover
+from supervisor.controller.model import (
+    RUNNING,
+    Action,
+    CreateTask,
+    KillTasks,
+    ReserveStandbys,
+    Rollover,
+)
 from supervisor.db.repositories import TaskRepository
 from supervisor.logs import log_context
 from supervisor.runner.local import LocalProcessRunner
@@ -25,6 +32,7 @@ log = logging.getLogger(__name__)
 
 
 ROLLOVER_TIMEOUT_S = 60.0
+STANDBY_TTL_S = 60.0  # a reservation lasts this long unless a later pass renews it
 
 
 def _reading(client: TaskApiClient) -> bool:
@@ -88,6 +96,7 @@ class Executor:
         self.clock = clock
         self.runner = runner
         self.tasks = TaskService(session, clock, runner)
+        self.rolled: set[int] = set()  # groups given final end offsets by this executor
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
         for action in actions:
@@ -99,6 +108,18 @@ class Executor:
             elif isinstance(action, Rollover):
                 with log_context(group=action.group):
                     self._rollover(action)
+            elif isinstance(action, ReserveStandbys):
+                template = CreateTask("standby", action.group, action.start, "standby")
+                started = self.runner.reserve_standbys(
+                    spec.supervisor_id,
+                    action.group,
+                    action.count,
+                    task_payload(spec, spec_version, template, self.clock()),
+                    STANDBY_TTL_S,
+                )
+                if started:
+                    with log_context(group=action.group):
+                        log.info("group %s: %s standby process(es) warming", action.group, started)
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
                 with log_context(task=action.task_id, group=action.group):
                     log.info("creating %s from %s", action.task_id, offsets_json(action.start))
@@ -165,6 +186,8 @@ class Executor:
             row.end_offsets = dict(result.end_offsets)
             row.rolled_at = now
         self.session.commit()
+        if result.end_offsets is not None:
+            self.rolled.add(action.group)
         log.info("group %s rolled over (%s) at %s", action.group, action.reason, result.end_offsets)
         for task_id in result.failed:
             self.tasks.kill(task_id, "could not be paused and given end offsets at rollover")

@@ -16,7 +16,7 @@ from typing import Any
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.execute import Executor
-from supervisor.controller.model import Rollover, Snapshot
+from supervisor.controller.model import ReserveStandbys, Rollover, Snapshot
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.plan import plan
 from supervisor.db.repositories import SpecRepository
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 MAX_WAIT_S = 5.0
 IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
+ROLLED = 1_000_000  # run_once's answer after a rollover: pass again at once
+PASS_SAMPLES = 64  # durations of the most recent passes kept for percentiles
 
 
 @dataclass
@@ -51,6 +53,7 @@ class LoopStatus:
     last_pass_s: float = 0.0
     pass_seconds: float = 0.0  # all passes, failed ones too
     pass_count: int = 0
+    recent_passes: deque[float] = field(default_factory=lambda: deque(maxlen=PASS_SAMPLES))
 
 
 def spec_groups(spec: Any) -> int:
@@ -102,7 +105,8 @@ class SupervisorLoop:
         self.thread.join(timeout)
 
     def run_once(self) -> int:
-        """One pass; the number of actions taken (-1 when the supervisor is gone)."""
+        """One pass; the number of actions taken that call for a prompt next pass (ROLLED after
+        a rollover, -1 when the supervisor is gone)."""
         with self.sessions() as session:
             executor = Executor(session, self.clock, self.runner)
             if not self.adopted:
@@ -123,6 +127,7 @@ class SupervisorLoop:
                 return -1
             snapshot, spec, row = observed
             snapshot = self._remembered(snapshot, spec)
+            snapshot = replace(snapshot, standby_lead_s=self.runner.settings.standby_lead_s)
             self.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
             actions = plan(snapshot)
             executor.run(actions, spec, row.id)
@@ -139,7 +144,9 @@ class SupervisorLoop:
         self.status.offsets_updated = druid_timestamp(snapshot.now)
         if snapshot.terminated and not running and not actions:
             return -1
-        return len(actions)
+        if executor.rolled:
+            return ROLLED  # the successors are created by a pass right away
+        return sum(1 for a in actions if not isinstance(a, ReserveStandbys))
 
     def _remembered(self, snapshot: Snapshot, spec: Any) -> Snapshot:
         """What the loop knows from earlier passes: when the partition set was first seen,
@@ -194,6 +201,7 @@ class SupervisorLoop:
         self.status.last_pass_s = seconds
         self.status.pass_seconds += seconds
         self.status.pass_count += 1
+        self.status.recent_passes.append(seconds)
         self.status.queue_size = waiting
 
     def _failed_pass(self, exc: Exception) -> None:
@@ -236,7 +244,8 @@ class SupervisorLoop:
             if actions < 0:
                 self.finished = True
                 return
-            wait = 0.2 if actions > 0 else min(self.period_s, MAX_WAIT_S)
+            busy = 0.0 if actions == ROLLED else 0.2
+            wait = busy if actions > 0 else min(self.period_s, MAX_WAIT_S)
             self.wakeup.wait(wait)
             self.wakeup.clear()
 

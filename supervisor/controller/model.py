@@ -62,6 +62,7 @@ class Snapshot:
     terminated: bool = False  # a tombstone: wind down like a suspended supervisor, then stop
     partitions_since: datetime | None = None  # when this partition set was first seen
     idle: bool = False  # idleConfig: no new data for a while; running tasks finish, none start
+    standby_lead_s: float = 0.0  # warm the successors' processes this long before a rollover
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,22 @@ class Rollover:
 
 
 @dataclass(frozen=True)
+class ReserveStandbys:
+    """Keep `count` warm standby processes for the group's next generation (which starts
+    where the current one ends; `start` only picks what the standbys warm up on)."""
+
+    group: int
+    count: int
+    start: Offsets
+
+
+@dataclass(frozen=True)
 class KillTasks:
     task_ids: tuple[str, ...]
     reason: str
 
 
-Action = CreateTask | Rollover | KillTasks
+Action = CreateTask | Rollover | KillTasks | ReserveStandbys
 
 
 def identity(spec_version: int, group: int, start: Offsets) -> str:

@@ -17,6 +17,9 @@ Per task group (partition % taskCount; topicPattern: see tasks/partitions.py):
    generation's end offsets, else the committed offsets, else earliest/latest. Replacements
    of dead replicas start where their siblings started. An idle supervisor (idleConfig)
    lets its tasks finish and starts none.
+6. Within `standby_lead_s` of a reading group's rollover, warm standby processes are reserved
+   for its successors, so they start reading right after the rollover (not Druid's: Druid's
+   successors are new JVMs).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from supervisor.controller.model import (
     Action,
     CreateTask,
     KillTasks,
+    ReserveStandbys,
     Rollover,
     Snapshot,
     TaskView,
@@ -153,6 +157,7 @@ class _Planner:
             return
         if s.suspended or s.idle or not partitions:
             return
+        self._reserve_standbys(group, current)
         start = current[0].start if current else self.start_for(partitions, ends)
         ident = identity(s.spec.version, group, start)
         for _ in range(s.spec.replicas - len(current)):
@@ -164,6 +169,16 @@ class _Planner:
         since = self.s.partitions_since
         wait = timedelta(seconds=self.s.spec.repartition_transition_s)
         return since is None or self.s.now >= since + wait
+
+    def _reserve_standbys(self, group: int, current: list[TaskView]) -> None:
+        """Near the rollover of a group that reads, warm processes for its successors."""
+        s = self.s
+        reading = [t.reading_since for t in current if t.reading_since is not None]
+        if s.standby_lead_s <= 0 or not reading or len(reading) < len(current):
+            return  # a group still starting up would compete with its standbys for CPU
+        ends = min(reading) + timedelta(seconds=s.spec.task_duration_s)
+        if s.now >= ends - timedelta(seconds=s.standby_lead_s):
+            self.actions.append(ReserveStandbys(group, s.spec.replicas, current[0].start))
 
     def _due(self, group: int, current: list[TaskView]) -> bool:
         """Roll the group over if it is time; True when it was rolled."""

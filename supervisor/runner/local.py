@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import signal
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.devstack.ports import free_port
+from supervisor.runner.standby import Standby, StandbyPool
 from supervisor.settings import Settings
 
 HOST = "127.0.0.1"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,26 +58,23 @@ class LocalProcessRunner:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.adopted: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.standbys = StandbyPool(
+            settings.work_dir.resolve() / "tasks",
+            self._spawn_standby,
+            settings.max_standbys,
+            settings.standby_idle_s,
+        )
 
     def work_dir(self, task_id: str) -> Path:
         return (self.settings.work_dir / "tasks" / task_id).resolve()
 
-    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
-        work = self.work_dir(task_id)
-        work.mkdir(parents=True, exist_ok=True)
-        token = secrets.token_hex(16)
-        token_file = work / "token"
-        token_file.write_text(token)
-        token_file.chmod(0o600)
-        (work / "payload.json").write_text(json.dumps(payload))
-        port = free_port()
-        log_path = work / "task.log"
-        command = [
+    def _command(self, work: Path, payload: Path, token_file: Path, port: int) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "tasks",
             "--payload",
-            str(work / "payload.json"),
+            str(payload),
             "--overlord",
             self.settings.advertised_url(),
             "--token-file",
@@ -94,6 +94,8 @@ class LocalProcessRunner:
             "--log-format",
             self.settings.log_format,
         ]
+
+    def _popen(self, command: list[str], work: Path, log_path: Path) -> subprocess.Popen[bytes]:
         with log_path.open("ab") as log:
             process = subprocess.Popen(
                 command,
@@ -104,9 +106,69 @@ class LocalProcessRunner:
                 cwd=work,
             )
         (work / "pid").write_text(str(process.pid))
+        return process
+
+    def _spawn_standby(
+        self, slot: Path, _payload: dict[str, Any], token: str
+    ) -> tuple[subprocess.Popen[bytes], int, Path]:
+        port = free_port()
+        log_path = slot / "task.log"
+        command = self._command(slot, slot / "warm-payload.json", slot / "standby-token", port)
+        command += ["--standby", "--standby-idle", str(self.settings.standby_idle_s * 2)]
+        return self._popen(command, slot, log_path), port, log_path
+
+    def reserve_standbys(
+        self, supervisor_id: str, group: int, count: int, payload: dict[str, Any], ttl_s: float
+    ) -> int:
+        """Keep `count` warm standbys for the group's successors; the number started now."""
+        return self.standbys.reserve((supervisor_id, group), count, payload, ttl_s)
+
+    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
+        token = secrets.token_hex(16)
+        key = (str(payload.get("supervisorId")), int(payload["ioConfig"].get("taskGroupId") or 0))
+        standby = self.standbys.take(key)
+        if standby is not None:
+            try:
+                return self._launch_on(standby, task_id, payload, token)
+            except OSError as exc:
+                log.warning("task %s starts cold: %s", task_id, exc)
+                self.standbys.discard(standby)
+        work = self.work_dir(task_id)
+        work.mkdir(parents=True, exist_ok=True)
+        token_file = work / "token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        (work / "payload.json").write_text(json.dumps(payload))
+        port = free_port()
+        log_path = work / "task.log"
+        process = self._popen(
+            self._command(work, work / "payload.json", token_file, port), work, log_path
+        )
         with self.lock:
             self.processes[task_id] = process
         return Launched(HOST, port, str(log_path), token)
+
+    def _launch_on(
+        self, standby: Standby, task_id: str, payload: dict[str, Any], token: str
+    ) -> Launched:
+        """Make a warm standby the task: its slot becomes the task's work directory (a link
+        from tasks/<id>, so reports, pid and adoption find it as for any task)."""
+        link = self.settings.work_dir.resolve() / "tasks" / task_id
+        if link.exists() or link.is_symlink():
+            raise OSError(f"{link} exists")
+        (standby.slot / "payload.json").write_text(json.dumps(payload))
+        (standby.slot / "token").write_text(token)
+        (standby.slot / "token").chmod(0o600)
+        link.symlink_to(standby.slot, target_is_directory=True)
+        try:
+            standby.assign(payload, token)
+        except OSError:
+            link.unlink()
+            raise
+        with self.lock:
+            self.processes[task_id] = standby.process
+        log.info("task %s runs on warm standby %s", task_id, standby.slot.name)
+        return Launched(HOST, standby.port, str(standby.log_path), token)
 
     def adopt(self, task_id: str) -> bool:
         """Watch a task process an earlier overlord started; False when it is gone."""
@@ -129,7 +191,9 @@ class LocalProcessRunner:
         return report
 
     def exited(self) -> list[Exited]:
-        """Tasks whose process has ended since the last call, with their final report."""
+        """Tasks whose process has ended since the last call, with their final report.
+        (Polled often, so it also keeps the standbys: lapsed ones stop, wanted ones start.)"""
+        self.standbys.tick()
         done: list[Exited] = []
         with self.lock:
             for task_id, process in list(self.processes.items()):
@@ -176,6 +240,7 @@ class LocalProcessRunner:
         return True
 
     def kill_all(self) -> None:
+        self.standbys.stop_all()
         with self.lock:
             ids = [*self.processes, *self.adopted]
         for task_id in ids:

@@ -11,6 +11,7 @@ from supervisor.controller.model import (
     SUCCESS,
     CreateTask,
     KillTasks,
+    ReserveStandbys,
     Rollover,
     Snapshot,
     SpecView,
@@ -242,6 +243,42 @@ def test_suspended_rolls_over_and_creates_nothing() -> None:
     actions = plan(snap(spec=replace(SPEC, replicas=1), suspended=True, tasks=tasks))
     assert actions == [Rollover(0, ("a",), "suspended"), Rollover(1, ("c",), "suspended")]
     assert plan(snap(suspended=True)) == []
+
+
+def reading_for(t: TaskView, seconds: float) -> TaskView:
+    return replace(t, reading_since=NOW - timedelta(seconds=seconds))
+
+
+def test_standbys_are_reserved_within_the_lead_of_a_reading_groups_rollover() -> None:
+    near = (
+        reading_for(task("a", 0, {0: 7, 2: 9}), 45),
+        reading_for(task("b", 0, {0: 7, 2: 9}), 44),
+    )
+    far = (reading_for(task("c", 1, {1: 0}), 10), reading_for(task("d", 1, {1: 0}), 10))
+    # 60 s taskDuration, 20 s lead: group 0 (15 s left) gets standbys, group 1 (50 s) not yet
+    actions = plan(snap(tasks=near + far, standby_lead_s=20))
+    assert actions == [ReserveStandbys(0, 2, {0: 7, 2: 9})]
+    assert plan(snap(tasks=near + far)) == []  # no lead: no standbys
+
+
+def test_no_standbys_while_a_replica_is_still_starting_suspended_or_idle() -> None:
+    starting = (reading_for(task("a", 0, {0: 0, 2: 0}), 50), task("b", 0, {0: 0, 2: 0}))
+    others = (reading_for(task("c", 1, {1: 0}), 1), reading_for(task("d", 1, {1: 0}), 1))
+    assert plan(snap(tasks=starting + others, standby_lead_s=20)) == []
+    reading = (
+        reading_for(task("a", 0, {0: 0, 2: 0}), 50),
+        reading_for(task("b", 0, {0: 0, 2: 0}), 50),
+    )
+    assert plan(snap(tasks=reading + others, standby_lead_s=20, idle=True)) == []
+    suspended = plan(snap(tasks=reading + others, standby_lead_s=20, suspended=True))
+    assert not [a for a in suspended if isinstance(a, ReserveStandbys)]
+
+
+def test_a_due_group_rolls_over_instead_of_reserving() -> None:
+    due = (reading_for(task("a", 0, {0: 0, 2: 0}), 61), reading_for(task("b", 0, {0: 0, 2: 0}), 61))
+    others = (reading_for(task("c", 1, {1: 0}), 1), reading_for(task("d", 1, {1: 0}), 1))
+    actions = plan(snap(tasks=due + others, standby_lead_s=20))
+    assert actions == [Rollover(0, ("a", "b"), "taskDuration passed")]
 
 
 def test_handoff_request_and_stop_task_count() -> None:

@@ -1,0 +1,164 @@
+"""What the live benchmarks (handoff, freshness) share: a real broker, the service in this
+process with real task processes, a producer at a steady rate, and the task table."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import uvicorn  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from supervisor.app import create_app  # noqa: E402
+from supervisor.db.engine import make_engine  # noqa: E402
+from supervisor.db.models import TaskRow  # noqa: E402
+from supervisor.devstack.kafka import LocalKafka  # noqa: E402
+from supervisor.devstack.ports import free_port  # noqa: E402
+from supervisor.settings import Settings, default_jar_cache  # noqa: E402
+
+BASE = "/druid/indexer/v1/supervisor"
+
+
+class Producer:
+    """Produces `make(n, now)` at `rate` records a second, in bursts of 1 ms or more."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, rate: float, make: Callable[[int, float], bytes]
+    ) -> None:
+        from confluent_kafka import Producer as KafkaProducer
+
+        self.producer = KafkaProducer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1e6}
+        )
+        self.topic, self.rate, self.make = topic, rate, make
+        self.sent = 0
+        self.began = time.monotonic()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="producer", daemon=True)
+
+    def start(self) -> Producer:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        self.began = time.monotonic()
+        while not self.stopping.is_set():
+            due = int((time.monotonic() - self.began) * self.rate)
+            now = time.time()
+            while self.sent < due:
+                try:
+                    self.producer.produce(self.topic, self.make(self.sent, now))
+                except BufferError:
+                    self.producer.poll(0.05)
+                    continue
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.001)
+
+    def achieved_rate(self) -> float:
+        """Records a second actually handed to the client since the start."""
+        return self.sent / max(1e-9, time.monotonic() - self.began)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        self.producer.flush(30)
+
+
+class Stack:
+    """A broker and the service (uvicorn in a thread) under one temporary directory."""
+
+    def __init__(self, root: Path, **settings: Any) -> None:
+        jars = default_jar_cache()
+        self.broker = LocalKafka(root / "kafka", jars)
+        self.settings = Settings(
+            port=free_port(),
+            metadata_url=f"sqlite:///{root / 'meta.db'}",
+            deep_storage=root / "deep",
+            work_dir=root / "work",
+            jar_cache=jars,
+            kill_tasks_on_exit=True,
+            log_level="warning",
+            **settings,
+        )
+        self.url = f"http://127.0.0.1:{self.settings.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(create_app(self.settings), port=self.settings.port, log_level="warning")
+        )
+        self.serving = threading.Thread(target=self.server.run, name="service", daemon=True)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap_servers
+
+    def tasks(self) -> list[Any]:
+        engine = make_engine(self.settings.metadata_url)
+        try:
+            with engine.connect() as conn:
+                return list(conn.execute(select(TaskRow).order_by(TaskRow.created_at)).all())
+        finally:
+            engine.dispose()
+
+
+@contextmanager
+def running(root: Path, **settings: Any) -> Iterator[Stack]:
+    stack = Stack(root, **settings)
+    stack.broker.start()
+    stack.serving.start()
+    try:
+        while not stack.server.started:
+            time.sleep(0.05)
+        yield stack
+    finally:
+        stack.server.should_exit = True
+        stack.serving.join(120)
+        stack.broker.stop()
+
+
+def parse_time(moment: str | None) -> float | None:
+    """Epoch seconds of a task report's ISO time."""
+    if moment is None:
+        return None
+    return datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+
+
+def epoch(moment: datetime) -> float:
+    """Epoch seconds of a DB time (stored naive in UTC by SQLite)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by linear interpolation; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def write_results(name: str, results: dict[str, Any]) -> Path:
+    out = ROOT / "bench" / "results" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    return out

@@ -1,0 +1,216 @@
+"""Standby task processes: Spark drivers started and warmed before their task exists.
+
+A reconcile pass asks for standbys (`reserve`) when a task group's `taskDuration` will end
+within `standby_lead_s`; the runner keeps that many warm for the group, and when the group's
+successors are launched each takes one (`take`) instead of starting a Spark driver from cold.
+So a rollover costs a pause, an HTTP call and a warm batch, not a JVM start-up.
+A reservation lapses when it is not renewed; a standby left without one is stopped after
+`standby_idle_s`, and one that exits on its own (warm-up failed) is forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tasks.protocol import TOKEN_HEADER
+from tasks.standby import ASSIGN_PATH, STATUS_PATH
+
+log = logging.getLogger(__name__)
+Key = tuple[str, int]  # (supervisor id, task group)
+
+
+@dataclass
+class Standby:
+    slot: Path
+    process: subprocess.Popen[bytes]
+    port: int
+    token: str
+    key: Key
+    started: float
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def state(self, timeout: float = 2.0) -> str:
+        """WARMING or WARM as the standby says; GONE when it does not answer."""
+        try:
+            answer = httpx.get(
+                f"http://127.0.0.1:{self.port}{STATUS_PATH}",
+                headers={TOKEN_HEADER: self.token},
+                timeout=timeout,
+            )
+            return str(answer.json()["status"]) if answer.status_code == 200 else "GONE"
+        except (httpx.HTTPError, ValueError, KeyError):
+            return "GONE"
+
+    def assign(self, payload: dict[str, Any], token: str, timeout: float = 10.0) -> None:
+        """Hand the standby its task; raises OSError when it cannot take it."""
+        try:
+            answer = httpx.post(
+                f"http://127.0.0.1:{self.port}{ASSIGN_PATH}",
+                headers={TOKEN_HEADER: self.token},
+                json={"payload": payload, "token": token},
+                timeout=timeout,
+            )
+        except httpx.HTTPError as exc:
+            raise OSError(f"standby {self.slot.name} did not answer: {exc}") from exc
+        if answer.status_code != 200:
+            raise OSError(f"standby {self.slot.name} refused the task: {answer.text[:300]}")
+
+
+@dataclass
+class Reservation:
+    count: int
+    expires: float
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+Spawn = Callable[[Path, dict[str, Any], str], tuple[subprocess.Popen[bytes], int, Path]]
+
+
+class StandbyPool:
+    """Warm standbys per (supervisor, group), up to `limit` in all."""
+
+    def __init__(
+        self,
+        root: Path,
+        spawn: Spawn,
+        limit: int,
+        idle_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root = root
+        self.spawn = spawn
+        self.limit = limit
+        self.idle_s = idle_s
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.standbys: list[Standby] = []
+        self.reservations: dict[Key, Reservation] = {}
+
+    def reserve(self, key: Key, count: int, payload: dict[str, Any], ttl_s: float) -> int:
+        """Keep `count` standbys warm for `key` for the next `ttl_s` (renewed by each call);
+        the number started now."""
+        with self.lock:
+            self.reservations[key] = Reservation(count, self.clock() + ttl_s, payload)
+            return self._fill()
+
+    def take(self, key: Key) -> Standby | None:
+        """A live standby for the group (or one no reservation wants), the warmest first."""
+        with self.lock:
+            self._forget_dead()
+            wanted = {k for k, r in self.reservations.items() if r.expires > self.clock()}
+            fits = [s for s in self.standbys if s.key == key] or [
+                s for s in self.standbys if s.key not in wanted
+            ]
+            if not fits:
+                return None
+            chosen = min(fits, key=lambda s: s.started)
+            self.standbys.remove(chosen)
+            reservation = self.reservations.get(chosen.key)
+            if reservation is not None:
+                reservation.count -= 1
+                if reservation.count <= 0:
+                    del self.reservations[chosen.key]
+            return chosen
+
+    def tick(self) -> None:
+        """Drop lapsed reservations, stop standbys nobody wants after `idle_s`, refill."""
+        with self.lock:
+            now = self.clock()
+            self._forget_dead()
+            for key in [k for k, r in self.reservations.items() if r.expires <= now]:
+                del self.reservations[key]
+            for standby in list(self.standbys):
+                if standby.key not in self.reservations and now - standby.started > self.idle_s:
+                    log.info("stopping standby %s: no group wants it", standby.slot.name)
+                    self._stop(standby)
+            self._fill()
+
+    def discard(self, standby: Standby) -> None:
+        """Stop a standby that was taken but could not become its task."""
+        with self.lock:
+            self.standbys.append(standby)
+            self._stop(standby)
+
+    def stop_all(self) -> None:
+        with self.lock:
+            self.reservations.clear()
+            for standby in list(self.standbys):
+                self._stop(standby)
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [
+                {
+                    "slot": s.slot.name,
+                    "supervisor": s.key[0],
+                    "group": s.key[1],
+                    "pid": s.process.pid,
+                }
+                for s in self.standbys
+            ]
+
+    # ---- under the lock -------------------------------------------------------------------
+
+    def _forget_dead(self) -> None:
+        for standby in [s for s in self.standbys if not s.alive()]:
+            log.warning(
+                "standby %s exited (%s); see %s",
+                standby.slot.name,
+                standby.process.returncode,
+                standby.log_path,
+            )
+            self.standbys.remove(standby)
+
+    def _fill(self) -> int:
+        started = 0
+        for key, reservation in self.reservations.items():
+            have = sum(1 for s in self.standbys if s.key == key)
+            while have < reservation.count and len(self.standbys) < self.limit:
+                self.standbys.append(self._start(key, reservation.payload))
+                have += 1
+                started += 1
+        return started
+
+    def _start(self, key: Key, payload: dict[str, Any]) -> Standby:
+        slot = self.root / f"standby-{secrets.token_hex(6)}"
+        slot.mkdir(parents=True)
+        token = secrets.token_hex(16)
+        (slot / "standby-token").write_text(token)
+        (slot / "standby-token").chmod(0o600)
+        (slot / "warm-payload.json").write_text(json.dumps(payload))
+        process, port, log_path = self.spawn(slot, payload, token)
+        log.info("standby %s started for %s group %s (pid %s)", slot.name, *key, process.pid)
+        return Standby(slot, process, port, token, key, self.clock(), log_path)
+
+    def _stop(self, standby: Standby) -> None:
+        """SIGTERM the standby's process group (its JVM too), SIGKILL if it lingers."""
+        self.standbys.remove(standby)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(standby.process.pid, sig)
+                standby.process.wait(10)
+                return
+            except ProcessLookupError:
+                standby.process.wait(10)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+__all__ = ["Key", "Standby", "StandbyPool"]

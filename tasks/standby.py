@@ -1,0 +1,161 @@
+"""A standby task process: a Spark driver started and warmed before it has a task.
+
+The runner starts standbys shortly before a task group's `taskDuration` ends (see
+supervisor/runner/standby.py), so the group's successors begin reading within a second of the
+rollover instead of after a Spark start-up. A standby serves one call on its control port,
+`POST /druid/worker/v1/standby/assign` with the task's payload and token; from then on the
+same port serves the task's own control API and the process is that task.
+
+Warming runs the task's own pipeline once over the newest few records of its partitions (the
+template payload the runner passes), so the Kafka source, the JSON parser and the Parquet
+writer are loaded and compiled before the first real batch. Nothing warmed is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from tasks.kafka_offsets import OffsetReader
+from tasks.partitions import sorted_keys
+from tasks.protocol import TOKEN_HEADER, IndexKafkaTask
+
+log = logging.getLogger(__name__)
+WARM_RECORDS = 50  # per partition, read and indexed once while warming
+ASSIGN_PATH = "/druid/worker/v1/standby/assign"
+STATUS_PATH = "/druid/worker/v1/standby/status"
+
+
+class Switch:
+    """An ASGI app that forwards to whichever app it holds: the standby's, then the task's."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class Assignment:
+    """What the standby waits for: a task and its token, handed over by the runner."""
+
+    ready: threading.Event = field(default_factory=threading.Event)
+    warm: threading.Event = field(default_factory=threading.Event)
+    task: IndexKafkaTask | None = None
+    token: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, timeout: float) -> IndexKafkaTask | None:
+        self.ready.wait(timeout)
+        with self.lock:
+            return self.task
+
+
+def create_standby_app(token: str, assignment: Assignment, on_assign: Any) -> FastAPI:
+    """The standby's API: its status, and the one call that makes it a task.
+    `on_assign(task, token)` runs before the answer, so once the runner has its 200 the port
+    already serves that task's control API."""
+    app = FastAPI(title="Sluicegate standby task", openapi_url=None, docs_url=None)
+
+    def refused(given: str | None) -> JSONResponse | None:
+        if given != token:
+            return JSONResponse(status_code=403, content={"error": "missing or wrong token"})
+        return None
+
+    @app.get(STATUS_PATH, response_model=None)
+    def status(
+        given: str | None = Header(default=None, alias=TOKEN_HEADER),
+    ) -> JSONResponse | dict[str, str]:
+        denied = refused(given)
+        if denied is not None:
+            return denied
+        return {"status": "WARM" if assignment.warm.is_set() else "WARMING"}
+
+    @app.post(ASSIGN_PATH, response_model=None)
+    async def assign(
+        request: Request, given: str | None = Header(default=None, alias=TOKEN_HEADER)
+    ) -> JSONResponse | dict[str, str]:
+        denied = refused(given)
+        if denied is not None:
+            return denied
+        body = await request.json()
+        if not isinstance(body, dict) or not isinstance(body.get("token"), str):
+            return JSONResponse(status_code=400, content={"error": "token: a string is required"})
+        try:
+            task = IndexKafkaTask.model_validate(body.get("payload"))
+        except ValidationError as exc:
+            return JSONResponse(status_code=400, content={"error": f"payload: {exc}"})
+        with assignment.lock:
+            if assignment.task is not None:
+                return JSONResponse(
+                    status_code=409, content={"error": f"already task {assignment.task.id}"}
+                )
+            assignment.task, assignment.token = task, body["token"]
+        on_assign(task, body["token"])
+        assignment.ready.set()
+        return {"status": "assigned", "task": task.id}
+
+    return app
+
+
+WARM_UP_GROUP = "sluicegate-warm-up"
+
+
+def cancel_warm_up(spark: Any) -> None:
+    """Called when the task arrives: stop warming, so the task's first batch need not wait."""
+    spark.sparkContext.cancelJobGroup(WARM_UP_GROUP)
+
+
+def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> None:
+    """Index the newest few records of the template's partitions into a scratch directory,
+    twice, and throw the result away; stop early once `done` is set (a task arrived).
+    Best effort: a failure only means a colder start."""
+    from tasks.indexer import kafka_options
+    from tasks.pipeline import RowPlan, process_batch
+    from tasks.reader import read_range
+
+    io = template.ioConfig
+    stream = io.topic
+    keys = sorted_keys(io.start_offsets())
+    reader = OffsetReader(io.consumerProperties)
+    latest = reader.latest(stream, keys)
+    earliest = reader.earliest(stream, keys)
+    plan = RowPlan(template.dataSchema, io.inputFormat)
+    spark.sparkContext.setJobGroup(WARM_UP_GROUP, "warming a standby", True)
+    try:
+        for round_ in range(2):
+            if done.is_set():
+                return
+            start = {k: max(earliest[k], latest[k] - WARM_RECORDS) for k in keys}
+            frame = read_range(
+                spark,
+                str(io.consumerProperties["bootstrap.servers"]),
+                stream,
+                start,
+                latest,
+                kafka_options(io.consumerProperties),
+            )
+            process_batch(plan, frame, str(scratch / f"warm-{round_}"), 0, [])
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+__all__ = [
+    "ASSIGN_PATH",
+    "STATUS_PATH",
+    "Assignment",
+    "Switch",
+    "cancel_warm_up",
+    "create_standby_app",
+    "warm_up",
+]
