@@ -17,15 +17,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pyarrow.parquet as pq
-from live import BASE, Producer, Stack, epoch, median, percentile, running, write_results
+from live import (
+    BASE,
+    Producer,
+    Stack,
+    epoch,
+    median,
+    percentile,
+    running,
+    write_results,
+)
 from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
@@ -76,7 +83,8 @@ def freshness(rows: list[Any], produced_from: float, produced_to: float) -> list
     for segment in rows:
         published = epoch(segment.created_at)
         times = pq.read_table(segment.path, columns=["__time"]).column("__time")
-        for stamp in times.cast("int64").to_pylist():  # __time: a timestamp in millis
+        millis = times.cast(pa.timestamp("ms", tz=times.type.tz)).cast(pa.int64())
+        for stamp in millis.to_pylist():
             produced = stamp / 1000
             if produced_from <= produced <= produced_to:
                 values.append(published - produced)
@@ -90,31 +98,28 @@ def main() -> None:
     parser.add_argument("--handoff-period", default="PT5S", help="intermediateHandoffPeriod")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]", help="the task's Spark master")
+    parser.add_argument("--keep", help="run in a directory under this one and keep it")
     args = parser.parse_args()
 
-    root = Path(tempfile.mkdtemp(prefix="sluicegate-fresh-"))
-    try:
-        with running(root, task_master=args.master) as stack:
-            create_topic(stack.bootstrap, "fresh", args.partitions)
-            with httpx.Client(base_url=stack.url, timeout=30) as api:
-                api.post(BASE, json=spec(stack.bootstrap, args)).raise_for_status()
-                producer = Producer(stack.bootstrap, "fresh", args.rate, record).start()
-                try:
-                    while not segments(stack):  # warm-up: the task starts, first publish
-                        time.sleep(0.5)
-                    measured_from, sent_from = time.time(), producer.sent
-                    time.sleep(args.seconds)
-                    measured_to, sent_to = time.time(), producer.sent
-                    # keep producing while the window's last records are published
-                    time.sleep(3 * duration_millis(args.handoff_period) / 1000 + 15)
-                    rate = producer.achieved_rate()
-                    rows = segments(stack)
-                finally:
-                    producer.stop()
-                api.post(f"{BASE}/{SUPERVISOR}/terminate")
-            values = freshness(rows, measured_from, measured_to)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with running("sluicegate-fresh-", args.keep, task_master=args.master) as stack:
+        create_topic(stack.bootstrap, "fresh", args.partitions)
+        with httpx.Client(base_url=stack.url, timeout=30) as api:
+            api.post(BASE, json=spec(stack.bootstrap, args)).raise_for_status()
+            producer = Producer(stack.bootstrap, "fresh", args.rate, record).start()
+            try:
+                while not segments(stack):  # warm-up: the task starts, first publish
+                    time.sleep(0.5)
+                measured_from, sent_from = time.time(), producer.sent
+                time.sleep(args.seconds)
+                measured_to, sent_to = time.time(), producer.sent
+                # keep producing while the window's last records are published
+                time.sleep(3 * duration_millis(args.handoff_period) / 1000 + 15)
+                rate = producer.achieved_rate()
+                rows = segments(stack)
+            finally:
+                producer.stop()
+            api.post(f"{BASE}/{SUPERVISOR}/terminate")
+        values = freshness(rows, measured_from, measured_to)
 
     expected = sent_to - sent_from
     results = {

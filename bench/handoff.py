@@ -22,15 +22,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
-from live import BASE, Producer, Stack, epoch, median, parse_time, running, write_results
+from live import (
+    BASE,
+    Producer,
+    Stack,
+    epoch,
+    median,
+    parse_time,
+    running,
+    write_results,
+)
 
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
@@ -72,30 +78,25 @@ def sample_until(stack: Stack, api: httpx.Client, rollovers: int) -> list[tuple[
 
 def run_case(args: argparse.Namespace, standbys: bool, rollovers: int) -> dict[str, Any]:
     lead = args.standby_lead if standbys else 0.0
-    root = Path(tempfile.mkdtemp(prefix="sluicegate-handoff-", dir=args.keep))
-    try:
-        with running(root, task_master=args.master, standby_lead_s=lead) as stack:
-            create_topic(stack.bootstrap, "edits", 2)
-            producer = Producer(stack.bootstrap, "edits", args.rate, record).start()
-            try:
-                with httpx.Client(base_url=stack.url, timeout=30) as api:
-                    api.post(BASE, json=spec("edits", stack.bootstrap, args.task_duration))
-                    samples = sample_until(stack, api, rollovers)
-                    api.post(f"{BASE}/{SUPERVISOR}/suspend").raise_for_status()
-                    deadline = time.monotonic() + 300
-                    while any(t.status == "RUNNING" for t in stack.tasks()):
-                        if time.monotonic() > deadline:
-                            raise RuntimeError("tasks did not finish after suspend")
-                        time.sleep(0.5)
-                rate = producer.achieved_rate()
-            finally:
-                producer.stop()
-            rows = stack.tasks()
-    finally:
-        if args.keep:
-            print(f"the run's files are in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+    with running(
+        "sluicegate-handoff-", args.keep, task_master=args.master, standby_lead_s=lead
+    ) as stack:
+        create_topic(stack.bootstrap, "edits", 2)
+        producer = Producer(stack.bootstrap, "edits", args.rate, record).start()
+        try:
+            with httpx.Client(base_url=stack.url, timeout=30) as api:
+                api.post(BASE, json=spec("edits", stack.bootstrap, args.task_duration))
+                samples = sample_until(stack, api, rollovers)
+                api.post(f"{BASE}/{SUPERVISOR}/suspend").raise_for_status()
+                deadline = time.monotonic() + 300
+                while any(t.status == "RUNNING" for t in stack.tasks()):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("tasks did not finish after suspend")
+                    time.sleep(0.5)
+            rate = producer.achieved_rate()
+        finally:
+            producer.stop()
+        rows = stack.tasks()
     return measure(rows, samples, standbys, rate)
 
 

@@ -4,8 +4,10 @@ process with real task processes, a producer at a steady rate, and the task tabl
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -112,7 +114,13 @@ class Stack:
 
 
 @contextmanager
-def running(root: Path, **settings: Any) -> Iterator[Stack]:
+def running(prefix: str, keep: str | None, **settings: Any) -> Iterator[Stack]:
+    """The stack in a fresh workspace (see `workspace`), stopped on the way out."""
+    with workspace(prefix, keep) as root:
+        yield from _running(root, **settings)
+
+
+def _running(root: Path, **settings: Any) -> Iterator[Stack]:
     stack = Stack(root, **settings)
     stack.broker.start()
     stack.serving.start()
@@ -124,6 +132,19 @@ def running(root: Path, **settings: Any) -> Iterator[Stack]:
         stack.server.should_exit = True
         stack.serving.join(120)
         stack.broker.stop()
+
+
+@contextmanager
+def workspace(prefix: str, keep: str | None) -> Iterator[Path]:
+    """A temporary directory for one run; kept (and named) when `keep` is a directory."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=keep))
+    try:
+        yield root
+    finally:
+        if keep:
+            print(f"the run's files are in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def parse_time(moment: str | None) -> float | None:

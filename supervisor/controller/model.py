@@ -23,6 +23,7 @@ class TaskView:
     end: Offsets | None = None  # final end offsets, once the group was rolled over
     rolled_at: datetime | None = None
     reading_since: datetime | None = None  # the task's time/start; taskDuration counts from it
+    current: Offsets | None = None  # where the task said it reads, this pass (None: no answer)
 
     @property
     def running(self) -> bool:

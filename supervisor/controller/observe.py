@@ -172,7 +172,12 @@ def observe(
     rows = TaskRepository(session).of_supervisor(supervisor_id, since)
     probe = probe or TaskProbe()
     probe.probe(rows)
-    tasks = tuple(replace(task_view(t), reading_since=probe.started.get(t.id)) for t in rows)
+    tasks = tuple(
+        replace(
+            task_view(t), reading_since=probe.started.get(t.id), current=probe.current.get(t.id)
+        )
+        for t in rows
+    )
     snapshot = Snapshot(
         supervisor_id=supervisor_id,
         spec=view,

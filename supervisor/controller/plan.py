@@ -61,14 +61,22 @@ def _generations(
     return gens
 
 
-def _follows(start: Offsets, committed: Offsets, ends: list[Offsets]) -> bool:
-    """Each partition starts where the committed offsets or a live generation end it."""
-    for partition, offset in start.items():
+def _follows(task: TaskView, committed: Offsets, ends: list[Offsets]) -> bool:
+    """Each partition starts where the committed offsets or a live generation end it, or the
+    task's own intermediate publishes (checkpoints) have moved the committed offset past its
+    start, no further than it has read. (The publish transaction refuses anything else.)"""
+    for partition, offset in task.start.items():
         allowed = {end[partition] for end in ends if partition in end}
         if partition in committed:
             allowed.add(committed[partition])
-        if allowed and offset not in allowed:
-            return False
+        if not allowed or offset in allowed:
+            continue
+        done = committed.get(partition)
+        if done is None or done < offset:
+            return False  # behind its start: what it followed did not publish
+        read = None if task.current is None else task.current.get(partition)
+        if read is not None and done > read:
+            return False  # (a task that did not answer this pass is given the benefit)
     return True
 
 
@@ -139,7 +147,7 @@ class _Planner:
     ) -> None:
         s = self.s
         reading = [t for t in tasks if t.reading and t.id not in self.killed]
-        valid = [t for t in reading if _follows(t.start, s.committed, ends)]
+        valid = [t for t in reading if _follows(t, s.committed, ends)]
         self.kill([t for t in reading if t not in valid], "its predecessor generation failed")
         same_spec = [t for t in valid if t.identity == identity(s.spec.version, group, t.start)]
         current = [t for t in same_spec if sorted_keys(t.start) == partitions]

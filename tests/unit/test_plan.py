@@ -307,3 +307,16 @@ def test_after_a_reset_published_generations_do_not_pin_the_start() -> None:
     spec = replace(SPEC, replicas=1, use_earliest_offset=False)
     actions = plan(snap(spec=spec, tasks=tasks, committed={}, partitions=(1,)))
     assert creates(actions) == [(1, {1: 100})]  # latest, as after Druid's reset
+
+
+def test_a_task_whose_own_checkpoints_published_reads_on() -> None:
+    """An intermediate publish moves the committed offsets past the task's start: still valid
+    while they are within what it has read; a committed offset past its reading is not its."""
+    mine = replace(task("a", 0, {0: 0, 2: 0}), current={0: 500, 2: 480})
+    others = (task("c", 1, {1: 0}), task("d", 1, {1: 0}))
+    replica = replace(task("b", 0, {0: 0, 2: 0}), current=None)  # did not answer this pass
+    committed = {0: 400, 1: 0, 2: 380}
+    assert plan(snap(tasks=(mine, replica, *others), committed=committed)) == []
+    behind = replace(mine, current={0: 500, 2: 300})
+    actions = plan(snap(tasks=(behind, replica, *others), committed=committed))
+    assert KillTasks(("a",), "its predecessor generation failed") in actions
