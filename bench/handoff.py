@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--rollovers", type=int, default=10)
     parser.add_argument("--baseline-rollovers", type=int, default=3, help="0: no baseline")
     parser.add_argument("--rate", type=float, default=500.0, help="records per second")
-    parser.add_argument("--task-duration", default="PT20S")
+    parser.add_argument("--task-duration", default="PT45S")
     parser.add_argument("--standby-lead", type=float, default=60.0, help="seconds")
     parser.add_argument("--master", default="local[2]", help="each task's Spark master")
     parser.add_argument("--keep", help="run in a directory under this one and keep it")

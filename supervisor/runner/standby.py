@@ -4,8 +4,9 @@ A reconcile pass asks for standbys (`reserve`) when a task group's `taskDuration
 within `standby_lead_s`; the runner keeps that many warm for the group, and when the group's
 successors are launched each takes one (`take`) instead of starting a Spark driver from cold.
 So a rollover costs a pause, an HTTP call and a warm batch, not a JVM start-up.
-A reservation lapses when it is not renewed; a standby left without one is stopped after
-`standby_idle_s`, and one that exits on its own (warm-up failed) is forgotten.
+A reservation lapses when it is not renewed; a standby left without one for `standby_idle_s`
+is stopped (a group rolled over late, or its tasks were restarted, may still take it
+meanwhile), and one that exits on its own is forgotten.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Standby:
     key: Key
     started: float
     log_path: Path
+    unwanted_since: float | None = None  # when its group's reservation lapsed
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -136,7 +138,11 @@ class StandbyPool:
             for key in [k for k, r in self.reservations.items() if r.expires <= now]:
                 del self.reservations[key]
             for standby in list(self.standbys):
-                if standby.key not in self.reservations and now - standby.started > self.idle_s:
+                if standby.key in self.reservations:
+                    standby.unwanted_since = None
+                elif standby.unwanted_since is None:
+                    standby.unwanted_since = now
+                elif now - standby.unwanted_since > self.idle_s:
                     log.info("stopping standby %s: no group wants it", standby.slot.name)
                     self._stop(standby)
             self._fill()

@@ -123,6 +123,9 @@ class Overlord:
             "SLUICEGATE_JAR_CACHE": str(jar_cache),
             "SLUICEGATE_TASK_MASTER": "local[1]",
             "SLUICEGATE_KILL_TASKS_ON_EXIT": "true",
+            # No warm standbys here: with 20-30 s taskDurations and 4 replicas they double the
+            # JVM start-ups on a 2-core machine; tests/integration/test_standby.py covers them.
+            "SLUICEGATE_STANDBY_LEAD_S": "0",
         }
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -74,9 +74,11 @@ def test_unwanted_standbys_stop_after_idle_and_dead_ones_are_forgotten(pool: Any
     standbys.tick()  # the dead one is replaced while the reservation holds
     assert len(standbys.standbys) == 2 and len(spawned) == 3
     clock.now += 11
-    standbys.tick()  # lapsed, but not idle for idle_s yet
-    assert len(standbys.standbys) == 2
+    standbys.tick()  # lapsed: unwanted from now on
     clock.now += 30
+    standbys.tick()  # not for more than idle_s yet
+    assert len(standbys.standbys) == 2
+    clock.now += 1
     standbys.tick()
     assert standbys.standbys == []
     assert all(p.poll() is not None for p in spawned)
