@@ -38,6 +38,8 @@ quickstart: setup
 
 bench: setup
 	$(BIN)/python bench/task_throughput.py
+	$(BIN)/python bench/handoff.py
+	$(BIN)/python bench/freshness.py
 
 openapi: $(STAMP)
 	$(BIN)/python -m supervisor.openapi > openapi.yaml
