@@ -17,6 +17,7 @@ from supervisor.db.repositories import OffsetsRepository
 from supervisor.devstack.ports import free_port
 from supervisor.runner.local import Launched
 from supervisor.services.supervisors import Actor, SupervisorService
+from supervisor.settings import Settings
 
 
 class Clock:
@@ -45,6 +46,7 @@ class ScriptedStream(StreamReader):
 class RecordingRunner:
     def __init__(self) -> None:
         self.launched: list[str] = []
+        self.settings = Settings(standby_lead_s=0)  # no standbys: launches are what is recorded
 
     def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
         self.launched.append(task_id)
