@@ -35,7 +35,12 @@ class BrokerError(RuntimeError):
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random KRaft cluster id. Like Kafka's own Uuid.randomUuid, never one starting with "-":
+    kafka-storage's argument parser takes `-t -abc...` for a missing value (1 id in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class LocalKafka:
