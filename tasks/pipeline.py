@@ -180,8 +180,9 @@ def _dimensions(plan: RowPlan, base: Any, known: list[tuple[str, str]]) -> list[
     return known + [(name, "string") for name in found if name not in seen]
 
 
-def rows_frame(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
-    """The ingested rows of a parsed batch, rolled up when the spec says so."""
+def _row_columns(plan: RowPlan, dims: list[tuple[str, str]]) -> list[Any]:
+    """A parsed row's columns as ingested: __time at query granularity, typed dimensions, the
+    metrics' inputs."""
     from pyspark.sql import functions as F
 
     ts = F.col("__ts")
@@ -189,7 +190,14 @@ def rows_frame(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
     columns += [_typed(plan, name, kind).alias(name) for name, kind in dims]
     for metric in plan.schema.metricsSpec:
         columns += aggregators.row_columns(metric, plan.field, ts)
-    rows = base.where(F.col("__status") == OK).select(*columns)
+    return columns
+
+
+def rows_frame(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
+    """The ingested rows of a parsed batch, rolled up when the spec says so."""
+    from pyspark.sql import functions as F
+
+    rows = base.where(F.col("__status") == OK).select(*_row_columns(plan, dims))
     return rollup(plan, rows, [name for name, _ in dims])
 
 
@@ -202,15 +210,9 @@ def rollup(plan: RowPlan, rows: Any, dims: list[str]) -> Any:
     return rows.groupBy("__time", *cols(dims)).agg(*aggs)
 
 
-def process_batch(
-    plan: RowPlan,
-    frame: Any,
-    persist_path: str,
-    max_samples: int,
-    known_dims: list[tuple[str, str]],
-) -> BatchResult:
-    """Parse one batch of Kafka rows, count and sample failures, write the persist."""
-    from pyspark import StorageLevel
+def parse_batch(plan: RowPlan, frame: Any) -> Any:
+    """Kafka source rows -> one row each with its fields (__fields), epoch millis (__ts),
+    transforms, and its __status (ok, unparseable, thrownAway), __reason and __error flag."""
     from pyspark.sql import functions as F
 
     fields = parsing.record_fields(frame, plan.input_format)
@@ -223,48 +225,101 @@ def process_batch(
     ).withColumn("__ts", timestamps.time_ms(plan.schema.timestampSpec, _input))
     base = with_transforms(plan, base)
     status, reason = _status(plan)
-    dims_hint = plan.declared_dimensions()
-    base = base.select(
+    return base.select(
         "*",
         status.alias("__status"),
         reason.alias("__reason"),
-        _error_flag(plan, dims_hint).alias("__error"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        stats = RowStats()
-        for row in (
-            base.groupBy("__status", "__error")
-            .agg(F.count(F.lit(1)).alias("n"), F.sum("__bytes").alias("b"))
-            .collect()
-        ):
-            stats.processedBytes += int(row["b"] or 0)
-            if row["__status"] == OK:
-                if row["__error"]:
-                    stats.processedWithError += row["n"]
-                else:
-                    stats.processed += row["n"]
-            elif row["__status"] == UNPARSEABLE:
-                stats.unparseable += row["n"]
+        _error_flag(plan, plan.declared_dimensions()).alias("__error"),
+    )
+
+
+def _outcomes(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
+    """What the batch's counts, samples and persist need of each parsed row, and no more: the
+    ingested columns as one struct (null unless the row is ok), status, error flag and size,
+    and the partition, offset, text and reason of an unparseable row."""
+    from pyspark.sql import functions as F
+
+    status = F.col("__status")
+    failed = status == UNPARSEABLE
+    return base.select(
+        F.when(status == OK, F.struct(*_row_columns(plan, dims))).alias("__row"),
+        status.alias("__status"),
+        F.col("__error").alias("__error"),
+        F.col("__bytes").alias("__bytes"),
+        *[F.when(failed, F.col(c)).alias(c) for c in ("partition", "offset", "__raw", "__reason")],
+    )
+
+
+def _count(outcomes: Any) -> RowStats:
+    from pyspark.sql import functions as F
+
+    stats = RowStats()
+    for row in (
+        outcomes.groupBy("__status", "__error")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("__bytes").alias("b"))
+        .collect()
+    ):
+        stats.processedBytes += int(row["b"] or 0)
+        if row["__status"] == OK:
+            if row["__error"]:
+                stats.processedWithError += row["n"]
             else:
-                stats.thrownAway += row["n"]
-        samples = []
-        if max_samples > 0 and stats.unparseable:
-            failed = base.where(F.col("__status") == UNPARSEABLE).orderBy("partition", "offset")
-            for row in (
-                failed.select("partition", "offset", "__raw", "__reason")
-                .limit(max_samples)
-                .collect()
-            ):
-                samples.append(
-                    {
-                        "partition": row["partition"],
-                        "offset": row["offset"],
-                        "input": (row["__raw"] or "")[:1024],
-                        "message": row["__reason"],
-                    }
-                )
+                stats.processed += row["n"]
+        elif row["__status"] == UNPARSEABLE:
+            stats.unparseable += row["n"]
+        else:
+            stats.thrownAway += row["n"]
+    return stats
+
+
+def _samples(outcomes: Any, limit: int) -> list[dict[str, Any]]:
+    """The first unparseable rows of the batch, by partition and offset."""
+    from pyspark.sql import functions as F
+
+    failed = outcomes.where(F.col("__status") == UNPARSEABLE).orderBy("partition", "offset")
+    return [
+        {
+            "partition": row["partition"],
+            "offset": row["offset"],
+            "input": (row["__raw"] or "")[:1024],
+            "message": row["__reason"],
+        }
+        for row in failed.select("partition", "offset", "__raw", "__reason").limit(limit).collect()
+    ]
+
+
+def process_batch(
+    plan: RowPlan,
+    frame: Any,
+    persist_path: str,
+    max_samples: int,
+    known_dims: list[tuple[str, str]],
+) -> BatchResult:
+    """Parse one batch of Kafka rows, count and sample failures, write the persist.
+
+    The batch is read and parsed once. Only what the counts, samples and persist need of each
+    row is cached (_outcomes): the Kafka records, their text and field maps are not. The cache
+    also keeps the optimizer from pushing the status filter below the parse, which would parse
+    every record again. Schemaless dimensions are found in a pass over the parsed batch of its
+    own, which is cached for it."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    base = parse_batch(plan, frame)
+    schemaless = not plan.declared_dimensions()
+    if schemaless:
+        base = base.persist(StorageLevel.MEMORY_AND_DISK)
+    outcomes = None
+    try:
         dims = _dimensions(plan, base, known_dims)
-        rows_frame(plan, base, dims).write.mode("overwrite").parquet(persist_path)
+        outcomes = _outcomes(plan, base, dims).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = _count(outcomes)
+        samples = _samples(outcomes, max_samples) if max_samples > 0 and stats.unparseable else []
+        rows = outcomes.where(F.col("__status") == OK).select("__row.*")
+        rollup(plan, rows, [name for name, _ in dims]).write.mode("overwrite").parquet(persist_path)
         return BatchResult(stats, samples, dims)
     finally:
-        base.unpersist()
+        if outcomes is not None:
+            outcomes.unpersist()
+        if schemaless:
+            base.unpersist()

@@ -16,7 +16,7 @@ from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan, rollup
 from tasks.protocol import SegmentDescriptor, range_digest
 
-INTERVAL, CHUNK = "__interval", "__chunk"
+INTERVAL = "__interval"
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,26 @@ class SegmentContext:
 
 
 def _writer(
-    context: SegmentContext, plan_granularity: str, metadata: dict[str, str], names: list[str]
+    context: SegmentContext,
+    plan_granularity: str,
+    metadata: dict[str, str],
+    names: list[str],
+    max_rows: int,
 ) -> Any:
-    """The mapInArrow function: write each (interval, chunk) of a partition as one Parquet file."""
+    """The mapInArrow function over a partition holding whole intervals, rows sorted by interval
+    then time and dimensions: each interval's rows in chunks of up to max_rows, one Parquet
+    file a chunk (chunk n holds rows n*max_rows+1 .. (n+1)*max_rows of the interval)."""
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         open_key: tuple[int, int] | None = None
         writer: Any = None
-        rows = 0
+        rows = 0  # rows in the open file
+        interval: int | None = None
+        interval_rows = 0  # rows of the current interval written so far, in all its chunks
         path = ""
 
         def finish() -> Any:
@@ -82,38 +91,40 @@ def _writer(
 
         for batch in batches:
             table = pa.Table.from_batches([batch]).rename_columns(names)
-            intervals = table.column(INTERVAL).to_pylist()
-            chunks = table.column(CHUNK).to_pylist()
+            runs = pc.run_end_encode(batch.column(names.index(INTERVAL)))
+            body = table.drop_columns([INTERVAL])
             index = 0
-            while index < len(intervals):
-                key = (intervals[index], chunks[index])
-                stop = index
-                while stop < len(intervals) and (intervals[stop], chunks[stop]) == key:
-                    stop += 1
-                if key != open_key:
-                    if writer is not None:
-                        yield finish()
-                    open_key, rows = key, 0
-                    end = granularity.bucket_end(key[0], plan_granularity)
-                    directory = context.directory(key[0], end)
-                    Path(directory).mkdir(parents=True, exist_ok=True)
-                    path = f"{directory}/{key[1]}.parquet"
-                    body = table.drop_columns([INTERVAL, CHUNK])
-                    segment_meta = {
-                        **metadata,
-                        "sluicegate.segmentId": context.segment_id(key[0], end, key[1]),
-                    }
-                    schema = body.schema.with_metadata(
-                        {
-                            **(body.schema.metadata or {}),
-                            **{k.encode(): v.encode() for k, v in segment_meta.items()},
+            for value, stop in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
+                if value != interval:
+                    interval, interval_rows = value, 0
+                while index < stop:
+                    chunk = interval_rows // max_rows
+                    take = min(stop - index, (chunk + 1) * max_rows - interval_rows)
+                    key = (value, chunk)
+                    if key != open_key:
+                        if writer is not None:
+                            yield finish()
+                        open_key, rows = key, 0
+                        end = granularity.bucket_end(value, plan_granularity)
+                        directory = context.directory(value, end)
+                        Path(directory).mkdir(parents=True, exist_ok=True)
+                        path = f"{directory}/{chunk}.parquet"
+                        segment_meta = {
+                            **metadata,
+                            "sluicegate.segmentId": context.segment_id(value, end, chunk),
                         }
-                    )
-                    writer = pq.ParquetWriter(path, schema, compression="zstd")
-                part = table.slice(index, stop - index).drop_columns([INTERVAL, CHUNK])
-                writer.write_table(part.replace_schema_metadata(writer.schema.metadata))
-                rows += stop - index
-                index = stop
+                        schema = body.schema.with_metadata(
+                            {
+                                **(body.schema.metadata or {}),
+                                **{k.encode(): v.encode() for k, v in segment_meta.items()},
+                            }
+                        )
+                        writer = pq.ParquetWriter(path, schema, compression="zstd")
+                    part = body.slice(index, take)
+                    writer.write_table(part.replace_schema_metadata(writer.schema.metadata))
+                    rows += take
+                    interval_rows += take
+                    index += take
         if writer is not None:
             yield finish()
 
@@ -128,7 +139,8 @@ def build_segments(
     context: SegmentContext,
     max_rows_per_segment: int,
 ) -> list[SegmentDescriptor]:
-    from pyspark.sql import Window
+    """Merge persists into segments with one shuffle: rows are partitioned by their segment
+    interval, rolled up within the partition, sorted and written a chunk at a time."""
     from pyspark.sql import functions as F
 
     if not persists:
@@ -137,18 +149,16 @@ def build_segments(
     for name in dims:
         if name not in frame.columns:
             frame = frame.withColumn(name, F.lit(None).cast("string"))
-    frame = rollup(plan, frame.select("__time", *cols([*dims, *_metric_columns(plan)])), dims)
-    order = [F.col("__time"), *[c.asc_nulls_first() for c in cols(dims)]]
-    window = Window.partitionBy(INTERVAL).orderBy(*order)
-    frame = frame.withColumn(
+    frame = frame.select("__time", *cols([*dims, *_metric_columns(plan)])).withColumn(
         INTERVAL, granularity.floor_ms(F.col("__time"), plan.segment_granularity)
     )
-    frame = frame.withColumn(
-        CHUNK, ((F.row_number().over(window) - 1) / max_rows_per_segment).cast("int")
-    )
+    # Grouping by the interval too keeps the rollup inside these partitions: no second shuffle.
+    frame = rollup(plan, frame.repartition(INTERVAL), [INTERVAL, *dims])
+    order = [F.col("__time"), *[c.asc_nulls_first() for c in cols(dims)]]
     helpers = aggregators.helper_columns(plan.schema.metricsSpec)
     frame = frame.drop(*helpers).withColumn("__time", F.timestamp_millis("__time"))
-    frame = frame.repartition(INTERVAL, CHUNK).sortWithinPartitions(INTERVAL, CHUNK, *order)
+    frame = frame.select("__time", *cols(dims), *cols(plan.metric_names), INTERVAL)
+    frame = frame.sortWithinPartitions(INTERVAL, *order)
     metadata = {
         "sluicegate.dataSource": context.datasource,
         "sluicegate.topic": context.topic,
@@ -161,7 +171,7 @@ def build_segments(
     names = frame.columns
     frame = frame.toDF(*[f"c{index}" for index in range(len(names))])
     written = frame.mapInArrow(
-        _writer(context, plan.segment_granularity, metadata, names),
+        _writer(context, plan.segment_granularity, metadata, names, max_rows_per_segment),
         "interval_start long, interval_end long, chunk long, path string, rows long, size long",
     ).collect()
     metrics = plan.metric_names
