@@ -21,7 +21,11 @@ JSON_BODY = {
 
 
 def db_session(request: Request) -> Iterator[Session]:
-    """One session per request, committed before the response is sent (scope="function")."""
+    """One session per request, committed before the response is sent (scope="function").
+
+    Routes that write commit themselves before they return: FastAPI validates a sync route's
+    answer in its thread pool before this runs, and an uncommitted write would hold SQLite's
+    write lock meanwhile, while the writers queued behind it hold the pool's threads."""
     session: Session = request.app.state.sessions()
     try:
         yield session

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, db_session, json_body
 from supervisor.db.models import SupervisorSpecRow
+from supervisor.db.repositories import SpecRepository
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import parse_errors, stats_report, status_report
@@ -57,6 +58,8 @@ def _summary(row: SupervisorSpecRow, *, spec: bool, system: bool) -> dict[str, A
         "dataSource": row.datasource,
         "suspended": row.suspended,
     }
+    if not spec and not system:
+        return entry
     masked = mask_spec(row.payload)
     if spec:
         entry["spec"] = masked
@@ -78,6 +81,7 @@ def submit(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     supervisor_id = svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified)
+    svc.session.commit()  # before the response (see api.common.db_session)
     wake(supervisor_id)
     return {"id": supervisor_id}
 
@@ -89,14 +93,14 @@ def list_supervisors(
     system: str | None = Query(None),
     svc: SupervisorService = Depends(service),
 ) -> list[Any]:
-    rows = svc.list_active()
     if system is not None:
-        return [_summary(row, spec=False, system=True) for row in rows]
+        return [_summary(row, spec=False, system=True) for row in svc.list_active()]
     if full is not None:
-        return [_summary(row, spec=True, system=False) for row in rows]
+        return [_summary(row, spec=True, system=False) for row in svc.list_active()]
+    specs = SpecRepository(svc.session)  # the specs themselves are not needed: not read
     if state is not None and state.lower() != "false":
-        return [_summary(row, spec=False, system=False) for row in rows]
-    return [row.supervisor_id for row in rows]
+        return [_summary(row, spec=False, system=False) for row in specs.all_active(payload=False)]
+    return specs.active_ids()
 
 
 @router.get("/history", summary="Spec history of every supervisor")
@@ -111,6 +115,7 @@ def suspend_all(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.set_all_suspended(True, who)
+    svc.session.commit()
     wake(None)
     return SUCCESS
 
@@ -122,6 +127,7 @@ def resume_all(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.set_all_suspended(False, who)
+    svc.session.commit()
     wake(None)
     return SUCCESS
 
@@ -133,6 +139,7 @@ def terminate_all(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.terminate_all(who)
+    svc.session.commit()
     wake(None)
     return SUCCESS
 
@@ -159,6 +166,7 @@ def suspend(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
     result = svc.set_suspended(supervisor_id, True, who)
+    svc.session.commit()
     wake(supervisor_id)
     return result
 
@@ -171,6 +179,7 @@ def resume(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
     result = svc.set_suspended(supervisor_id, False, who)
+    svc.session.commit()
     wake(supervisor_id)
     return result
 
@@ -183,6 +192,7 @@ def terminate(
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     svc.terminate(supervisor_id, who)
+    svc.session.commit()
     wake(supervisor_id)
     return {"id": supervisor_id}
 

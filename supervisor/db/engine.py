@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -9,22 +10,79 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import QueuePool
 
 import migrations
+
+BUSY_TIMEOUT_S = 10.0
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
 
+class _WriterQueue:
+    """SQLite lets one transaction write at a time, and a writer that finds the lock taken
+    polls for it, sleeping up to 100 ms between tries: under a burst of writers (a rollover
+    wave of a thousand supervisors: end offsets, successors, publishes, exits) some poll past
+    the busy timeout and fail with "database is locked" while the lock is free most of the
+    time. Within the process the writers queue on a lock instead: a transaction takes it
+    before its first write and gives it back as it commits or rolls back (SQLAlchemy's events
+    come just before the COMMIT, so the next writer may still poll once, briefly). A writer
+    that waits longer than the busy timeout goes on without it (SQLite's own locking still
+    holds), so nothing can deadlock on it."""
+
+    KEY = "sluicegate_writer"
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def before_write(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if self.KEY in conn.info or not statement.lstrip()[:7].upper().startswith(_WRITES):
+            return
+        conn.info[self.KEY] = self.lock.acquire(timeout=BUSY_TIMEOUT_S)
+
+    def ended(self, conn: Any) -> None:
+        self._release(conn.info)
+
+    def reset(self, dbapi_connection: Any, connection_record: Any, reset_state: Any) -> None:
+        self._release(connection_record.info)  # back in the pool, its transaction still open
+
+    def invalidate(self, dbapi_connection: Any, connection_record: Any, exception: Any) -> None:
+        self._release(connection_record.info)
+
+    def _release(self, info: dict[str, Any]) -> None:
+        if info.pop(self.KEY, False):
+            self.lock.release()
+
+    def install(self, engine: Engine) -> None:
+        event.listen(engine, "before_cursor_execute", self.before_write)
+        event.listen(engine, "commit", self.ended)
+        event.listen(engine, "rollback", self.ended)
+        event.listen(engine, "reset", self.reset)
+        event.listen(engine, "invalidate", self.invalidate)
+
+
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+        pool: dict[str, Any] = {}
+        if ":memory:" not in url and url.rstrip("/") != "sqlite:":
+            # A file DB: never make a thread wait for a connection. Request handlers keep their
+            # session's connection until the response is validated, which FastAPI does in its
+            # thread pool: with a bounded pool, 40 handlers waiting for a connection can hold
+            # every thread the holders need to finish (a deadlock until the pool's timeout).
+            # SQLite connections are cheap; the writers queue on _WriterQueue.
+            pool = {"poolclass": QueuePool, "pool_size": 20, "max_overflow": -1}
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S}, **pool
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
+        _WriterQueue().install(engine)
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.orm import Session, defer
 
 from supervisor.db.models import (
     AuditRow,
@@ -35,18 +35,36 @@ class SpecRepository:
         row = self.latest(supervisor_id)
         return None if row is None or row.tombstone else row
 
-    def all_active(self) -> list[SupervisorSpecRow]:
+    def all_active(self, *, payload: bool = True) -> list[SupervisorSpecRow]:
+        """The newest version of every supervisor not terminated, by id. Without `payload` the
+        specs themselves are not read (touching one raises): listing a thousand supervisors
+        then costs a few milliseconds instead of decoding a thousand JSON documents."""
+        query = (
+            select(SupervisorSpecRow)
+            .where(*self._active())
+            .order_by(SupervisorSpecRow.supervisor_id)
+        )
+        if not payload:
+            query = query.options(defer(SupervisorSpecRow.payload, raiseload=True))
+        return list(self.session.scalars(query))
+
+    def active_ids(self) -> list[str]:
+        """The ids of every supervisor not terminated, sorted."""
+        query = (
+            select(SupervisorSpecRow.supervisor_id)
+            .where(*self._active())
+            .order_by(SupervisorSpecRow.supervisor_id)
+        )
+        return list(self.session.scalars(query))
+
+    @staticmethod
+    def _active() -> tuple[ColumnElement[bool], ...]:
         newest = (
             select(func.max(SupervisorSpecRow.id))
             .group_by(SupervisorSpecRow.supervisor_id)
             .scalar_subquery()
         )
-        query = (
-            select(SupervisorSpecRow)
-            .where(SupervisorSpecRow.id.in_(newest), SupervisorSpecRow.tombstone.is_(False))
-            .order_by(SupervisorSpecRow.supervisor_id)
-        )
-        return list(self.session.scalars(query))
+        return SupervisorSpecRow.id.in_(newest), SupervisorSpecRow.tombstone.is_(False)
 
     def history(
         self, supervisor_id: str | None = None, count: int | None = None
@@ -259,6 +277,15 @@ class TaskRepository:
             name = ("publishing" if rolled else "reading") if status == "RUNNING" else status
             counts[name.lower()] = counts.get(name.lower(), 0) + count
         return counts
+
+    def supervisors_of(self, task_ids: list[str]) -> set[str]:
+        """The supervisors these tasks belong to (tasks submitted on their own have none)."""
+        if not task_ids:
+            return set()
+        query = select(TaskRow.supervisor_id).where(
+            TaskRow.id.in_(task_ids), TaskRow.supervisor_id.is_not(None)
+        )
+        return {supervisor_id for supervisor_id in self.session.scalars(query) if supervisor_id}
 
     def of_supervisor(self, supervisor_id: str, finished_since: datetime) -> list[TaskRow]:
         """Running tasks of a supervisor, and those that ended since `finished_since`."""
