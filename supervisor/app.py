@@ -90,7 +90,7 @@ class TaskMonitor:
         if exits:
             with self.sessions() as session:
                 TaskService(session, self.clock, self.runner).record_exits(exits)
-            self.manager.wake_all()
+            self.manager.wake_tasks([exited.task_id for exited in exits])
 
     def _run(self) -> None:
         while not self.stopping.wait(0.25):

@@ -1,6 +1,7 @@
 """One reconcile loop per supervisor, and the manager that keeps one running for each.
 
-A loop wakes on its `period`, on API changes and on task exits; each pass is
+A loop wakes on its `period`, when a task's duration or timeout ends (plan.next_deadline), on
+API changes and on exits of its tasks; each pass is
 observe → plan → execute, one at a time per supervisor (STYLE habits 1-3).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -18,8 +20,8 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.execute import Executor
 from supervisor.controller.model import ReserveStandbys, Rollover, Snapshot
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
-from supervisor.controller.plan import plan
-from supervisor.db.repositories import SpecRepository
+from supervisor.controller.plan import next_deadline, plan
+from supervisor.db.repositories import SpecRepository, TaskRepository
 from supervisor.logs import log_context
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.schemas.periods import duration_millis
@@ -27,7 +29,7 @@ from supervisor.services.supervisors import RESET_REASON
 from tasks.partitions import Offsets, PartitionKey
 
 log = logging.getLogger(__name__)
-MAX_WAIT_S = 5.0
+DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has read the spec
 IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 ROLLED = 1_000_000  # run_once's answer after a rollover: pass again at once
@@ -79,7 +81,10 @@ class SupervisorLoop:
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.finished = False
-        self.period_s = MAX_WAIT_S
+        self.period_s = DEFAULT_PERIOD_S
+        self.due: float | None = None  # when the next periodic pass is due (monotonic)
+        self.deadline: float | None = None  # when the clock next changes the plan (monotonic)
+        self.phase = (zlib.crc32(supervisor_id.encode()) % 1000 + 1) / 1000  # in (0, 1]
         self.handoff_requested: set[int] = set()
         self.checkpoints_requested: dict[str, dict[str, int]] = {}  # task id -> sequence start
         self.restart_groups: set[int] = set()  # reset: kill these groups' tasks next pass
@@ -107,6 +112,7 @@ class SupervisorLoop:
     def run_once(self) -> int:
         """One pass; the number of actions taken that call for a prompt next pass (ROLLED after
         a rollover, -1 when the supervisor is gone)."""
+        self.deadline = None  # a pass that fails sets none
         with self.sessions() as session:
             executor = Executor(session, self.clock, self.runner)
             if not self.adopted:
@@ -130,6 +136,12 @@ class SupervisorLoop:
             snapshot = replace(snapshot, standby_lead_s=self.runner.settings.standby_lead_s)
             self.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
             actions = plan(snapshot)
+            deadline = next_deadline(snapshot)
+            self.deadline = (
+                None
+                if deadline is None
+                else time.monotonic() + (deadline - snapshot.now).total_seconds()
+            )
             executor.run(actions, spec, row.id)
             rolling = {a.group for a in actions if isinstance(a, Rollover)}
             executor.checkpoints(self._take_checkpoints(), skip_groups=rolling)
@@ -245,9 +257,22 @@ class SupervisorLoop:
                 self.finished = True
                 return
             busy = 0.0 if actions == ROLLED else 0.2
-            wait = busy if actions > 0 else min(self.period_s, MAX_WAIT_S)
+            wait = busy if actions > 0 else self._until_due(time.monotonic())
             self.wakeup.wait(wait)
             self.wakeup.clear()
+
+    def _until_due(self, now: float) -> float:
+        """Seconds to the next periodic pass. Periodic passes run every `period`, as Druid runs
+        runInternal, each loop at a phase of its own (from a hash of its id), so a thousand
+        loops spread their passes over the period instead of passing all at once after a
+        restart or a wave; passes woken in between (API changes, task exits) do not move them."""
+        if self.due is None or self.due > now + self.period_s:  # new, or the period shrank
+            self.due = now + self.phase * self.period_s
+        while self.due <= now:
+            self.due += self.period_s
+        if self.deadline is not None and self.deadline < self.due:
+            return max(0.0, self.deadline - now)
+        return self.due - now
 
 
 class SupervisorManager:
@@ -268,7 +293,7 @@ class SupervisorManager:
     def sync(self) -> None:
         """Start a loop for every supervisor that has a spec and none running."""
         with self.sessions() as session:
-            ids = {row.supervisor_id for row in SpecRepository(session).all_active()}
+            ids = SpecRepository(session).active_ids()
         with self.lock:
             for supervisor_id in ids:
                 loop = self.loops.get(supervisor_id)
@@ -315,6 +340,17 @@ class SupervisorManager:
             return False
         loop.request_checkpoint(task_id, start)
         return True
+
+    def wake_tasks(self, task_ids: list[str]) -> None:
+        """After task processes ended: a pass now for the supervisors they belong to (and
+        for no other: with a thousand supervisors, waking all of them per exit would make every
+        loop pass again whenever any task ends)."""
+        with self.sessions() as session:
+            owners = TaskRepository(session).supervisors_of(task_ids)
+        with self.lock:
+            loops = [self.loops[owner] for owner in owners if owner in self.loops]
+        for loop in loops:
+            loop.wake()
 
     def wake_all(self) -> None:
         with self.lock:

@@ -161,15 +161,18 @@ def observe(
         row = history[0]
     spec = parse_supervisor_spec(row.payload)
     view = spec_view(row, spec)
+    committed_row = OffsetsRepository(session).get(supervisor_id)
+    committed = _offsets(committed_row.offsets if committed_row else None) or {}
+    since = now - timedelta(seconds=view.completion_timeout_s + 60)
+    rows = TaskRepository(session).of_supervisor(supervisor_id, since)
+    # The DB is read: end the read transaction, so that no DB connection stays checked out
+    # while Kafka and the tasks are asked over the network (the rows stay loaded).
+    session.commit()
     io = spec.spec.ioConfig
     pattern = io.topicPattern is not None
     partitions, earliest, latest = stream.describe(
         io.consumerProperties, io.topicPattern or io.topic or "", pattern
     )
-    committed_row = OffsetsRepository(session).get(supervisor_id)
-    committed = _offsets(committed_row.offsets if committed_row else None) or {}
-    since = now - timedelta(seconds=view.completion_timeout_s + 60)
-    rows = TaskRepository(session).of_supervisor(supervisor_id, since)
     probe = probe or TaskProbe()
     probe.probe(rows)
     tasks = tuple(

@@ -24,7 +24,7 @@ Per task group (partition % taskCount; topicPattern: see tasks/partitions.py):
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from supervisor.controller.model import (
     SUCCESS,
@@ -224,3 +224,24 @@ def plan(snapshot: Snapshot) -> list[Action]:
     for group in sorted(set(groups) | set(by_group)):
         planner.group(group, groups.get(group, []), by_group.get(group, []), ends)
     return planner.actions
+
+
+def next_deadline(snapshot: Snapshot) -> datetime | None:
+    """The next time after `now` at which the clock alone changes the plan: a reading task's
+    taskDuration end and, with standbys, its standby lead before that; a publishing
+    generation's completionTimeout. The loop passes then, not only every `period` (Druid
+    checks the task duration in its periodic pass: a rollover is up to `period` late)."""
+    s = snapshot
+    duration = timedelta(seconds=s.spec.task_duration_s)
+    timeout = timedelta(seconds=s.spec.completion_timeout_s)
+    lead = timedelta(seconds=s.standby_lead_s)
+    times: list[datetime] = []
+    for task in s.tasks:
+        if task.reading:
+            ends = (task.reading_since or task.created_at) + duration
+            times.append(ends)
+            if s.standby_lead_s > 0 and task.reading_since is not None:
+                times.append(ends - lead)
+        elif task.running:
+            times.append((task.rolled_at or task.created_at) + timeout)
+    return min((t for t in times if t > s.now), default=None)

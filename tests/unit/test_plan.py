@@ -18,7 +18,7 @@ from supervisor.controller.model import (
     TaskView,
     identity,
 )
-from supervisor.controller.plan import plan
+from supervisor.controller.plan import next_deadline, plan
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SPEC = SpecView(
@@ -320,3 +320,21 @@ def test_a_task_whose_own_checkpoints_published_reads_on() -> None:
     behind = replace(mine, current={0: 500, 2: 300})
     actions = plan(snap(tasks=(behind, replica, *others), committed=committed))
     assert KillTasks(("a",), "its predecessor generation failed") in actions
+
+
+def test_next_deadline_is_the_earliest_duration_end_lead_or_timeout() -> None:
+    reading = replace(
+        task("r", 0, {0: 5, 2: 5}, age_s=50), reading_since=NOW - timedelta(seconds=40)
+    )
+    starting = task("s", 1, {1: 5}, age_s=30)  # not reading yet: counts from its creation
+    publishing = task("p", 1, {1: 0}, end={1: 5}, rolled_ago_s=200)
+    tasks = (reading, starting, publishing)
+    # reading ends in 20 s; starting in 30 s; publishing times out in 100 s
+    assert next_deadline(snap(tasks=tasks)) == NOW + timedelta(seconds=20)
+    # with standbys, 15 s before the reading task's end
+    assert next_deadline(snap(tasks=tasks, standby_lead_s=15)) == NOW + timedelta(seconds=5)
+    # deadlines already past are the plan's business this pass, not the next wake's
+    later = NOW + timedelta(seconds=25)
+    assert next_deadline(snap(tasks=tasks, now=later)) == NOW + timedelta(seconds=30)
+    assert next_deadline(snap(tasks=(publishing,), now=NOW + timedelta(seconds=100))) is None
+    assert next_deadline(snap()) is None
