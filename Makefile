@@ -37,7 +37,7 @@ quickstart: setup
 	$(BIN)/sluicegate quickstart
 
 bench: setup
-	$(BIN)/python bench/task_throughput.py
+	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/handoff.py
 	$(BIN)/python bench/freshness.py
 

@@ -3,7 +3,6 @@ process with real task processes, a producer at a steady rate, and the task tabl
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import sys
@@ -22,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 import uvicorn  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
+from bench.common import write_results as write_results  # noqa: E402
 from supervisor.app import create_app  # noqa: E402
 from supervisor.db.engine import make_engine  # noqa: E402
 from supervisor.db.models import TaskRow  # noqa: E402
@@ -176,10 +176,3 @@ def percentile(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
-
-
-def write_results(name: str, results: dict[str, Any]) -> Path:
-    out = ROOT / "bench" / "results" / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    return out

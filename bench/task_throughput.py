@@ -1,5 +1,12 @@
-"""Events per second of one Sluicegate indexing task, against the limit: one plain Spark batch
-job over the same offset range (read, parse, roll up, write Parquet), in the same process.
+"""Where one indexing task's time goes: a KafkaIndexer run in this process against the limit
+(one plain Spark batch job over the same offset range), both on one warm SparkSession, so the
+figures are the data path alone, without JVM start-up or the control plane
+(bench/throughput.py measures those, from cold).
+
+The task's time is split into its steps (latest offsets, each micro-batch's persist, merging
+persists into segments, the publish call), and one batch of the same size is taken apart by
+running its first stages into Spark's no-op sink (the Kafka read alone; read and parse),
+then the whole persist (counts, roll-up, write).
 
     .venv/bin/python bench/task_throughput.py --records 400000
 
@@ -9,98 +16,74 @@ Prints a table, writes bench/results/task_throughput.json and ends with a RATIO 
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import (  # noqa: E402
+    data_schema,
+    limit_job,
+    parquet_files,
+    peak_rss_mb,
+    produce_edits,
+    rolled_up_events,
+    write_results,
+)
 from supervisor.clock import utc_now  # noqa: E402
 from supervisor.db.engine import make_engine, migrate, session_factory  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
-from supervisor.devstack.topics import create_topic, produce  # noqa: E402
 from supervisor.services.publish import PublishService  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
+from tasks import indexer, pipeline, sequences  # noqa: E402
 from tasks.indexer import KafkaIndexer  # noqa: E402
 from tasks.protocol import IndexKafkaTask, TaskState  # noqa: E402
 from tasks.reader import read_range  # noqa: E402
 from tasks.spark import build_session  # noqa: E402
 
-PARTITIONS = 4
-CHANNELS = [f"#{c}.wikipedia" for c in ("en", "fr", "de", "ja", "es", "it", "ru", "zh")]
+TOPIC = "wiki-edits"
 
 
-def edit(n: int, rng: random.Random) -> bytes:
-    second = n % (4 * 3600)
-    return json.dumps(
-        {
-            "timestamp": f"2026-11-22T{8 + second // 3600:02d}:"
-            f"{second % 3600 // 60:02d}:{second % 60:02d}Z",
-            "channel": rng.choice(CHANNELS),
-            "page": f"Page {rng.randrange(2000)}",
-            "user": f"user{rng.randrange(500)}",
-            "namespace": rng.choice(["Main", "Talk", "User", "File"]),
-            "countryName": rng.choice(["France", "Japan", "Peru", "Kenya", "Canada", None]),
-            "added": rng.randrange(0, 800),
-            "deleted": rng.randrange(0, 200),
-        }
-    ).encode()
+class Steps:
+    """Seconds spent in named functions, by wrapping them where the task looks them up."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self.undo: list[Callable[[], None]] = []
+
+    def wrap(self, owner: Any, attribute: str, name: str) -> None:
+        original = getattr(owner, attribute)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - began
+                self.calls[name] += 1
+
+        setattr(owner, attribute, timed)
+        self.undo.append(lambda: setattr(owner, attribute, original))
+
+    def restore(self) -> None:
+        for undo in reversed(self.undo):
+            undo()
 
 
-def data_schema() -> dict[str, Any]:
-    return {
-        "dataSource": "wiki",
-        "timestampSpec": {"column": "timestamp", "format": "iso"},
-        "dimensionsSpec": {"dimensions": ["channel", "page", "user", "namespace", "countryName"]},
-        "metricsSpec": [
-            {"type": "count", "name": "count"},
-            {"type": "longSum", "name": "added", "fieldName": "added"},
-            {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
-        ],
-        "granularitySpec": {
-            "segmentGranularity": "HOUR",
-            "queryGranularity": "MINUTE",
-            "rollup": True,
-        },
-    }
-
-
-def limit_run(spark: Any, bootstrap: str, topic: str, end: dict[int, int], out: str) -> int:
-    from pyspark.sql import functions as F
-
-    frame = read_range(spark, bootstrap, topic, {p: 0 for p in end}, end)
-    schema = (
-        "timestamp STRING, channel STRING, page STRING, user STRING, namespace STRING, "
-        "countryName STRING, added BIGINT, deleted BIGINT"
-    )
-    rows = frame.select(F.from_json(F.col("value").cast("string"), schema).alias("r")).select("r.*")
-    minute = F.date_trunc("minute", F.col("timestamp").try_cast("timestamp"))
-    rolled = rows.groupBy(
-        minute.alias("__time"), "channel", "page", "user", "namespace", "countryName"
-    ).agg(
-        F.count(F.lit(1)).alias("count"),
-        F.sum("added").alias("added"),
-        F.sum("deleted").alias("deleted"),
-    )
-    rolled.write.mode("overwrite").partitionBy().parquet(out)
-    return int(spark.read.parquet(out).agg(F.sum("count")).first()[0])
-
-
-def sluicegate_run(spark: Any, bootstrap: str, topic: str, end: dict[int, int], work: Path) -> int:
-    engine = make_engine(f"sqlite:///{work / 'meta.db'}")
-    migrate(engine)
-    sessions = session_factory(engine)
-    task = IndexKafkaTask.model_validate(
+def index_task(topic: str, bootstrap: str, end: dict[int, int], batch: int) -> IndexKafkaTask:
+    return IndexKafkaTask.model_validate(
         {
             "type": "index_kafka",
             "id": "bench",
             "dataSchema": data_schema(),
-            "tuningConfig": {"type": "kafka"},
+            "tuningConfig": {"type": "kafka", "maxRowsInMemory": batch},
             "ioConfig": {
                 "startSequenceNumbers": {
                     "type": "start",
@@ -118,81 +101,141 @@ def sluicegate_run(spark: Any, bootstrap: str, topic: str, end: dict[int, int], 
         }
     )
 
+
+def sluicegate_run(
+    spark: Any, bootstrap: str, end: dict[int, int], batch: int, work: Path, steps: Steps | None
+) -> int:
+    """Run one task over [0, end) with its own metadata DB; the events its segments hold."""
+    work.mkdir(parents=True)
+    engine = make_engine(f"sqlite:///{work / 'meta.db'}")
+    migrate(engine)
+    sessions = session_factory(engine)
+
     def publisher(action: Any) -> Any:
         with sessions() as session:
             return PublishService(session, utc_now).publish("bench", action)
 
-    state = KafkaIndexer(task, spark, work / "task", work / "deep", publisher).run()
+    task = index_task(TOPIC, bootstrap, end, batch)
+    run = KafkaIndexer(task, spark, work / "task", work / "deep", publisher)
+    if steps is not None:
+        steps.wrap(run.offsets, "latest", "latest offsets")
+        steps.wrap(indexer, "read_range", "plan the Kafka read")
+        steps.wrap(indexer, "process_batch", "micro-batch persists")
+        steps.wrap(sequences, "build_segments", "merge persists into segments")
+        steps.wrap(run, "publisher", "publish transaction")
+    try:
+        state = run.run()
+    finally:
+        if steps is not None:
+            steps.restore()
     engine.dispose()
     if state.status is not TaskState.SUCCESS:
         raise RuntimeError(f"the task failed: {state.error}")
-    return state.stats.processed
+    return rolled_up_events(parquet_files(work / "deep"))
 
 
-def peak_rss_mb(pid: int | str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def noop(frame: Any) -> float:
+    began = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - began
+
+
+def batch_stages(
+    spark: Any, bootstrap: str, end: dict[int, int], batch: int, work: Path
+) -> dict[str, float]:
+    """One batch's stages, each run on its own into the no-op sink (and the real persist)."""
+    per_partition = batch // len(end)
+    start = {p: 0 for p in end}
+    stop = {p: min(o, per_partition) for p, o in end.items()}
+    task = index_task(TOPIC, bootstrap, stop, batch)
+    plan = pipeline.RowPlan(task.dataSchema, task.ioConfig.inputFormat)
+
+    def frame() -> Any:
+        return read_range(spark, bootstrap, TOPIC, start, stop)
+
+    stages = {
+        "Kafka read": noop(frame()),
+        "read, parse": noop(pipeline.parse_batch(plan, frame())),
+    }
+    began = time.perf_counter()
+    pipeline.process_batch(plan, frame(), str(work / "persist"), 100, [])
+    stages["the persist (stats, write)"] = time.perf_counter() - began
+    return stages
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=400_000)
+    parser.add_argument("--batch", type=int, default=150_000, help="maxRowsInMemory")
+    parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     settings = Settings()
-    rng = random.Random(42)
-    with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sluicegate-task-bench-") as tmp:
         work = Path(tmp)
         with LocalKafka(work / "kafka", settings.jar_cache, heap="1g") as kafka:
-            topic = "wiki-bench"
-            create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
-            for p in range(PARTITIONS):
-                produce(
-                    kafka.bootstrap_servers,
-                    topic,
-                    ((None, edit(n, rng)) for n in range(p, args.records, PARTITIONS)),
-                    partition=p,
-                )
-            end = {p: len(range(p, args.records, PARTITIONS)) for p in range(PARTITIONS)}
-            spark = build_session(settings.jar_cache, master="local[2]", app_name="bench")
-            limit_run(
-                spark,
-                kafka.bootstrap_servers,
-                topic,
-                {p: min(1000, e) for p, e in end.items()},
-                str(work / "warmup"),
-            )  # JIT and connector warm-up, not timed
+            bootstrap = kafka.bootstrap_servers
+            end = produce_edits(bootstrap, TOPIC, args.records)
+            spark = build_session(
+                settings.jar_cache,
+                master=args.master,
+                app_name="bench",
+                conf={"spark.ui.showConsoleProgress": "false"},
+            )
+            small = {p: min(1000, o) for p, o in end.items()}
+            # JIT, connector and Python worker warm-up, not timed
+            limit_job(spark, bootstrap, TOPIC, small, str(work / "warm-limit"))
+            sluicegate_run(spark, bootstrap, small, args.batch, work / "warm-task", None)
             began = time.perf_counter()
-            limit_rows = limit_run(spark, kafka.bootstrap_servers, topic, end, str(work / "limit"))
+            limit_job(spark, bootstrap, TOPIC, end, str(work / "limit"))
             limit_s = time.perf_counter() - began
+            steps = Steps()
             began = time.perf_counter()
-            task_rows = sluicegate_run(spark, kafka.bootstrap_servers, topic, end, work)
+            task_events = sluicegate_run(spark, bootstrap, end, args.batch, work / "task", steps)
             task_s = time.perf_counter() - began
+            stages = batch_stages(spark, bootstrap, end, args.batch, work / "stages")
             jvm_pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
             jvm_mb, python_mb = peak_rss_mb(jvm_pid), peak_rss_mb("self")
+            limit_events = rolled_up_events(parquet_files(work / "limit"))
             spark.stop()
-    assert limit_rows == task_rows == args.records, (limit_rows, task_rows)
+    assert limit_events == task_events == args.records, (limit_events, task_events)
+    report(args, limit_s, task_s, steps, stages, jvm_mb, python_mb)
+
+
+def report(
+    args: argparse.Namespace,
+    limit_s: float,
+    task_s: float,
+    steps: Steps,
+    stages: dict[str, float],
+    jvm_mb: float,
+    python_mb: float,
+) -> None:
+    n = args.records
+    print(f"\n{n} records, batch {args.batch}, master {args.master}, warm JVM")
+    print(f"{'contender':<34}{'seconds':>9}{'events/s':>11}")
+    print(f"{'limit':<34}{limit_s:>9.2f}{n / limit_s:>11.0f}")
+    print(f"{'sluicegate task':<34}{task_s:>9.2f}{n / task_s:>11.0f}")
+    print("\nthe task's steps")
+    other = task_s - sum(steps.seconds.values())
+    for name, seconds in [*steps.seconds.items(), ("other", other)]:
+        calls = steps.calls.get(name)
+        print(f"  {name:<32}{seconds:>9.2f}" + (f"  ({calls} calls)" if calls else ""))
+    print(f"\none batch of {args.batch} records, stage by stage (no-op sink)")
+    for name, seconds in stages.items():
+        print(f"  {name:<32}{seconds:>9.2f}")
+    print(f"driver peak RSS: JVM {jvm_mb:.0f} MiB, Python {python_mb:.0f} MiB")
     results = {
-        "records": args.records,
-        "limit_events_per_s": args.records / limit_s,
-        "sluicegate_events_per_s": args.records / task_s,
+        "records": n,
+        "batch": args.batch,
         "limit_seconds": limit_s,
-        "sluicegate_seconds": task_s,
+        "task_seconds": task_s,
+        "task_steps_seconds": dict(steps.seconds),
+        "batch_stages_seconds": stages,
         "driver_peak_rss_mb": {"jvm": jvm_mb, "python": python_mb},
         "vs_limit": limit_s / task_s,
     }
-    print(f"{'contender':<12}{'seconds':>10}{'events/s':>12}")
-    print(f"{'limit':<12}{limit_s:>10.1f}{results['limit_events_per_s']:>12.0f}")
-    print(f"{'sluicegate':<12}{task_s:>10.1f}{results['sluicegate_events_per_s']:>12.0f}")
-    print(f"driver peak RSS: JVM {jvm_mb:.0f} MiB, Python {python_mb:.0f} MiB")
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "task_throughput.json").write_text(json.dumps(results, indent=2))
-    print(
-        f"RATIO vs_limit={results['vs_limit']:.2f} "
-        f"events_per_s={results['sluicegate_events_per_s']:.0f} jvm_peak_mb={jvm_mb:.0f}"
-    )
+    write_results("task_throughput", results)
+    print(f"RATIO vs_limit={limit_s / task_s:.2f} events_per_s={n / task_s:.0f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,452 @@
+"""Throughput: events per second from a cold start until N records are durable in Parquet.
+
+The same input for every contender, in the same run on the same machine: N wiki-edit JSON
+records (about 180 bytes; 5 string dimensions, 2 long metrics, timestamps over four hours)
+already in a 4-partition topic of a real broker, and the same dataSchema (hour segments,
+minute query granularity, rollup on). One contender runs at a time, each on the same Spark
+master, each starting its own Spark driver from cold inside its timing:
+
+- limit: one Spark batch job over the whole offset range (read, parse, roll up, write), no
+  control plane (bench/baselines.py, a process of its own);
+- Structured Streaming: the Kafka source from the earliest offsets, maxOffsetsPerTrigger equal
+  to Sluicegate's batch, foreachBatch writing each batch's rollup to Parquet, a checkpoint,
+  Trigger.AvailableNow (bench/baselines.py, a process of its own);
+- Sluicegate: the service in this process (uvicorn, SQLite metadata) with one supervisor,
+  taskCount 1, useEarliestOffset, replicas 1 and then 2. Timed from the spec POST until the
+  supervisor's committed offsets equal the end offsets, so it includes the reconcile loop,
+  the task process and its Spark start, reading, merging persists into segments and the
+  publish transaction. A supervisor's tasks read until asked to hand off; this one is
+  suspended (`--finish suspend`, the default) as soon as its status shows a task has read
+  the whole topic: the group rolls over (pause, end offsets, resume), publishes, and no
+  successor starts. `--finish handoff` asks for an early handoff instead, after which a
+  successor task starts at once and shares the two cores with the publish.
+
+The service runs without warm standby task processes (standby_lead_s 0), so its task starts
+its Spark driver after the POST like the baselines do.
+
+Sluicegate reads maxRowsInMemory / partitions records per partition per micro-batch
+(`--batch` is maxRowsInMemory; Structured Streaming gets maxOffsetsPerTrigger = the same total).
+Every contender's output is checked: the sum of its rollup's count metric must equal N.
+
+`--rounds` runs every contender that many times, interleaved (limit, Structured Streaming,
+replicas 1, replicas 2, then again); the table shows each contender's fastest round, the JSON
+every round. Next to the wall time it shows the CPU seconds of the contender's processes
+(sampled from /proc; for Sluicegate the task processes and this process, the service): a
+figure that moves less than wall time when something else shares the machine.
+
+    .venv/bin/python bench/throughput.py --records 1000000
+    .venv/bin/python bench/throughput.py --records 50000     # a quick check
+    .venv/bin/python bench/throughput.py --rounds 2 --keep /tmp  # keeps task logs
+
+Prints a table, writes bench/results/throughput.json and ends with a RATIO line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    PARTITIONS,
+    data_schema,
+    parquet_files,
+    produce_edits,
+    rolled_up_events,
+    write_results,
+)
+from bench.live import BASE, running  # noqa: E402
+from supervisor.db.engine import make_engine  # noqa: E402
+from supervisor.db.models import SegmentRow, TaskRow  # noqa: E402
+from supervisor.settings import Settings, default_jar_cache  # noqa: E402
+
+TOPIC = "wiki-edits"
+POLL_S = 0.1
+TIMEOUT_S = 3600.0
+TICK = os.sysconf("SC_CLK_TCK")
+CONTENDERS = {
+    "limit": "limit (one Spark batch job)",
+    "streaming": "Spark Structured Streaming",
+    "sluicegate_r1": "Sluicegate, replicas 1",
+    "sluicegate_r2": "Sluicegate, replicas 2",
+}
+
+
+class CpuMeter:
+    """CPU seconds used by this process's descendants (and itself, with `own`) between start and
+    stop, sampled from /proc: a process's last sample counts after it has exited."""
+
+    def __init__(self, own: bool = False) -> None:
+        self.own = own
+        self.seen: dict[int, float] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+        self.began = self._own()
+
+    def __enter__(self) -> CpuMeter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self._sample()
+
+    @property
+    def seconds(self) -> float:
+        own = self._own() - self.began if self.own else 0.0
+        return own + sum(self.seen.values())
+
+    def _own(self) -> float:
+        times = os.times()
+        return times.user + times.system
+
+    def _sample_until_stopped(self) -> None:
+        while not self.stopping.wait(0.2):
+            self._sample()
+
+    def _sample(self) -> None:
+        stack = _children(os.getpid())
+        while stack:
+            pid = stack.pop()
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            self.seen[pid] = max(
+                self.seen.get(pid, 0.0), (int(fields[11]) + int(fields[12])) / TICK
+            )
+            stack += _children(pid)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for thread in threads:
+        try:
+            found += [int(c) for c in (thread / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def run_baseline(
+    job: str, args: argparse.Namespace, bootstrap: str, end: dict[int, int], work: Path
+) -> dict[str, Any]:
+    """Run bench/baselines.py `job` in a process of its own; seconds from its start until it
+    reports its output written."""
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / job
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "baselines.py"),
+        job,
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        TOPIC,
+        "--end",
+        json.dumps(end),
+        "--out",
+        str(out),
+        "--checkpoint",
+        str(work / f"{job}.checkpoint"),
+        "--per-trigger",
+        str(args.batch // PARTITIONS * PARTITIONS),
+        "--master",
+        args.master,
+        "--jar-cache",
+        str(args.jar_cache),
+    ]
+    log_path = work / f"{job}.log"
+    with log_path.open("wb") as log, CpuMeter() as cpu:
+        began = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=work)
+        assert process.stdout is not None
+        durable, phases = None, {}
+        for line in process.stdout:
+            if line.startswith(b"DURABLE "):
+                durable = time.perf_counter()
+                phases = json.loads(line[len(b"DURABLE ") :])
+        code = process.wait()
+    if code != 0 or durable is None:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{job} exited {code} without finishing:\n{tail}")
+    return {
+        "seconds": durable - began,
+        "cpu_s": round(cpu.seconds, 1),
+        "events": rolled_up_events(parquet_files(out)),
+        "output_files": len(parquet_files(out)),
+        **phases,
+    }
+
+
+def supervisor_spec(datasource: str, bootstrap: str, replicas: int, batch: int) -> dict[str, Any]:
+    return {
+        "type": "kafka",
+        "spec": {
+            "dataSchema": data_schema(datasource),
+            "ioConfig": {
+                "topic": TOPIC,
+                "consumerProperties": {"bootstrap.servers": bootstrap},
+                "inputFormat": {"type": "json"},
+                "useEarliestOffset": True,
+                "taskCount": 1,
+                "replicas": replicas,
+                # long enough not to roll over during the run; the run ends with a suspend
+                "taskDuration": "PT1H",
+                # observe the tasks every second, so the status shows when they caught up
+                "period": "PT1S",
+            },
+            "tuningConfig": {"type": "kafka", "maxRowsInMemory": batch},
+        },
+    }
+
+
+def run_sluicegate(
+    api: httpx.Client,
+    settings: Settings,
+    args: argparse.Namespace,
+    bootstrap: str,
+    end: dict[int, int],
+    replicas: int,
+    datasource: str,
+) -> dict[str, Any]:
+    """Submit a supervisor; seconds from the POST until its committed offsets reach `end`."""
+    with CpuMeter(own=True) as cpu:
+        result = _run_supervisor(api, settings, args, bootstrap, end, replicas, datasource)
+    result["cpu_s"] = round(cpu.seconds, 1)
+    return result
+
+
+def _run_supervisor(
+    api: httpx.Client,
+    settings: Settings,
+    args: argparse.Namespace,
+    bootstrap: str,
+    end: dict[int, int],
+    replicas: int,
+    datasource: str,
+) -> dict[str, Any]:
+    final = {str(p): o for p, o in end.items()}
+    posted_at = datetime.now(UTC)
+    began = time.perf_counter()
+    api.post(BASE, json=supervisor_spec(datasource, bootstrap, replicas, args.batch))
+    caught_up = None
+    while True:
+        response = api.get(f"{BASE}/{datasource}/status")
+        response.raise_for_status()
+        payload = response.json()["payload"]
+        if payload["committedOffsets"] == final:
+            break
+        reading = [t["currentOffsets"] for t in payload["activeTasks"]]
+        if caught_up is None and final in reading:
+            caught_up = time.perf_counter()
+            if args.finish == "suspend":
+                api.post(f"{BASE}/{datasource}/suspend").raise_for_status()
+            else:
+                api.post(f"{BASE}/{datasource}/taskGroups/handoff", json={"taskGroupIds": [0]})
+        if time.perf_counter() - began > TIMEOUT_S:
+            raise RuntimeError(f"{datasource}: not committed within {TIMEOUT_S} s: {payload}")
+        time.sleep(POLL_S)
+    durable = time.perf_counter()
+    api.post(f"{BASE}/{datasource}/terminate").raise_for_status()
+    tasks = wait_for_tasks(settings, datasource)
+    segments = used_segments(settings, datasource)
+    result: dict[str, Any] = {
+        "seconds": durable - began,
+        "events": rolled_up_events(segments),
+        "segments": len(segments),
+        "caught_up_s": None if caught_up is None else round(caught_up - began, 2),
+        "tasks": len(tasks),
+    }
+    winner = next((t for t in tasks if t.report and t.report.get("segments")), None)
+    if winner is not None:
+        report = winner.report
+        reading = datetime.fromisoformat(report["readingSince"].replace("Z", "+00:00"))
+        result["task_launched_s"] = round((winner.created_at - posted_at).total_seconds(), 2)
+        result["task_reading_s"] = round((reading - posted_at).total_seconds(), 2)
+        result["counters"] = report["counters"]
+        result["standby"] = report.get("standby", False)
+    return result
+
+
+def wait_for_tasks(settings: Settings, datasource: str) -> list[Any]:
+    """Wait until no task of the datasource runs; its task rows."""
+    engine = make_engine(settings.metadata_url)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            with engine.connect() as conn:
+                rows = list(
+                    conn.execute(select(TaskRow).where(TaskRow.datasource == datasource)).all()
+                )
+            if all(r.status != "RUNNING" for r in rows) or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+
+
+def used_segments(settings: Settings, datasource: str) -> list[Path]:
+    engine = make_engine(settings.metadata_url)
+    try:
+        with engine.connect() as conn:
+            query = select(SegmentRow.path).where(
+                SegmentRow.datasource == datasource, SegmentRow.used.is_(True)
+            )
+            return [Path(path) for (path,) in conn.execute(query).all()]
+    finally:
+        engine.dispose()
+
+
+def warm_file_cache(
+    args: argparse.Namespace, bootstrap: str, end: dict[int, int], work: Path
+) -> None:
+    """An untimed tiny limit job first, so the jars and libraries are in the OS file cache for
+    every timed contender alike (no JVM outlives it)."""
+    run_baseline("limit", args, bootstrap, {p: min(100, o) for p, o in end.items()}, work / "warm")
+
+
+def describe(key: str, result: dict[str, Any]) -> str:
+    if key == "limit":
+        return f"session {result['session_s']} s, job {result['job_s']} s"
+    if key == "streaming":
+        return (
+            f"session {result['session_s']} s, {result['batches']} batches in {result['job_s']} s"
+        )
+    parts = [f"{result['segments']} segments"]
+    if "task_reading_s" in result:
+        counters = result["counters"]
+        parts += [
+            f"task launched {result['task_launched_s']} s",
+            f"reading from {result['task_reading_s']} s",
+            f"caught up {result['caught_up_s']} s",
+            f"{counters['persists']} persists {counters['persistSeconds']} s",
+            f"merge+publish {counters['handoffSeconds']} s",
+        ]
+    return ", ".join(parts)
+
+
+def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> None:
+    n = args.records
+    for result in (r for rs in runs.values() for r in rs):
+        result["events_per_s"] = n / result["seconds"]
+    best = {key: min(rs, key=lambda r: r["seconds"]) for key, rs in runs.items()}
+    print(
+        f"\n{n} records, batch {args.batch}, master {args.master}, finish by {args.finish}, "
+        f"fastest of {args.rounds} round(s)"
+    )
+    print(f"{'contender':<30}{'seconds':>9}{'events/s':>11}{'cpu s':>8}  phases")
+    for key, label in CONTENDERS.items():
+        result = best[key]
+        print(
+            f"{label:<30}{result['seconds']:>9.1f}{result['events_per_s']:>11.0f}"
+            f"{result['cpu_s']:>8.0f}  {describe(key, result)}"
+        )
+    ratios = {}
+    for suffix, key in (("", "sluicegate_r1"), ("_r2", "sluicegate_r2")):
+        seconds = best[key]["seconds"]
+        ratios[f"vs_structured_streaming{suffix}"] = best["streaming"]["seconds"] / seconds
+        ratios[f"vs_limit{suffix}"] = best["limit"]["seconds"] / seconds
+    met = {
+        "vs_structured_streaming>=1.2": ratios["vs_structured_streaming"] >= 1.2,
+        "vs_limit>=0.85": ratios["vs_limit"] >= 0.85,
+    }
+    print(
+        "targets (replicas 1): "
+        + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items())
+    )
+    path = write_results(
+        "throughput",
+        {
+            "records": n,
+            "batch": args.batch,
+            "master": args.master,
+            "finish": args.finish,
+            "rounds": runs,
+            "fastest": best,
+            "ratios": ratios,
+            "targets_met": met,
+        },
+    )
+    print(f"results: {path.relative_to(ROOT)}")
+    figures = " ".join(f"{k}={v:.2f}" for k, v in ratios.items())
+    print(
+        f"RATIO {figures} events_per_s={best['sluicegate_r1']['events_per_s']:.0f} "
+        f"events_per_s_r2={best['sluicegate_r2']['events_per_s']:.0f}"
+    )
+
+
+def run_round(
+    args: argparse.Namespace,
+    api: httpx.Client,
+    settings: Settings,
+    bootstrap: str,
+    end: dict[int, int],
+    work: Path,
+    runs: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Every contender once, one after the other."""
+    number = len(runs["limit"]) + 1
+    for job in ("limit", "streaming"):
+        runs[job].append(run_baseline(job, args, bootstrap, end, work))
+        print(f"round {number} {job}: {runs[job][-1]['seconds']:.1f} s", flush=True)
+    for replicas in (1, 2):
+        key = f"sluicegate_r{replicas}"
+        datasource = f"wiki_{number}_r{replicas}"
+        runs[key].append(run_sluicegate(api, settings, args, bootstrap, end, replicas, datasource))
+        print(f"round {number} {key}: {runs[key][-1]['seconds']:.1f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument(
+        "--batch", type=int, default=150_000, help="maxRowsInMemory: records per micro-batch"
+    )
+    parser.add_argument("--master", default="local[2]", help="every contender's Spark master")
+    parser.add_argument("--finish", choices=("suspend", "handoff"), default="suspend")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every contender")
+    parser.add_argument("--keep", metavar="DIR", help="keep the run's files (task logs too) here")
+    args = parser.parse_args()
+    args.jar_cache = default_jar_cache()
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in CONTENDERS}
+    # no warm standby task processes: every task starts its Spark driver cold, as the
+    # baselines do
+    with running(
+        "sluicegate-throughput-", args.keep, task_master=args.master, standby_lead_s=0
+    ) as stack:
+        work = stack.settings.work_dir.parent
+        end = produce_edits(stack.bootstrap, TOPIC, args.records)
+        print(f"produced {args.records} records to {TOPIC}: end offsets {end}", flush=True)
+        warm_file_cache(args, stack.bootstrap, end, work)
+        with httpx.Client(base_url=stack.url, timeout=30) as api:
+            for number in range(1, args.rounds + 1):
+                round_dir = work / f"round{number}"
+                run_round(args, api, stack.settings, stack.bootstrap, end, round_dir, runs)
+    wrong = {k: [r["events"] for r in rs] for k, rs in runs.items()}
+    wrong = {k: events for k, events in wrong.items() if set(events) != {args.records}}
+    if wrong:
+        raise SystemExit(f"output does not hold {args.records} events: {wrong}")
+    report(args, runs)
+
+
+if __name__ == "__main__":
+    main()
