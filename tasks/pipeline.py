@@ -193,14 +193,6 @@ def _row_columns(plan: RowPlan, dims: list[tuple[str, str]]) -> list[Any]:
     return columns
 
 
-def rows_frame(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
-    """The ingested rows of a parsed batch, rolled up when the spec says so."""
-    from pyspark.sql import functions as F
-
-    rows = base.where(F.col("__status") == OK).select(*_row_columns(plan, dims))
-    return rollup(plan, rows, [name for name, _ in dims])
-
-
 def rollup(plan: RowPlan, rows: Any, dims: list[str]) -> Any:
     if not plan.rollup:
         return rows
@@ -233,50 +225,25 @@ def parse_batch(plan: RowPlan, frame: Any) -> Any:
     )
 
 
-def _outcomes(plan: RowPlan, base: Any, dims: list[tuple[str, str]]) -> Any:
-    """What the batch's counts, samples and persist need of each parsed row, and no more: the
-    ingested columns as one struct (null unless the row is ok), status, error flag and size,
-    and the partition, offset, text and reason of an unparseable row."""
+def _observed_counts() -> list[Any]:
+    """The batch's row counts as aggregates (RowStats' fields), for Dataset.observe."""
     from pyspark.sql import functions as F
 
-    status = F.col("__status")
-    failed = status == UNPARSEABLE
-    return base.select(
-        F.when(status == OK, F.struct(*_row_columns(plan, dims))).alias("__row"),
-        status.alias("__status"),
-        F.col("__error").alias("__error"),
-        F.col("__bytes").alias("__bytes"),
-        *[F.when(failed, F.col(c)).alias(c) for c in ("partition", "offset", "__raw", "__reason")],
-    )
+    status, error = F.col("__status"), F.col("__error")
+    return [
+        F.count_if((status == OK) & ~error).alias("processed"),
+        F.count_if((status == OK) & error).alias("processedWithError"),
+        F.count_if(status == UNPARSEABLE).alias("unparseable"),
+        F.count_if((status != OK) & (status != UNPARSEABLE)).alias("thrownAway"),
+        F.coalesce(F.sum("__bytes"), F.lit(0)).alias("processedBytes"),
+    ]
 
 
-def _count(outcomes: Any) -> RowStats:
-    from pyspark.sql import functions as F
-
-    stats = RowStats()
-    for row in (
-        outcomes.groupBy("__status", "__error")
-        .agg(F.count(F.lit(1)).alias("n"), F.sum("__bytes").alias("b"))
-        .collect()
-    ):
-        stats.processedBytes += int(row["b"] or 0)
-        if row["__status"] == OK:
-            if row["__error"]:
-                stats.processedWithError += row["n"]
-            else:
-                stats.processed += row["n"]
-        elif row["__status"] == UNPARSEABLE:
-            stats.unparseable += row["n"]
-        else:
-            stats.thrownAway += row["n"]
-    return stats
-
-
-def _samples(outcomes: Any, limit: int) -> list[dict[str, Any]]:
+def _samples(base: Any, limit: int) -> list[dict[str, Any]]:
     """The first unparseable rows of the batch, by partition and offset."""
     from pyspark.sql import functions as F
 
-    failed = outcomes.where(F.col("__status") == UNPARSEABLE).orderBy("partition", "offset")
+    failed = base.where(F.col("__status") == UNPARSEABLE).orderBy("partition", "offset")
     return [
         {
             "partition": row["partition"],
@@ -297,29 +264,28 @@ def process_batch(
 ) -> BatchResult:
     """Parse one batch of Kafka rows, count and sample failures, write the persist.
 
-    The batch is read and parsed once. Only what the counts, samples and persist need of each
-    row is cached (_outcomes): the Kafka records, their text and field maps are not. The cache
-    also keeps the optimizer from pushing the status filter below the parse, which would parse
-    every record again. Schemaless dimensions are found in a pass over the parsed batch of its
-    own, which is cached for it."""
+    One Spark job reads, parses, rolls up and writes the batch; the counts ride along with it
+    (Dataset.observe), which also keeps the optimizer from pushing the status filter below the
+    parse (that would parse every record twice). Only a batch with unparseable rows is read
+    again, for its samples. Schemaless dimensions are found in a pass over the parsed batch of
+    its own, which is cached for it."""
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     base = parse_batch(plan, frame)
     schemaless = not plan.declared_dimensions()
     if schemaless:
         base = base.persist(StorageLevel.MEMORY_AND_DISK)
-    outcomes = None
     try:
         dims = _dimensions(plan, base, known_dims)
-        outcomes = _outcomes(plan, base, dims).persist(StorageLevel.MEMORY_AND_DISK)
-        stats = _count(outcomes)
-        samples = _samples(outcomes, max_samples) if max_samples > 0 and stats.unparseable else []
-        rows = outcomes.where(F.col("__status") == OK).select("__row.*")
+        counts = Observation()
+        observed = base.observe(counts, *_observed_counts())
+        rows = observed.where(F.col("__status") == OK).select(*_row_columns(plan, dims))
         rollup(plan, rows, [name for name, _ in dims]).write.mode("overwrite").parquet(persist_path)
+        stats = RowStats(**{name: int(value or 0) for name, value in counts.get.items()})
+        samples = _samples(base, max_samples) if max_samples > 0 and stats.unparseable else []
         return BatchResult(stats, samples, dims)
     finally:
-        if outcomes is not None:
-            outcomes.unpersist()
         if schemaless:
             base.unpersist()
