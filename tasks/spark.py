@@ -32,8 +32,8 @@ def build_session(
         .config("spark.sql.shuffle.partitions", "4")
         # a kafka inputFormat adds key/timestamp/header fields; they win over same-named ones
         .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-        # a batch's cache lives for two scans (tasks/pipeline.py): compressing it costs more
-        # CPU than it saves
+        # a schemaless batch's cache lives for two scans (tasks/pipeline.py): compressing it
+        # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
