@@ -40,6 +40,7 @@ bench: setup
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/handoff.py
 	$(BIN)/python bench/freshness.py
+	$(BIN)/python bench/control_plane.py
 
 openapi: $(STAMP)
 	$(BIN)/python -m supervisor.openapi > openapi.yaml
