@@ -35,7 +35,6 @@ from live import (
 )
 from sqlalchemy import select
 
-from supervisor.db.engine import make_engine
 from supervisor.db.models import SegmentRow
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
@@ -70,13 +69,7 @@ def spec(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def segments(stack: Stack) -> list[Any]:
-    engine = make_engine(stack.settings.metadata_url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(select(SegmentRow).where(SegmentRow.used.is_(True)))
-            return list(rows.all())
-    finally:
-        engine.dispose()
+    return stack.rows(select(SegmentRow).where(SegmentRow.used.is_(True)))
 
 
 def warm_up(api: httpx.Client, stack: Stack, rate: float) -> float:

@@ -104,13 +104,17 @@ class Stack:
     def bootstrap(self) -> str:
         return self.broker.bootstrap_servers
 
-    def tasks(self) -> list[Any]:
+    def rows(self, query: Any) -> list[Any]:
+        """The rows a query reads from the service's metadata DB, on a connection of its own."""
         engine = make_engine(self.settings.metadata_url)
         try:
             with engine.connect() as conn:
-                return list(conn.execute(select(TaskRow).order_by(TaskRow.created_at)).all())
+                return list(conn.execute(query).all())
         finally:
             engine.dispose()
+
+    def tasks(self) -> list[Any]:
+        return self.rows(select(TaskRow).order_by(TaskRow.created_at))
 
 
 @contextmanager

@@ -68,10 +68,9 @@ from bench.common import (  # noqa: E402
     rolled_up_events,
     write_results,
 )
-from bench.live import BASE, running  # noqa: E402
-from supervisor.db.engine import make_engine  # noqa: E402
+from bench.live import BASE, Stack, running  # noqa: E402
 from supervisor.db.models import SegmentRow, TaskRow  # noqa: E402
-from supervisor.settings import Settings, default_jar_cache  # noqa: E402
+from supervisor.settings import default_jar_cache  # noqa: E402
 
 TOPIC = "wiki-edits"
 POLL_S = 0.1
@@ -221,56 +220,27 @@ def supervisor_spec(datasource: str, bootstrap: str, replicas: int, batch: int) 
 
 def run_sluicegate(
     api: httpx.Client,
-    settings: Settings,
+    stack: Stack,
     args: argparse.Namespace,
-    bootstrap: str,
     end: dict[int, int],
     replicas: int,
     datasource: str,
 ) -> dict[str, Any]:
-    """Submit a supervisor; seconds from the POST until its committed offsets reach `end`."""
+    """Submit a supervisor; seconds from the POST until its committed offsets reach `end`, and
+    the CPU seconds of the service and its tasks meanwhile."""
     with CpuMeter(own=True) as cpu:
-        result = _run_supervisor(api, settings, args, bootstrap, end, replicas, datasource)
-    result["cpu_s"] = round(cpu.seconds, 1)
-    return result
-
-
-def _run_supervisor(
-    api: httpx.Client,
-    settings: Settings,
-    args: argparse.Namespace,
-    bootstrap: str,
-    end: dict[int, int],
-    replicas: int,
-    datasource: str,
-) -> dict[str, Any]:
-    final = {str(p): o for p, o in end.items()}
-    posted_at = datetime.now(UTC)
-    began = time.perf_counter()
-    api.post(BASE, json=supervisor_spec(datasource, bootstrap, replicas, args.batch))
-    caught_up = None
-    while True:
-        response = api.get(f"{BASE}/{datasource}/status")
-        response.raise_for_status()
-        payload = response.json()["payload"]
-        if payload["committedOffsets"] == final:
-            break
-        reading = [t["currentOffsets"] for t in payload["activeTasks"]]
-        if caught_up is None and final in reading:
-            caught_up = time.perf_counter()
-            if args.finish == "suspend":
-                api.post(f"{BASE}/{datasource}/suspend").raise_for_status()
-            else:
-                api.post(f"{BASE}/{datasource}/taskGroups/handoff", json={"taskGroupIds": [0]})
-        if time.perf_counter() - began > TIMEOUT_S:
-            raise RuntimeError(f"{datasource}: not committed within {TIMEOUT_S} s: {payload}")
-        time.sleep(POLL_S)
-    durable = time.perf_counter()
-    api.post(f"{BASE}/{datasource}/terminate").raise_for_status()
-    tasks = wait_for_tasks(settings, datasource)
-    segments = used_segments(settings, datasource)
+        posted_at = datetime.now(UTC)
+        began = time.perf_counter()
+        spec = supervisor_spec(datasource, stack.bootstrap, replicas, args.batch)
+        api.post(BASE, json=spec).raise_for_status()
+        caught_up = await_committed(api, args, datasource, end, began)
+        durable = time.perf_counter()
+        api.post(f"{BASE}/{datasource}/terminate").raise_for_status()
+        tasks = wait_for_tasks(stack, datasource)
+    segments = used_segments(stack, datasource)
     result: dict[str, Any] = {
         "seconds": durable - began,
+        "cpu_s": round(cpu.seconds, 1),
         "events": rolled_up_events(segments),
         "segments": len(segments),
         "caught_up_s": None if caught_up is None else round(caught_up - began, 2),
@@ -287,33 +257,47 @@ def _run_supervisor(
     return result
 
 
-def wait_for_tasks(settings: Settings, datasource: str) -> list[Any]:
+def await_committed(
+    api: httpx.Client, args: argparse.Namespace, datasource: str, end: dict[int, int], began: float
+) -> float | None:
+    """Poll the supervisor's status until its committed offsets are `end`. Once a task has read
+    everything, suspend the supervisor (or ask for a handoff, `--finish handoff`), so that it
+    publishes; when that happened (perf_counter), None if it never showed."""
+    final = {str(p): o for p, o in end.items()}
+    caught_up = None
+    while True:
+        response = api.get(f"{BASE}/{datasource}/status")
+        response.raise_for_status()
+        payload = response.json()["payload"]
+        if payload["committedOffsets"] == final:
+            return caught_up
+        reading = [t["currentOffsets"] for t in payload["activeTasks"]]
+        if caught_up is None and final in reading:
+            caught_up = time.perf_counter()
+            if args.finish == "suspend":
+                api.post(f"{BASE}/{datasource}/suspend").raise_for_status()
+            else:
+                api.post(f"{BASE}/{datasource}/taskGroups/handoff", json={"taskGroupIds": [0]})
+        if time.perf_counter() - began > TIMEOUT_S:
+            raise RuntimeError(f"{datasource}: not committed within {TIMEOUT_S} s: {payload}")
+        time.sleep(POLL_S)
+
+
+def wait_for_tasks(stack: Stack, datasource: str) -> list[Any]:
     """Wait until no task of the datasource runs; its task rows."""
-    engine = make_engine(settings.metadata_url)
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            with engine.connect() as conn:
-                rows = list(
-                    conn.execute(select(TaskRow).where(TaskRow.datasource == datasource)).all()
-                )
-            if all(r.status != "RUNNING" for r in rows) or time.monotonic() > deadline:
-                return rows
-            time.sleep(0.5)
-    finally:
-        engine.dispose()
+    deadline = time.monotonic() + 300
+    while True:
+        rows = stack.rows(select(TaskRow).where(TaskRow.datasource == datasource))
+        if all(r.status != "RUNNING" for r in rows) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.5)
 
 
-def used_segments(settings: Settings, datasource: str) -> list[Path]:
-    engine = make_engine(settings.metadata_url)
-    try:
-        with engine.connect() as conn:
-            query = select(SegmentRow.path).where(
-                SegmentRow.datasource == datasource, SegmentRow.used.is_(True)
-            )
-            return [Path(path) for (path,) in conn.execute(query).all()]
-    finally:
-        engine.dispose()
+def used_segments(stack: Stack, datasource: str) -> list[Path]:
+    query = select(SegmentRow.path).where(
+        SegmentRow.datasource == datasource, SegmentRow.used.is_(True)
+    )
+    return [Path(path) for (path,) in stack.rows(query)]
 
 
 def warm_file_cache(
@@ -397,8 +381,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> N
 def run_round(
     args: argparse.Namespace,
     api: httpx.Client,
-    settings: Settings,
-    bootstrap: str,
+    stack: Stack,
     end: dict[int, int],
     work: Path,
     runs: dict[str, list[dict[str, Any]]],
@@ -406,12 +389,12 @@ def run_round(
     """Every contender once, one after the other."""
     number = len(runs["limit"]) + 1
     for job in ("limit", "streaming"):
-        runs[job].append(run_baseline(job, args, bootstrap, end, work))
+        runs[job].append(run_baseline(job, args, stack.bootstrap, end, work))
         print(f"round {number} {job}: {runs[job][-1]['seconds']:.1f} s", flush=True)
     for replicas in (1, 2):
         key = f"sluicegate_r{replicas}"
         datasource = f"wiki_{number}_r{replicas}"
-        runs[key].append(run_sluicegate(api, settings, args, bootstrap, end, replicas, datasource))
+        runs[key].append(run_sluicegate(api, stack, args, end, replicas, datasource))
         print(f"round {number} {key}: {runs[key][-1]['seconds']:.1f} s", flush=True)
 
 
@@ -440,7 +423,7 @@ def main() -> None:
         with httpx.Client(base_url=stack.url, timeout=30) as api:
             for number in range(1, args.rounds + 1):
                 round_dir = work / f"round{number}"
-                run_round(args, api, stack.settings, stack.bootstrap, end, round_dir, runs)
+                run_round(args, api, stack, end, round_dir, runs)
     wrong = {k: [r["events"] for r in rs] for k, rs in runs.items()}
     wrong = {k: events for k, events in wrong.items() if set(events) != {args.records}}
     if wrong:
