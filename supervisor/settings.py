@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     standby_idle_s: float = Field(default=120.0, gt=0)  # stop one no group wants after this
     # Run the supervisors' reconcile loops (off only for tests of the spec API alone).
     run_supervisors: bool = True
+    # Threads that run the supervisors' passes, all supervisors sharing them (a pass waits for
+    # Kafka and the tasks most of its time; one thread per supervisor does not scale).
+    supervisor_workers: int = Field(default=8, ge=1)
 
     def advertised_url(self) -> str:
         if self.overlord_url:

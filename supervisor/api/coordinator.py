@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import db_session
+from supervisor.api.common import in_session
 from supervisor.clock import druid_timestamp
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import SegmentRepository
@@ -36,8 +36,17 @@ def data_segment(row: SegmentRow) -> dict[str, Any]:
 
 
 @router.get("/datasources", summary="Datasources with published (used) segments")
-def datasources(session: Session = Depends(db_session, scope="function")) -> list[str]:
-    return SegmentRepository(session).datasources()
+async def datasources(request: Request) -> list[str]:
+    return await in_session(request, lambda session: SegmentRepository(session).datasources())
+
+
+def _segments(session: Session, datasource: str, full: bool) -> list[str] | list[dict[str, Any]]:
+    rows = SegmentRepository(session).used(datasource)
+    if not rows:
+        raise NotFoundError(f"datasource [{datasource}] has no published segments")
+    if not full:
+        return [row.id for row in rows]
+    return [data_segment(row) for row in rows]
 
 
 @router.get(
@@ -45,14 +54,11 @@ def datasources(session: Session = Depends(db_session, scope="function")) -> lis
     summary="Published (used) segments of a datasource: ids, or DataSegment objects with ?full",
     response_model=None,
 )
-def segments(
+async def segments(
     datasource: str,
+    request: Request,
     full: str | None = Query(default=None, description="Present: whole DataSegment objects"),
-    session: Session = Depends(db_session, scope="function"),
 ) -> list[str] | list[dict[str, Any]]:
-    rows = SegmentRepository(session).used(datasource)
-    if not rows:
-        raise NotFoundError(f"datasource [{datasource}] has no published segments")
-    if full is None:
-        return [row.id for row in rows]
-    return [data_segment(row) for row in rows]
+    return await in_session(
+        request, lambda session: _segments(session, datasource, full is not None)
+    )

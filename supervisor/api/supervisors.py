@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, actor, db_session, json_body
+from supervisor.api.common import JSON_BODY, actor, in_session, json_body
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.schemas.errors import SpecError
@@ -21,18 +21,19 @@ from supervisor.services.tasks import TaskService
 
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
 SUCCESS = {"status": "success"}
+T = TypeVar("T")
 
 
-def service(
-    request: Request, session: Session = Depends(db_session, scope="function")
-) -> SupervisorService:
-    return SupervisorService(session, request.app.state.clock)
+async def with_service(request: Request, work: Callable[[SupervisorService], T]) -> T:
+    """`work` with a SupervisorService on a session of its own (api.common.in_session)."""
+    clock = request.app.state.clock
+    return await in_session(request, lambda session: work(SupervisorService(session, clock)))
 
 
 Nudge = Callable[[str | None], None]
 
 
-def nudge(request: Request, background: BackgroundTasks) -> Nudge:
+async def nudge(request: Request, background: BackgroundTasks) -> Nudge:
     """Wake a supervisor's loop (or all of them) once the change is committed and answered."""
 
     def wake(supervisor_id: str | None) -> None:
@@ -73,126 +74,139 @@ def _summary(row: SupervisorSpecRow, *, spec: bool, system: bool) -> dict[str, A
 
 
 @router.post("", openapi_extra=JSON_BODY, summary="Create or update a supervisor")
-def submit(
+async def submit(
+    request: Request,
     raw: Any = Depends(json_body),
     skipRestartIfUnmodified: bool = Query(False),
-    svc: SupervisorService = Depends(service),
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    supervisor_id = svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified)
-    svc.session.commit()  # before the response (see api.common.db_session)
+    supervisor_id = await with_service(
+        request, lambda svc: svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified)
+    )
     wake(supervisor_id)
     return {"id": supervisor_id}
 
 
+def _listing(svc: SupervisorService, full: bool, system: bool) -> list[Any]:
+    if system:
+        return [_summary(row, spec=False, system=True) for row in svc.list_active()]
+    if full:
+        return [_summary(row, spec=True, system=False) for row in svc.list_active()]
+    return SpecRepository(svc.session).active_ids()
+
+
+def _states(request: Request, session: Session) -> list[dict[str, Any]]:
+    """?state=true: each supervisor's state as its loop last saw it (as Druid's list does)."""
+    loops = request.app.state.supervisors if request.app.state.settings.run_supervisors else None
+    entries = []
+    for supervisor_id, datasource, suspended in SpecRepository(session).active_states():
+        loop = loops.status(supervisor_id) if loops is not None else None
+        state = "SUSPENDED" if suspended else loop.state if loop is not None else "PENDING"
+        detailed = "SUSPENDED" if suspended else loop.detailed_state if loop else "PENDING"
+        entries.append(
+            {
+                "id": supervisor_id,
+                "state": state,
+                "detailedState": detailed,
+                "healthy": loop.healthy if loop is not None else True,
+                "dataSource": datasource,
+                "suspended": suspended,
+            }
+        )
+    return entries
+
+
 @router.get("", summary="List supervisors (ids, or summaries with ?full, ?state=true, ?system)")
-def list_supervisors(
+async def list_supervisors(
+    request: Request,
     full: str | None = Query(None),
     state: str | None = Query(None),
     system: str | None = Query(None),
-    svc: SupervisorService = Depends(service),
 ) -> list[Any]:
-    if system is not None:
-        return [_summary(row, spec=False, system=True) for row in svc.list_active()]
-    if full is not None:
-        return [_summary(row, spec=True, system=False) for row in svc.list_active()]
-    specs = SpecRepository(svc.session)  # the specs themselves are not needed: not read
     if state is not None and state.lower() != "false":
-        return [_summary(row, spec=False, system=False) for row in specs.all_active(payload=False)]
-    return specs.active_ids()
+        return await in_session(request, lambda session: _states(request, session))
+    return await with_service(
+        request, lambda svc: _listing(svc, full is not None, system is not None)
+    )
 
 
 @router.get("/history", summary="Spec history of every supervisor")
-def all_history(svc: SupervisorService = Depends(service)) -> dict[str, list[dict[str, Any]]]:
-    return svc.all_history()
+async def all_history(request: Request) -> dict[str, list[dict[str, Any]]]:
+    return await with_service(request, lambda svc: svc.all_history())
 
 
 @router.post("/suspendAll", summary="Suspend every supervisor")
-def suspend_all(
-    svc: SupervisorService = Depends(service),
-    who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
+async def suspend_all(
+    request: Request, who: Actor = Depends(actor), wake: Nudge = Depends(nudge)
 ) -> dict[str, str]:
-    svc.set_all_suspended(True, who)
-    svc.session.commit()
+    await with_service(request, lambda svc: svc.set_all_suspended(True, who))
     wake(None)
     return SUCCESS
 
 
 @router.post("/resumeAll", summary="Resume every supervisor")
-def resume_all(
-    svc: SupervisorService = Depends(service),
-    who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
+async def resume_all(
+    request: Request, who: Actor = Depends(actor), wake: Nudge = Depends(nudge)
 ) -> dict[str, str]:
-    svc.set_all_suspended(False, who)
-    svc.session.commit()
+    await with_service(request, lambda svc: svc.set_all_suspended(False, who))
     wake(None)
     return SUCCESS
 
 
 @router.post("/terminateAll", summary="Terminate every supervisor")
-def terminate_all(
-    svc: SupervisorService = Depends(service),
-    who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
+async def terminate_all(
+    request: Request, who: Actor = Depends(actor), wake: Nudge = Depends(nudge)
 ) -> dict[str, str]:
-    svc.terminate_all(who)
-    svc.session.commit()
+    await with_service(request, lambda svc: svc.terminate_all(who))
     wake(None)
     return SUCCESS
 
 
 @router.get("/{supervisor_id}", summary="The current spec of a supervisor")
-def get_spec(supervisor_id: str, svc: SupervisorService = Depends(service)) -> dict[str, Any]:
-    return svc.get(supervisor_id)
+async def get_spec(supervisor_id: str, request: Request) -> dict[str, Any]:
+    return await with_service(request, lambda svc: svc.get(supervisor_id))
 
 
 @router.get("/{supervisor_id}/history", summary="Spec versions of a supervisor, newest first")
-def history(
-    supervisor_id: str,
-    count: int | None = Query(None),
-    svc: SupervisorService = Depends(service),
+async def history(
+    supervisor_id: str, request: Request, count: int | None = Query(None)
 ) -> list[dict[str, Any]]:
-    return svc.history(supervisor_id, count)
+    return await with_service(request, lambda svc: svc.history(supervisor_id, count))
 
 
 @router.post("/{supervisor_id}/suspend", summary="Suspend a supervisor")
-def suspend(
+async def suspend(
     supervisor_id: str,
-    svc: SupervisorService = Depends(service),
+    request: Request,
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
-    result = svc.set_suspended(supervisor_id, True, who)
-    svc.session.commit()
+    result = await with_service(request, lambda svc: svc.set_suspended(supervisor_id, True, who))
     wake(supervisor_id)
     return result
 
 
 @router.post("/{supervisor_id}/resume", summary="Resume a suspended supervisor")
-def resume(
+async def resume(
     supervisor_id: str,
-    svc: SupervisorService = Depends(service),
+    request: Request,
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
-    result = svc.set_suspended(supervisor_id, False, who)
-    svc.session.commit()
+    result = await with_service(request, lambda svc: svc.set_suspended(supervisor_id, False, who))
     wake(supervisor_id)
     return result
 
 
 @router.post("/{supervisor_id}/terminate", summary="Terminate a supervisor (writes a tombstone)")
-def terminate(
+async def terminate(
     supervisor_id: str,
-    svc: SupervisorService = Depends(service),
+    request: Request,
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    svc.terminate(supervisor_id, who)
-    svc.session.commit()
+    await with_service(request, lambda svc: svc.terminate(supervisor_id, who))
     wake(supervisor_id)
     return {"id": supervisor_id}
 
@@ -202,34 +216,31 @@ def terminate(
     summary="Deprecated alias of terminate",
     deprecated=True,
 )
-def shutdown(
+async def shutdown(
     supervisor_id: str,
-    svc: SupervisorService = Depends(service),
+    request: Request,
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    return terminate(supervisor_id, svc, who, wake)
+    return await terminate(supervisor_id, request, who, wake)
 
 
 @router.get("/{supervisor_id}/status", summary="Live status: state, tasks, offsets and lag")
-def supervisor_status(
-    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
-) -> dict[str, Any]:
-    return status_report(session, request.app.state, supervisor_id)
+async def supervisor_status(supervisor_id: str, request: Request) -> dict[str, Any]:
+    state = request.app.state
+    return await in_session(request, lambda s: status_report(s, state, supervisor_id))
 
 
 @router.get("/{supervisor_id}/stats", summary="Row counts of each running task, by task group")
-def supervisor_stats(
-    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
-) -> dict[str, Any]:
-    return stats_report(session, request.app.state, supervisor_id)
+async def supervisor_stats(supervisor_id: str, request: Request) -> dict[str, Any]:
+    state = request.app.state
+    return await in_session(request, lambda s: stats_report(s, state, supervisor_id))
 
 
 @router.get("/{supervisor_id}/parseErrors", summary="Sampled unparseable records of running tasks")
-def supervisor_parse_errors(
-    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
-) -> list[dict[str, Any]]:
-    return parse_errors(session, request.app.state, supervisor_id)
+async def supervisor_parse_errors(supervisor_id: str, request: Request) -> list[dict[str, Any]]:
+    state = request.app.state
+    return await in_session(request, lambda s: parse_errors(s, state, supervisor_id))
 
 
 def _kill_tasks(
@@ -246,16 +257,18 @@ def _kill_tasks(
 
 
 @router.post("/{supervisor_id}/reset", summary="Forget the committed offsets and kill the tasks")
-def reset(
+async def reset(
     supervisor_id: str,
     request: Request,
-    svc: SupervisorService = Depends(service),
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    svc.reset(supervisor_id, who)
-    svc.session.commit()
-    _kill_tasks(request, svc.session, supervisor_id, None)
+    def work(svc: SupervisorService) -> None:
+        svc.reset(supervisor_id, who)
+        svc.session.commit()  # the offsets are forgotten before any task is killed
+        _kill_tasks(request, svc.session, supervisor_id, None)
+
+    await with_service(request, work)
     wake(supervisor_id)
     return {"id": supervisor_id}
 
@@ -265,19 +278,30 @@ def reset(
     openapi_extra=JSON_BODY,
     summary="Set the committed offsets of chosen partitions; their groups restart",
 )
-def reset_offsets(
+async def reset_offsets(
     supervisor_id: str,
     request: Request,
     raw: Any = Depends(json_body),
-    svc: SupervisorService = Depends(service),
     who: Actor = Depends(actor),
     wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    groups = svc.reset_offsets(supervisor_id, raw, who)
-    svc.session.commit()
-    _kill_tasks(request, svc.session, supervisor_id, set(groups))
+    def work(svc: SupervisorService) -> None:
+        groups = svc.reset_offsets(supervisor_id, raw, who)
+        svc.session.commit()  # the new offsets are committed before any task is killed
+        _kill_tasks(request, svc.session, supervisor_id, set(groups))
+
+    await with_service(request, work)
     wake(supervisor_id)
     return {"id": supervisor_id}
+
+
+def _handoff_groups(raw: Any) -> list[int]:
+    groups = raw.get("taskGroupIds") if isinstance(raw, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise SpecError.single("taskGroupIds", "must list at least one task group id")
+    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups):
+        raise SpecError.single("taskGroupIds", "task group ids are non-negative integers")
+    return groups
 
 
 @router.post(
@@ -285,30 +309,25 @@ def reset_offsets(
     openapi_extra=JSON_BODY,
     summary="Roll the named task groups over now (best effort)",
 )
-def handoff(
-    supervisor_id: str,
-    request: Request,
-    raw: Any = Depends(json_body),
-    svc: SupervisorService = Depends(service),
+async def handoff(
+    supervisor_id: str, request: Request, raw: Any = Depends(json_body)
 ) -> dict[str, Any]:
-    svc.get(supervisor_id)  # 404 for unknown ids
-    groups = raw.get("taskGroupIds") if isinstance(raw, dict) else None
-    if not isinstance(groups, list) or not groups:
-        raise SpecError.single("taskGroupIds", "must list at least one task group id")
-    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups):
-        raise SpecError.single("taskGroupIds", "task group ids are non-negative integers")
-    if request.app.state.settings.run_supervisors:
-        request.app.state.supervisors.request_handoff(supervisor_id, groups)
+    def work(svc: SupervisorService) -> None:
+        svc.get(supervisor_id)  # 404 for unknown ids
+        groups = _handoff_groups(raw)
+        if request.app.state.settings.run_supervisors:
+            request.app.state.supervisors.request_handoff(supervisor_id, groups)
+
+    await with_service(request, work)
     return {}
 
 
 @router.get(
     "/{supervisor_id}/health", summary="200 when healthy, 503 when not", response_model=None
 )
-def health(
-    supervisor_id: str, request: Request, session: Session = Depends(db_session, scope="function")
-) -> JSONResponse | dict[str, bool]:
-    payload = status_report(session, request.app.state, supervisor_id)["payload"]
-    if payload["healthy"]:
+async def health(supervisor_id: str, request: Request) -> JSONResponse | dict[str, bool]:
+    state = request.app.state
+    report = await in_session(request, lambda s: status_report(s, state, supervisor_id))
+    if report["payload"]["healthy"]:
         return {"healthy": True}
     return JSONResponse(status_code=503, content={"healthy": False})

@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, db_session, json_body
+from supervisor.api.common import JSON_BODY, in_session, json_body
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import TaskRepository
 from supervisor.errors import DomainError, NotFoundError
@@ -24,56 +25,57 @@ from tasks.protocol import TOKEN_HEADER, CheckpointAction, TaskActionRequest
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1", tags=["tasks"])
+T = TypeVar("T")
 
 
 class ForbiddenError(DomainError):
     status_code = 403
 
 
-def service(
-    request: Request, session: Session = Depends(db_session, scope="function")
-) -> TaskService:
-    return TaskService(session, request.app.state.clock, request.app.state.runner)
+async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
+    """`work` with a TaskService on a session of its own (api.common.in_session)."""
+    clock, runner = request.app.state.clock, request.app.state.runner
+    return await in_session(request, lambda session: work(TaskService(session, clock, runner)))
 
 
 @router.post("/task", openapi_extra=JSON_BODY, summary="Submit an index_kafka task")
-def submit(raw: Any = Depends(json_body), svc: TaskService = Depends(service)) -> dict[str, str]:
-    return {"task": svc.submit(raw)}
+async def submit(request: Request, raw: Any = Depends(json_body)) -> dict[str, str]:
+    return {"task": await with_service(request, lambda svc: svc.submit(raw))}
 
 
 @router.get("/tasks", summary="List tasks (state: running, complete, waiting, pending)")
-def list_tasks(
+async def list_tasks(
+    request: Request,
     state: str | None = Query(None),
     datasource: str | None = Query(None),
     max: int | None = Query(None),
-    svc: TaskService = Depends(service),
 ) -> list[dict[str, Any]]:
-    return svc.list_tasks(state, datasource, max)
+    return await with_service(request, lambda svc: svc.list_tasks(state, datasource, max))
 
 
 @router.get("/task/{task_id}", summary="A task's payload")
-def payload(task_id: str, svc: TaskService = Depends(service)) -> dict[str, Any]:
-    return svc.payload(task_id)
+async def payload(task_id: str, request: Request) -> dict[str, Any]:
+    return await with_service(request, lambda svc: svc.payload(task_id))
 
 
 @router.get("/task/{task_id}/status", summary="A task's status")
-def status(task_id: str, svc: TaskService = Depends(service)) -> dict[str, Any]:
-    return svc.status(task_id)
+async def status(task_id: str, request: Request) -> dict[str, Any]:
+    return await with_service(request, lambda svc: svc.status(task_id))
 
 
 @router.get("/task/{task_id}/reports", summary="Row stats and unparseable events of a task")
-def reports(task_id: str, svc: TaskService = Depends(service)) -> dict[str, Any]:
-    return svc.reports(task_id)
+async def reports(task_id: str, request: Request) -> dict[str, Any]:
+    return await with_service(request, lambda svc: svc.reports(task_id))
 
 
 @router.get("/task/{task_id}/log", response_class=PlainTextResponse, summary="A task's log")
-def task_log(task_id: str, svc: TaskService = Depends(service)) -> str:
-    return svc.log_text(task_id)
+async def task_log(task_id: str, request: Request) -> str:
+    return await with_service(request, lambda svc: svc.log_text(task_id))
 
 
 @router.post("/task/{task_id}/shutdown", summary="Kill a task")
-def shutdown(task_id: str, svc: TaskService = Depends(service)) -> dict[str, str]:
-    return svc.shutdown(task_id)
+async def shutdown(task_id: str, request: Request) -> dict[str, str]:
+    return await with_service(request, lambda svc: svc.shutdown(task_id))
 
 
 @router.post(
@@ -82,16 +84,21 @@ def shutdown(task_id: str, svc: TaskService = Depends(service)) -> dict[str, str
     summary="Task actions (segment publish)",
     response_model=None,
 )
-def action(
+async def action(
     request: Request,
     raw: Any = Depends(json_body),
     token: str | None = Header(default=None, alias=TOKEN_HEADER),
-    session: Session = Depends(db_session, scope="function"),
 ) -> JSONResponse | dict[str, Any]:
     try:
         holder = TaskActionRequest.model_validate(raw)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
+    return await in_session(request, lambda session: _act(request, session, holder, token))
+
+
+def _act(
+    request: Request, session: Session, holder: TaskActionRequest, token: str | None
+) -> JSONResponse | dict[str, Any]:
     task = TaskRepository(session).get(holder.task)
     if task is None:
         raise NotFoundError(f"Cannot find any task with id: [{holder.task}]")

@@ -1,12 +1,15 @@
 """One reconcile loop per supervisor, and the manager that keeps one running for each.
 
-A loop wakes on its `period`, when a task's duration or timeout ends (plan.next_deadline), on
+A loop passes on its `period`, when a task's duration or timeout ends (plan.next_deadline), on
 API changes and on exits of its tasks; each pass is
-observe → plan → execute, one at a time per supervisor (STYLE habits 1-3).
+observe → plan → execute, one at a time per supervisor (STYLE habits 1-3). The passes of all
+loops run on one small pool of threads (PassScheduler), not on a thread per supervisor.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -70,6 +73,7 @@ class SupervisorLoop:
         clock: Clock,
         runner: LocalProcessRunner,
         stream: StreamReader,
+        scheduler: PassScheduler | None = None,
     ) -> None:
         self.supervisor_id = supervisor_id
         self.sessions = sessions
@@ -77,7 +81,7 @@ class SupervisorLoop:
         self.runner = runner
         self.stream = stream
         self.status = LoopStatus()
-        self.wakeup = threading.Event()
+        self.scheduler = scheduler
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.finished = False
@@ -94,20 +98,17 @@ class SupervisorLoop:
         self.partition_sets: dict[tuple[PartitionKey, ...], datetime] = {}
         self.last_latest: Offsets | None = None  # the first observation is news
         self.latest_changed_at = clock()
-        self.thread = threading.Thread(
-            target=self._run, name=f"supervisor-{supervisor_id}", daemon=True
-        )
 
     def start(self) -> None:
-        self.thread.start()
+        self.wake()
 
     def wake(self) -> None:
-        self.wakeup.set()
+        """A pass now (right after the one running, if one is)."""
+        if self.scheduler is not None and not self.stopping.is_set():
+            self.scheduler.schedule(self, 0.0)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self) -> None:
         self.stopping.set()
-        self.wakeup.set()
-        self.thread.join(timeout)
 
     def run_once(self) -> int:
         """One pass; the number of actions taken that call for a prompt next pass (ROLLED after
@@ -239,27 +240,24 @@ class SupervisorLoop:
         else:
             status.detailed_state = "UNHEALTHY_SUPERVISOR"
 
-    def _run(self) -> None:
+    def step(self) -> float | None:
+        """One pass, with its timing and failure kept; seconds until the next one is due, or
+        None once the supervisor is gone."""
+        actions = 0
+        began = time.monotonic()
         with log_context(supervisor=self.supervisor_id):
-            self._loop()
-
-    def _loop(self) -> None:
-        while not self.stopping.is_set():
-            actions = 0
-            began = time.monotonic()
             try:
                 actions = self.run_once()
             except Exception as exc:
                 log.warning("supervisor %s: pass failed: %s", self.supervisor_id, exc)
                 self._failed_pass(exc)
-            self._timed_pass(time.monotonic() - began)
-            if actions < 0:
-                self.finished = True
-                return
-            busy = 0.0 if actions == ROLLED else 0.2
-            wait = busy if actions > 0 else self._until_due(time.monotonic())
-            self.wakeup.wait(wait)
-            self.wakeup.clear()
+        self._timed_pass(time.monotonic() - began)
+        if actions < 0:
+            self.finished = True
+            return None
+        if actions > 0:
+            return 0.0 if actions == ROLLED else 0.2
+        return self._until_due(time.monotonic())
 
     def _until_due(self, now: float) -> float:
         """Seconds to the next periodic pass. Periodic passes run every `period`, as Druid runs
@@ -273,6 +271,89 @@ class SupervisorLoop:
         if self.deadline is not None and self.deadline < self.due:
             return max(0.0, self.deadline - now)
         return self.due - now
+
+
+class PassScheduler:
+    """Runs the passes of every loop on `workers` threads, each loop's next pass at its own time
+    (a heap of due times): at most one pass per loop at a time, a wake during a pass gives one
+    more pass right after it, and a due pass waits only for a free worker. A thousand
+    supervisors on a thread each spent their CPU handing the GIL around instead of passing."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.cond = threading.Condition()
+        self.heap: list[tuple[float, int, SupervisorLoop]] = []
+        self.due: dict[SupervisorLoop, float] = {}  # the earliest pass scheduled for each loop
+        self.running: set[SupervisorLoop] = set()
+        self.again: set[SupervisorLoop] = set()  # woken while passing: pass again at once
+        self.order = itertools.count()
+        self.stopping = False
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for number in range(self.workers):
+            thread = threading.Thread(
+                target=self._work, name=f"supervisor-pass-{number}", daemon=True
+            )
+            self.threads.append(thread)
+            thread.start()
+
+    def schedule(self, loop: SupervisorLoop, delay: float) -> None:
+        """A pass of `loop` in `delay` seconds, unless one is due sooner."""
+        at = time.monotonic() + delay
+        with self.cond:
+            if loop in self.running:
+                if delay <= 0:
+                    self.again.add(loop)
+                return
+            if self.due.get(loop, float("inf")) <= at:
+                return
+            self.due[loop] = at
+            heapq.heappush(self.heap, (at, next(self.order), loop))
+            self.cond.notify()
+
+    def _next(self) -> SupervisorLoop | None:
+        """The next due loop, waiting for it; None when stopping."""
+        with self.cond:
+            while not self.stopping:
+                if self.heap and self.due.get(self.heap[0][2]) != self.heap[0][0]:
+                    heapq.heappop(self.heap)  # superseded by a sooner pass of the same loop
+                    continue
+                wait = self.heap[0][0] - time.monotonic() if self.heap else None
+                if wait is not None and wait <= 0:
+                    _, _, loop = heapq.heappop(self.heap)
+                    del self.due[loop]
+                    self.running.add(loop)
+                    return loop
+                self.cond.wait(wait)
+        return None
+
+    def _work(self) -> None:
+        while (loop := self._next()) is not None:
+            delay: float | None = None
+            try:
+                if not loop.stopping.is_set():
+                    delay = loop.step()
+            except Exception:  # step keeps a pass's own failures; this is a bug in it
+                log.exception("supervisor %s: pass crashed", loop.supervisor_id)
+                delay = loop.period_s
+            with self.cond:
+                self.running.discard(loop)
+                if loop in self.again:
+                    self.again.discard(loop)
+                    delay = None if delay is None else 0.0
+                self.cond.notify_all()  # stop() waits for passes to end
+            if delay is not None and not loop.stopping.is_set():
+                self.schedule(loop, delay)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """No new passes; wait up to `timeout` for the running ones."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+            while self.running and time.monotonic() < deadline:
+                self.cond.wait(max(0.0, deadline - time.monotonic()))
 
 
 class SupervisorManager:
@@ -289,6 +370,8 @@ class SupervisorManager:
         self.stream = stream or StreamReader()
         self.loops: dict[str, SupervisorLoop] = {}
         self.lock = threading.Lock()
+        self.scheduler = PassScheduler(runner.settings.supervisor_workers)
+        self.scheduler.start()
 
     def sync(self) -> None:
         """Start a loop for every supervisor that has a spec and none running."""
@@ -299,24 +382,36 @@ class SupervisorManager:
                 loop = self.loops.get(supervisor_id)
                 if loop is None or loop.finished:
                     loop = SupervisorLoop(
-                        supervisor_id, self.sessions, self.clock, self.runner, self.stream
+                        supervisor_id,
+                        self.sessions,
+                        self.clock,
+                        self.runner,
+                        self.stream,
+                        self.scheduler,
                     )
                     self.loops[supervisor_id] = loop
                     loop.start()
 
-    def wake(self, supervisor_id: str) -> None:
-        """After an API change: make sure a loop runs, and run a pass now."""
-        self.sync()
+    def _live(self, supervisor_id: str) -> SupervisorLoop | None:
+        """The supervisor's running loop, started first if it has none (sync reads every id:
+        not on each API write when the loop is there already)."""
         with self.lock:
             loop = self.loops.get(supervisor_id)
+        if loop is None or loop.finished:
+            self.sync()
+            with self.lock:
+                loop = self.loops.get(supervisor_id)
+        return None if loop is None or loop.finished else loop
+
+    def wake(self, supervisor_id: str) -> None:
+        """After an API change: make sure a loop runs, and run a pass now."""
+        loop = self._live(supervisor_id)
         if loop is not None:
             loop.wake()
 
     def request_handoff(self, supervisor_id: str, groups: list[int]) -> None:
         """Roll the named task groups over early (best effort, as in Druid)."""
-        self.sync()
-        with self.lock:
-            loop = self.loops.get(supervisor_id)
+        loop = self._live(supervisor_id)
         if loop is not None:
             loop.handoff_requested.update(groups)
             loop.wake()
@@ -324,10 +419,8 @@ class SupervisorManager:
     def request_restart(self, supervisor_id: str, groups: set[int] | None) -> bool:
         """Kill the tasks of these groups (None: all) at the loop's next pass, after a reset
         changed the offsets they started from; False when no loop runs for the supervisor."""
-        self.sync()
-        with self.lock:
-            loop = self.loops.get(supervisor_id)
-        if loop is None or loop.finished:
+        loop = self._live(supervisor_id)
+        if loop is None:
             return False
         loop.request_restart(groups)
         return True
@@ -368,3 +461,4 @@ class SupervisorManager:
             loops = list(self.loops.values())
         for loop in loops:
             loop.stop()
+        self.scheduler.stop()

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select, update
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session
 
 from supervisor.db.models import (
     AuditRow,
@@ -35,18 +35,25 @@ class SpecRepository:
         row = self.latest(supervisor_id)
         return None if row is None or row.tombstone else row
 
-    def all_active(self, *, payload: bool = True) -> list[SupervisorSpecRow]:
-        """The newest version of every supervisor not terminated, by id. Without `payload` the
-        specs themselves are not read (touching one raises): listing a thousand supervisors
-        then costs a few milliseconds instead of decoding a thousand JSON documents."""
+    def all_active(self) -> list[SupervisorSpecRow]:
+        """The newest version of every supervisor not terminated, by id."""
         query = (
             select(SupervisorSpecRow)
             .where(*self._active())
             .order_by(SupervisorSpecRow.supervisor_id)
         )
-        if not payload:
-            query = query.options(defer(SupervisorSpecRow.payload, raiseload=True))
         return list(self.session.scalars(query))
+
+    def active_states(self) -> list[tuple[str, str, bool]]:
+        """(id, datasource, suspended) of every supervisor not terminated, by id: columns, not
+        ORM objects (a thousand of those cost five times the query itself)."""
+        spec = SupervisorSpecRow
+        query = (
+            select(spec.supervisor_id, spec.datasource, spec.suspended)
+            .where(*self._active())
+            .order_by(spec.supervisor_id)
+        )
+        return [(row[0], row[1], row[2]) for row in self.session.execute(query)]
 
     def active_ids(self) -> list[str]:
         """The ids of every supervisor not terminated, sorted."""

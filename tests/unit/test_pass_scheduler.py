@@ -1,0 +1,89 @@
+"""PassScheduler: the passes of many loops on a few threads, one pass per loop at a time."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from supervisor.controller.loop import PassScheduler
+
+
+class FakeLoop:
+    """Counts its passes; each pass takes `seconds` and asks for the next in `every`."""
+
+    def __init__(self, seconds: float = 0.0, every: float | None = None) -> None:
+        self.seconds, self.every = seconds, every
+        self.supervisor_id = "fake"
+        self.period_s = 30.0
+        self.stopping = threading.Event()
+        self.passes = 0
+        self.inside = 0
+        self.most_inside = 0
+        self.lock = threading.Lock()
+        self.entered = threading.Event()
+
+    def step(self) -> float | None:
+        with self.lock:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+        self.entered.set()
+        time.sleep(self.seconds)
+        with self.lock:
+            self.inside -= 1
+            self.passes += 1
+        return self.every
+
+
+def until(check: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return check()
+
+
+def test_a_wake_during_a_pass_gives_one_more_pass_right_after_it() -> None:
+    scheduler = PassScheduler(4)
+    scheduler.start()
+    loop = FakeLoop(seconds=0.3, every=60.0)  # none of its own accord within the test
+    scheduler.schedule(loop, 0)  # type: ignore[arg-type]
+    assert loop.entered.wait(5)
+    for _ in range(5):  # woken five times while passing: one more pass, not five
+        scheduler.schedule(loop, 0)  # type: ignore[arg-type]
+    assert until(lambda: loop.passes == 2)
+    time.sleep(0.5)
+    assert loop.passes == 2 and loop.most_inside == 1
+    scheduler.stop()
+
+
+def test_each_loop_passes_at_its_own_time_and_never_twice_at_once() -> None:
+    scheduler = PassScheduler(2)
+    scheduler.start()
+    fast = FakeLoop(seconds=0.01, every=0.05)
+    slow = FakeLoop(seconds=0.01, every=10.0)
+    busy = FakeLoop(seconds=0.2, every=0.0)
+    for loop in (fast, slow, busy):
+        scheduler.schedule(loop, 0)  # type: ignore[arg-type]
+    time.sleep(1.0)
+    scheduler.stop()
+    assert slow.passes == 1  # its next pass is due in ten seconds
+    assert fast.passes >= 8  # every 50 ms, though `busy` passes without a break
+    assert 3 <= busy.passes <= 6
+    assert max(loop.most_inside for loop in (fast, slow, busy)) == 1
+
+
+def test_a_sooner_pass_replaces_a_later_one_and_stop_waits_for_running_passes() -> None:
+    scheduler = PassScheduler(1)
+    scheduler.start()
+    loop = FakeLoop(seconds=0.4, every=None)  # None: the supervisor is gone, no more passes
+    scheduler.schedule(loop, 60)  # type: ignore[arg-type]
+    scheduler.schedule(loop, 0)  # type: ignore[arg-type]
+    assert loop.entered.wait(5)
+    began = time.monotonic()
+    scheduler.stop()
+    assert loop.passes == 1 and time.monotonic() - began >= 0.2  # stop waited for it
+    scheduler.schedule(loop, 0)  # type: ignore[arg-type]
+    time.sleep(0.2)
+    assert loop.passes == 1  # a stopped scheduler starts none
