@@ -80,6 +80,7 @@ class TaskSimulation:
         self.epoch, self.rate = epoch, rate
         self.publish_delay, self.startup = publish_delay, startup
         self.tasks: dict[str, SimTask] = {}  # alive
+        self.publishing: set[asyncio.Task[None]] = set()  # publishes under way (see start_publish)
         self.history: dict[str, SimTask] = {}  # every task ever launched
         self.exits: list[tuple[str, int, dict[str, Any]]] = []
         self.requests = Requests()
@@ -150,14 +151,21 @@ class TaskSimulation:
             task.frozen, task.status = None, "READING"
             if finish and task.end is None:
                 task.end, task.rolled_at = {str(p): int(o) for p, o in body.items()}, now
-                asyncio.get_running_loop().create_task(self.publish(task))
+                self.start_publish(task)
             return 200, task.end or body
         if (method, action) == ("POST", "stop"):
             if task.end is None:
                 task.end, task.rolled_at = self.current(task, now), now
-                asyncio.get_running_loop().create_task(self.publish(task))
+                self.start_publish(task)
             return 200, {"status": "stopping"}
         return 404, {"error": f"no {method} {action}"}
+
+    def start_publish(self, task: SimTask) -> None:
+        """Publish in the background, holding on to the asyncio task: the event loop keeps
+        only a weak reference, and a collected one is dropped mid-way (its publish lost)."""
+        running = asyncio.get_running_loop().create_task(self.publish(task))
+        self.publishing.add(running)
+        running.add_done_callback(self.publishing.discard)
 
     async def publish(self, task: SimTask) -> None:
         """Read to the end offsets (at once), "build" for `publish_delay`, publish one segment

@@ -164,21 +164,15 @@ class Executor:
         repo = TaskRepository(self.session)
         rows = [row for task_id in action.task_ids if (row := repo.get(task_id)) is not None]
         clients = {row.id: TaskApiClient.for_task(row) for row in rows}
-        try:
-            not_ready = [tid for tid, client in clients.items() if not _reading(client)]
-            if not_ready:
-                # Still starting (Spark is slow to come up under load): roll over on a later
-                # pass instead of killing healthy tasks.
-                log.info(
-                    "group %s: rollover waits for %s to start reading", action.group, not_ready
-                )
-                return
-            result = checkpoint_group(
-                clients, finish=True, timeout=ROLLOVER_TIMEOUT_S, alive=self.runner.is_running
-            )
-        finally:
-            for client in clients.values():
-                client.http.close()
+        not_ready = [tid for tid, client in clients.items() if not _reading(client)]
+        if not_ready:
+            # Still starting (Spark is slow to come up under load): roll over on a later
+            # pass instead of killing healthy tasks.
+            log.info("group %s: rollover waits for %s to start reading", action.group, not_ready)
+            return
+        result = checkpoint_group(
+            clients, finish=True, timeout=ROLLOVER_TIMEOUT_S, alive=self.runner.is_running
+        )
         now = self.clock()
         for row in rows:
             if row.id in result.failed or result.end_offsets is None:

@@ -122,6 +122,3 @@ def checkpoint_requested(
         )
     except TaskApiError as exc:
         log.warning("checkpoint for %s failed: %s", requester, exc)
-    finally:
-        for client in clients.values():
-            client.http.close()
