@@ -36,6 +36,7 @@ DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has rea
 IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 ROLLED = 1_000_000  # run_once's answer after a rollover: pass again at once
+AHEAD_S = -3600.0  # step's answer after a rollover: the next pass goes ahead of every due one
 PASS_SAMPLES = 64  # durations of the most recent passes kept for percentiles
 
 
@@ -241,8 +242,8 @@ class SupervisorLoop:
             status.detailed_state = "UNHEALTHY_SUPERVISOR"
 
     def step(self) -> float | None:
-        """One pass, with its timing and failure kept; seconds until the next one is due, or
-        None once the supervisor is gone."""
+        """One pass, with its timing and failure kept; seconds until the next one is due
+        (negative: ahead of the others due), or None once the supervisor is gone."""
         actions = 0
         began = time.monotonic()
         with log_context(supervisor=self.supervisor_id):
@@ -256,7 +257,10 @@ class SupervisorLoop:
             self.finished = True
             return None
         if actions > 0:
-            return 0.0 if actions == ROLLED else 0.2
+            # After a rollover the successors are created by the very next pass, and until then
+            # the group has no task reading: that pass must not queue behind every loop that is
+            # due (in a wave of a thousand handoffs it waited ~20 s for a worker).
+            return AHEAD_S if actions == ROLLED else 0.2
         return self._until_due(time.monotonic())
 
     def _until_due(self, now: float) -> float:
@@ -299,7 +303,8 @@ class PassScheduler:
             thread.start()
 
     def schedule(self, loop: SupervisorLoop, delay: float) -> None:
-        """A pass of `loop` in `delay` seconds, unless one is due sooner."""
+        """A pass of `loop` in `delay` seconds, unless one is due sooner (a negative delay puts
+        it ahead of the passes that are due)."""
         at = time.monotonic() + delay
         with self.cond:
             if loop in self.running:
@@ -341,7 +346,7 @@ class PassScheduler:
                 self.running.discard(loop)
                 if loop in self.again:
                     self.again.discard(loop)
-                    delay = None if delay is None else 0.0
+                    delay = None if delay is None else min(delay, 0.0)
                 self.cond.notify_all()  # stop() waits for passes to end
             if delay is not None and not loop.stopping.is_set():
                 self.schedule(loop, delay)

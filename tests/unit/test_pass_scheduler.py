@@ -87,3 +87,27 @@ def test_a_sooner_pass_replaces_a_later_one_and_stop_waits_for_running_passes() 
     scheduler.schedule(loop, 0)  # type: ignore[arg-type]
     time.sleep(0.2)
     assert loop.passes == 1  # a stopped scheduler starts none
+
+
+def test_a_pass_scheduled_ahead_goes_before_the_passes_already_due() -> None:
+    scheduler = PassScheduler(1)
+    order: list[str] = []
+
+    class Named(FakeLoop):
+        def __init__(self, name: str) -> None:
+            super().__init__(seconds=0.05, every=60.0)
+            self.name = name
+
+        def step(self) -> float | None:
+            order.append(self.name)
+            return super().step()
+
+    queued = [Named(f"due{number}") for number in range(5)]
+    for loop in queued:
+        scheduler.schedule(loop, -1.0)  # type: ignore[arg-type]
+    rolled = Named("rolled")
+    scheduler.schedule(rolled, -3600.0)  # type: ignore[arg-type]  # as after a rollover
+    scheduler.start()
+    assert until(lambda: len(order) == 6)
+    scheduler.stop()
+    assert order[0] == "rolled" and sorted(order[1:]) == [f"due{n}" for n in range(5)]
