@@ -15,7 +15,13 @@ from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec
-from supervisor.services.status import parse_errors, stats_report, status_report
+from supervisor.services.status import (
+    loop_status,
+    parse_errors,
+    states,
+    stats_report,
+    status_report,
+)
 from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService, state_of
 from supervisor.services.tasks import TaskService
 
@@ -98,23 +104,15 @@ def _listing(svc: SupervisorService, full: bool, system: bool) -> list[Any]:
 
 def _states(request: Request, session: Session) -> list[dict[str, Any]]:
     """?state=true: each supervisor's state as its loop last saw it (as Druid's list does)."""
-    loops = request.app.state.supervisors if request.app.state.settings.run_supervisors else None
-    entries = []
-    for supervisor_id, datasource, suspended in SpecRepository(session).active_states():
-        loop = loops.status(supervisor_id) if loops is not None else None
-        state = "SUSPENDED" if suspended else loop.state if loop is not None else "PENDING"
-        detailed = "SUSPENDED" if suspended else loop.detailed_state if loop else "PENDING"
-        entries.append(
-            {
-                "id": supervisor_id,
-                "state": state,
-                "detailedState": detailed,
-                "healthy": loop.healthy if loop is not None else True,
-                "dataSource": datasource,
-                "suspended": suspended,
-            }
-        )
-    return entries
+    return [
+        {
+            "id": supervisor_id,
+            **states(loop_status(request.app.state, supervisor_id), suspended),
+            "dataSource": datasource,
+            "suspended": suspended,
+        }
+        for supervisor_id, datasource, suspended in SpecRepository(session).active_states()
+    ]
 
 
 @router.get("", summary="List supervisors (ids, or summaries with ?full, ?state=true, ?system)")

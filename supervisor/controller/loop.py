@@ -292,15 +292,11 @@ class PassScheduler:
         self.again: set[SupervisorLoop] = set()  # woken while passing: pass again at once
         self.order = itertools.count()
         self.stopping = False
-        self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
         for number in range(self.workers):
-            thread = threading.Thread(
-                target=self._work, name=f"supervisor-pass-{number}", daemon=True
-            )
-            self.threads.append(thread)
-            thread.start()
+            name = f"supervisor-pass-{number}"
+            threading.Thread(target=self._work, name=name, daemon=True).start()
 
     def schedule(self, loop: SupervisorLoop, delay: float) -> None:
         """A pass of `loop` in `delay` seconds, unless one is due sooner (a negative delay puts

@@ -30,6 +30,20 @@ def partition_lag(
     return {p: max(0, latest[p] - furthest.get(p, 0)) for p in latest}
 
 
+def loop_status(state: Any, supervisor_id: str) -> Any:
+    """The supervisor's loop status (LoopStatus), None when it has no loop or loops are off."""
+    return state.supervisors.status(supervisor_id) if state.settings.run_supervisors else None
+
+
+def states(loop: Any, suspended: bool) -> dict[str, Any]:
+    """Druid's state, detailedState and healthy of a supervisor, from its loop's last pass."""
+    return {
+        "healthy": loop.healthy if loop else True,
+        "state": "SUSPENDED" if suspended else (loop.state if loop else "PENDING"),
+        "detailedState": "SUSPENDED" if suspended else (loop.detailed_state if loop else "PENDING"),
+    }
+
+
 def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
     row = SpecRepository(session).active(supervisor_id)
     if row is None:
@@ -38,7 +52,7 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
     io = spec.spec.ioConfig
     now = state.clock()
     duration = timedelta(milliseconds=duration_millis(io.taskDuration))
-    loop = state.supervisors.status(supervisor_id) if state.settings.run_supervisors else None
+    loop = loop_status(state, supervisor_id)
     committed_row = OffsetsRepository(session).get(supervisor_id)
     committed = offsets_from_json(committed_row.offsets if committed_row else {})
     current = loop.current if loop else {}
@@ -73,7 +87,6 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
             active.append(entry)
     lag = partition_lag(committed, current, latest)
     suspended = row.suspended
-    state_name = "SUSPENDED" if suspended else (loop.state if loop else "PENDING")
     return {
         "id": supervisor_id,
         "generationTime": druid_timestamp(now),
@@ -91,11 +104,7 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
             "aggregateLag": sum(lag.values()),
             "offsetsLastUpdated": loop.offsets_updated if loop else None,
             "suspended": suspended,
-            "healthy": loop.healthy if loop else True,
-            "state": state_name,
-            "detailedState": "SUSPENDED"
-            if suspended
-            else (loop.detailed_state if loop else "PENDING"),
+            **states(loop, suspended),
             "recentErrors": list(loop.recent_errors) if loop else [],
         },
     }
