@@ -22,9 +22,12 @@ JSON_BODY = {
 }
 
 
-async def in_session(request: Request, work: Callable[[Session], T]) -> T:
+async def in_session(
+    request: Request, work: Callable[[Session], T], then: Callable[[T], None] | None = None
+) -> T:
     """Run a route's work in FastAPI's thread pool with a DB session of its own, committed (a
-    write is durable before the answer is sent) and closed there.
+    write is durable before the answer is sent) and closed there; `then` runs in the same hop
+    with the work's result once it is committed (waking a loop, say).
 
     Routes are `async def` and hand their DB work over in this one hop: a sync route with a
     sync session dependency costs FastAPI four or five hops to its thread pool per request
@@ -36,7 +39,9 @@ async def in_session(request: Request, work: Callable[[Session], T]) -> T:
         with sessions() as session:  # closing rolls back whatever was not committed
             result = work(session)
             session.commit()
-            return result
+        if then is not None:
+            then(result)
+        return result
 
     return await run_in_threadpool(run)
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
@@ -30,27 +30,29 @@ SUCCESS = {"status": "success"}
 T = TypeVar("T")
 
 
-async def with_service(request: Request, work: Callable[[SupervisorService], T]) -> T:
+async def with_service(
+    request: Request,
+    work: Callable[[SupervisorService], T],
+    then: Callable[[T], None] | None = None,
+) -> T:
     """`work` with a SupervisorService on a session of its own (api.common.in_session)."""
     clock = request.app.state.clock
-    return await in_session(request, lambda session: work(SupervisorService(session, clock)))
+    return await in_session(request, lambda session: work(SupervisorService(session, clock)), then)
 
 
-Nudge = Callable[[str | None], None]
+def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]:
+    """Wakes the supervisor's loop (None: every loop) once a change is committed, in the same
+    hop to the thread pool as the change."""
 
-
-async def nudge(request: Request, background: BackgroundTasks) -> Nudge:
-    """Wake a supervisor's loop (or all of them) once the change is committed and answered."""
-
-    def wake(supervisor_id: str | None) -> None:
+    def wake(_: Any) -> None:
         if not request.app.state.settings.run_supervisors:
             return
         manager = request.app.state.supervisors
         if supervisor_id is None:
-            background.add_task(manager.sync)
-            background.add_task(manager.wake_all)
+            manager.sync()
+            manager.wake_all()
         else:
-            background.add_task(manager.wake, supervisor_id)
+            manager.wake(supervisor_id)
 
     return wake
 
@@ -85,12 +87,16 @@ async def submit(
     raw: Any = Depends(json_body),
     skipRestartIfUnmodified: bool = Query(False),
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    supervisor_id = await with_service(
-        request, lambda svc: svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified)
+    def then(result: tuple[str, bool]) -> None:
+        if result[1]:  # a new version; an unchanged spec (skipRestartIfUnmodified) wakes none
+            waking(request, result[0])(result)
+
+    supervisor_id, _ = await with_service(
+        request,
+        lambda svc: svc.submit(raw, who, skip_if_unmodified=skipRestartIfUnmodified),
+        then,
     )
-    wake(supervisor_id)
     return {"id": supervisor_id}
 
 
@@ -135,29 +141,22 @@ async def all_history(request: Request) -> dict[str, list[dict[str, Any]]]:
 
 
 @router.post("/suspendAll", summary="Suspend every supervisor")
-async def suspend_all(
-    request: Request, who: Actor = Depends(actor), wake: Nudge = Depends(nudge)
-) -> dict[str, str]:
-    await with_service(request, lambda svc: svc.set_all_suspended(True, who))
-    wake(None)
+async def suspend_all(request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
+    await with_service(request, lambda svc: svc.set_all_suspended(True, who), waking(request, None))
     return SUCCESS
 
 
 @router.post("/resumeAll", summary="Resume every supervisor")
-async def resume_all(
-    request: Request, who: Actor = Depends(actor), wake: Nudge = Depends(nudge)
-) -> dict[str, str]:
-    await with_service(request, lambda svc: svc.set_all_suspended(False, who))
-    wake(None)
+async def resume_all(request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
+    await with_service(
+        request, lambda svc: svc.set_all_suspended(False, who), waking(request, None)
+    )
     return SUCCESS
 
 
 @router.post("/terminateAll", summary="Terminate every supervisor")
-async def terminate_all(
-    request: Request, who: Actor = Depends(actor), wake: Nudge = Depends(nudge)
-) -> dict[str, str]:
-    await with_service(request, lambda svc: svc.terminate_all(who))
-    wake(None)
+async def terminate_all(request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
+    await with_service(request, lambda svc: svc.terminate_all(who), waking(request, None))
     return SUCCESS
 
 
@@ -178,11 +177,12 @@ async def suspend(
     supervisor_id: str,
     request: Request,
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
-    result = await with_service(request, lambda svc: svc.set_suspended(supervisor_id, True, who))
-    wake(supervisor_id)
-    return result
+    return await with_service(
+        request,
+        lambda svc: svc.set_suspended(supervisor_id, True, who),
+        waking(request, supervisor_id),
+    )
 
 
 @router.post("/{supervisor_id}/resume", summary="Resume a suspended supervisor")
@@ -190,11 +190,12 @@ async def resume(
     supervisor_id: str,
     request: Request,
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, Any]:
-    result = await with_service(request, lambda svc: svc.set_suspended(supervisor_id, False, who))
-    wake(supervisor_id)
-    return result
+    return await with_service(
+        request,
+        lambda svc: svc.set_suspended(supervisor_id, False, who),
+        waking(request, supervisor_id),
+    )
 
 
 @router.post("/{supervisor_id}/terminate", summary="Terminate a supervisor (writes a tombstone)")
@@ -202,10 +203,10 @@ async def terminate(
     supervisor_id: str,
     request: Request,
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    await with_service(request, lambda svc: svc.terminate(supervisor_id, who))
-    wake(supervisor_id)
+    await with_service(
+        request, lambda svc: svc.terminate(supervisor_id, who), waking(request, supervisor_id)
+    )
     return {"id": supervisor_id}
 
 
@@ -218,9 +219,8 @@ async def shutdown(
     supervisor_id: str,
     request: Request,
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
-    return await terminate(supervisor_id, request, who, wake)
+    return await terminate(supervisor_id, request, who)
 
 
 @router.get("/{supervisor_id}/status", summary="Live status: state, tasks, offsets and lag")
@@ -259,15 +259,13 @@ async def reset(
     supervisor_id: str,
     request: Request,
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     def work(svc: SupervisorService) -> None:
         svc.reset(supervisor_id, who)
         svc.session.commit()  # the offsets are forgotten before any task is killed
         _kill_tasks(request, svc.session, supervisor_id, None)
 
-    await with_service(request, work)
-    wake(supervisor_id)
+    await with_service(request, work, waking(request, supervisor_id))
     return {"id": supervisor_id}
 
 
@@ -281,15 +279,13 @@ async def reset_offsets(
     request: Request,
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
-    wake: Nudge = Depends(nudge),
 ) -> dict[str, str]:
     def work(svc: SupervisorService) -> None:
         groups = svc.reset_offsets(supervisor_id, raw, who)
         svc.session.commit()  # the new offsets are committed before any task is killed
         _kill_tasks(request, svc.session, supervisor_id, set(groups))
 
-    await with_service(request, work)
-    wake(supervisor_id)
+    await with_service(request, work, waking(request, supervisor_id))
     return {"id": supervisor_id}
 
 

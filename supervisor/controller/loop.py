@@ -60,6 +60,7 @@ class LoopStatus:
     pass_seconds: float = 0.0  # all passes, failed ones too
     pass_count: int = 0
     recent_passes: deque[float] = field(default_factory=lambda: deque(maxlen=PASS_SAMPLES))
+    snapshot: Snapshot | None = None  # what the last good pass observed (the status serves it)
 
 
 def spec_groups(spec: Any) -> int:
@@ -156,6 +157,7 @@ class SupervisorLoop:
         self.status.started = dict(self.probe.started)
         self.status.task_metrics = dict(self.probe.metrics)
         self.status.offsets_updated = druid_timestamp(snapshot.now)
+        self.status.snapshot = snapshot
         if snapshot.terminated and not running and not actions:
             return -1
         if executor.rolled:

@@ -14,7 +14,7 @@ from supervisor.controller.model import RUNNING, Snapshot, SpecView, TaskView
 from supervisor.db.models import SupervisorSpecRow, TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.schemas.periods import duration_millis
-from supervisor.schemas.spec import SupervisorSpec, parse_supervisor_spec
+from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
 
 
@@ -159,7 +159,7 @@ def observe(
         if not history:
             return None
         row = history[0]
-    spec = parse_supervisor_spec(row.payload)
+    spec = stored_spec(row.id, row.payload)
     view = spec_view(row, spec)
     committed_row = OffsetsRepository(session).get(supervisor_id)
     committed = _offsets(committed_row.offsets if committed_row else None) or {}

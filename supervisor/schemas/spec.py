@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -13,6 +15,7 @@ from supervisor.schemas.io_config import KafkaIOConfig
 from supervisor.schemas.tuning_config import KafkaTuningConfig
 
 SUPPORTED_TYPES = ("kafka",)
+STORED_SPECS_KEPT = 4096  # parsed stored spec versions kept (a few MB for a thousand)
 _SECTIONS = ("dataSchema", "ioConfig", "tuningConfig")
 
 
@@ -90,3 +93,26 @@ def parse_supervisor_spec(raw: Any) -> SupervisorSpec:
         return SupervisorSpec.model_validate(body)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
+
+
+_stored: OrderedDict[int, tuple[dict[str, Any], SupervisorSpec]] = OrderedDict()
+_stored_lock = threading.Lock()
+
+
+def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:
+    """The parsed spec of a stored version (its row id): stored versions never change, and a
+    loop pass and a status request each needed one, so each version is validated once. A hit
+    also compares the payload, so two metadata DBs in one process (tests) never mix theirs.
+    Treat the result as read-only: it is shared."""
+    with _stored_lock:
+        hit = _stored.get(version)
+        if hit is not None and hit[0] == payload:
+            _stored.move_to_end(version)
+            return hit[1]
+    spec = parse_supervisor_spec(payload)
+    with _stored_lock:
+        _stored[version] = (payload, spec)
+        _stored.move_to_end(version)
+        while len(_stored) > STORED_SPECS_KEPT:
+            _stored.popitem(last=False)
+    return spec

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
+from supervisor.controller.model import RUNNING, TaskView
 from supervisor.controller.observe import task_view
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.schemas.periods import duration_millis
-from supervisor.schemas.spec import parse_supervisor_spec
+from supervisor.schemas.spec import stored_spec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
 
 
@@ -44,30 +45,41 @@ def states(loop: Any, suspended: bool) -> dict[str, Any]:
     }
 
 
+def _committed_and_running(
+    session: Session, loop: Any, supervisor_id: str, now: datetime
+) -> tuple[Offsets, list[TaskView]]:
+    """The committed offsets and the running tasks as the loop's last pass saw them (Druid's
+    status is its supervisor's view in memory too; a change wakes the loop, which passes at
+    once), else (no loop, or none passed yet) as the DB has them."""
+    snapshot = loop.snapshot if loop else None
+    if snapshot is not None:
+        return snapshot.committed, [task for task in snapshot.tasks if task.running]
+    committed_row = OffsetsRepository(session).get(supervisor_id)
+    committed = offsets_from_json(committed_row.offsets if committed_row else {})
+    rows = TaskRepository(session).of_supervisor(supervisor_id, now)
+    return committed, [task_view(row) for row in rows if row.status == RUNNING]
+
+
 def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
     row = SpecRepository(session).active(supervisor_id)
     if row is None:
         raise NotFoundError(f"[{supervisor_id}] does not exist")
-    spec = parse_supervisor_spec(row.payload)
+    spec = stored_spec(row.id, row.payload)
     io = spec.spec.ioConfig
     now = state.clock()
     duration = timedelta(milliseconds=duration_millis(io.taskDuration))
     loop = loop_status(state, supervisor_id)
-    committed_row = OffsetsRepository(session).get(supervisor_id)
-    committed = offsets_from_json(committed_row.offsets if committed_row else {})
+    committed, tasks = _committed_and_running(session, loop, supervisor_id, now)
     current = loop.current if loop else {}
     latest = loop.latest if loop else {}
     completion = timedelta(milliseconds=duration_millis(io.completionTimeout))
     active, publishing = [], []
-    for task in TaskRepository(session).of_supervisor(supervisor_id, now):
-        if task.status != "RUNNING":
-            continue
-        view = task_view(task)
-        reading = current.get(task.id, {})
-        began = (loop.started.get(task.id) if loop else None) or task.created_at
-        ends = (task.rolled_at or now) + completion if view.end else began + duration
+    for view in tasks:
+        reading = current.get(view.id, {})
+        began = (loop.started.get(view.id) if loop else None) or view.created_at
+        ends = (view.rolled_at or now) + completion if view.end else began + duration
         entry: dict[str, Any] = {
-            "id": task.id,
+            "id": view.id,
             "startingOffsets": offsets_json(view.start),
             "startTime": druid_timestamp(began),
             "remainingSeconds": max(0, int((ends - now).total_seconds())),

@@ -101,7 +101,10 @@ class SupervisorService:
         log.info("supervisor %s: %s (version %s)", supervisor_id, action, row.id)
         return row
 
-    def submit(self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False) -> str:
+    def submit(
+        self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False
+    ) -> tuple[str, bool]:
+        """The supervisor's id, and whether a new spec version was written."""
         parsed = parse_supervisor_spec(raw)
         problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
         if problems:
@@ -114,7 +117,7 @@ class SupervisorService:
         if previous is not None:
             _check_update(payload, previous.payload)
             if skip_if_unmodified and previous.payload == payload:
-                return supervisor_id
+                return supervisor_id, False
         self._append(
             "update" if previous else "create",
             actor,
@@ -123,7 +126,7 @@ class SupervisorService:
             payload,
             suspended=parsed.suspended,
         )
-        return supervisor_id
+        return supervisor_id, True
 
     def get(self, supervisor_id: str) -> dict[str, Any]:
         return mask_spec(self._require(supervisor_id).payload)
