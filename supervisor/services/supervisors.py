@@ -5,8 +5,11 @@ The running machinery comes later; the state reported here is what is stored.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,13 +108,9 @@ class SupervisorService:
         self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False
     ) -> tuple[str, bool]:
         """The supervisor's id, and whether a new spec version was written."""
-        parsed = parse_supervisor_spec(raw)
-        problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
-        if problems:
-            raise SpecError(problems)
-        supervisor_id = parsed.supervisor_id
-        payload = parsed.to_json()
-        payload["id"] = supervisor_id
+        checked = _checked(raw)
+        supervisor_id = checked.supervisor_id
+        payload = json.loads(checked.payload)
         previous = self.specs.active(supervisor_id)
         payload = restore_masked(payload, previous.payload if previous else None)
         if previous is not None:
@@ -122,9 +121,9 @@ class SupervisorService:
             "update" if previous else "create",
             actor,
             supervisor_id,
-            parsed.datasource,
+            checked.datasource,
             payload,
-            suspended=parsed.suspended,
+            suspended=checked.suspended,
         )
         return supervisor_id, True
 
@@ -230,6 +229,53 @@ class SupervisorService:
         )
         task_count = int(io.get("taskCount", 1))
         return sorted({task_group(parse_key(p), task_count) for p in offsets})
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A submitted spec that passed validation: its id, datasource, suspension and normalized
+    payload (JSON text, with Druid's defaults and its id filled in)."""
+
+    supervisor_id: str
+    datasource: str
+    suspended: bool
+    payload: str
+
+
+_checked_specs: OrderedDict[str, _Checked] = OrderedDict()
+_checked_lock = threading.Lock()
+CHECKED_KEPT = 1024
+
+
+def _checked(raw: Any) -> _Checked:
+    """Validate a submitted spec (every problem a 400 naming its field). Validation is a pure
+    function of the body and costs milliseconds, and tools resubmit the same spec over and
+    over (skipRestartIfUnmodified): bodies that passed are remembered by their canonical JSON."""
+    try:
+        key: str | None = json.dumps(raw, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        key = None
+    if key is not None:
+        with _checked_lock:
+            hit = _checked_specs.get(key)
+            if hit is not None:
+                _checked_specs.move_to_end(key)
+                return hit
+    parsed = parse_supervisor_spec(raw)
+    problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
+    if problems:
+        raise SpecError(problems)
+    payload = parsed.to_json()
+    payload["id"] = parsed.supervisor_id
+    checked = _Checked(
+        parsed.supervisor_id, parsed.datasource, parsed.suspended, json.dumps(payload)
+    )
+    if key is not None:
+        with _checked_lock:
+            _checked_specs[key] = checked
+            while len(_checked_specs) > CHECKED_KEPT:
+                _checked_specs.popitem(last=False)
+    return checked
 
 
 def _reset_offsets_body(body: Any, stream: str, pattern: bool) -> dict[str, int]:

@@ -95,11 +95,16 @@ class TaskService:
             updated_at=now,
         )
         self.tasks.add(row)
+        # Recorded before the process starts, so no write lock of the metadata DB is held
+        # while it does (SQLite's is one for the whole DB: every other writer would wait).
+        self.session.commit()
         try:
             launched = self.runner.launch(task.id, payload)
-        except OSError as exc:
+        except Exception as exc:
             self._finish(row, FAILED, f"the task process could not be started: {exc}", None)
             self.session.commit()
+            if not isinstance(exc, OSError):
+                raise
             return task.id
         row.location_host, row.location_port = launched.host, launched.port
         row.token, row.log_path = launched.token, launched.log_path
