@@ -22,7 +22,7 @@ from supervisor.services.status import (
     stats_report,
     status_report,
 )
-from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService, state_of
+from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService
 from supervisor.services.tasks import TaskService
 
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
@@ -57,13 +57,12 @@ def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]
     return wake
 
 
-def _summary(row: SupervisorSpecRow, *, spec: bool, system: bool) -> dict[str, Any]:
-    state = state_of(row)
+def _summary(
+    request: Request, row: SupervisorSpecRow, *, spec: bool, system: bool
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "id": row.supervisor_id,
-        "state": state,
-        "detailedState": state,
-        "healthy": True,
+        **states(loop_status(request.app.state, row.supervisor_id), row.suspended),
         "dataSource": row.datasource,
         "suspended": row.suspended,
     }
@@ -100,11 +99,9 @@ async def submit(
     return {"id": supervisor_id}
 
 
-def _listing(svc: SupervisorService, full: bool, system: bool) -> list[Any]:
-    if system:
-        return [_summary(row, spec=False, system=True) for row in svc.list_active()]
-    if full:
-        return [_summary(row, spec=True, system=False) for row in svc.list_active()]
+def _listing(request: Request, svc: SupervisorService, full: bool, system: bool) -> list[Any]:
+    if full or system:
+        return [_summary(request, row, spec=full, system=system) for row in svc.list_active()]
     return SpecRepository(svc.session).active_ids()
 
 
@@ -131,7 +128,7 @@ async def list_supervisors(
     if state is not None and state.lower() != "false":
         return await in_session(request, lambda session: _states(request, session))
     return await with_service(
-        request, lambda svc: _listing(svc, full is not None, system is not None)
+        request, lambda svc: _listing(request, svc, full is not None, system is not None)
     )
 
 

@@ -45,19 +45,17 @@ def states(loop: Any, suspended: bool) -> dict[str, Any]:
     }
 
 
-def _committed_and_running(
+def _running_tasks(
     session: Session, loop: Any, supervisor_id: str, now: datetime
-) -> tuple[Offsets, list[TaskView]]:
-    """The committed offsets and the running tasks as the loop's last pass saw them (Druid's
-    status is its supervisor's view in memory too; a change wakes the loop, which passes at
-    once), else (no loop, or none passed yet) as the DB has them."""
+) -> list[TaskView]:
+    """The running tasks as the loop's last pass saw them (Druid's status is its supervisor's
+    view in memory too; a change wakes the loop, which passes at once), else (no loop, or none
+    passed yet) as the DB has them."""
     snapshot = loop.snapshot if loop else None
     if snapshot is not None:
-        return snapshot.committed, [task for task in snapshot.tasks if task.running]
-    committed_row = OffsetsRepository(session).get(supervisor_id)
-    committed = offsets_from_json(committed_row.offsets if committed_row else {})
+        return [task for task in snapshot.tasks if task.running]
     rows = TaskRepository(session).of_supervisor(supervisor_id, now)
-    return committed, [task_view(row) for row in rows if row.status == RUNNING]
+    return [task_view(row) for row in rows if row.status == RUNNING]
 
 
 def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
@@ -69,7 +67,9 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
     now = state.clock()
     duration = timedelta(milliseconds=duration_millis(io.taskDuration))
     loop = loop_status(state, supervisor_id)
-    committed, tasks = _committed_and_running(session, loop, supervisor_id, now)
+    committed_row = OffsetsRepository(session).get(supervisor_id)  # a reset shows at once
+    committed = offsets_from_json(committed_row.offsets if committed_row else {})
+    tasks = _running_tasks(session, loop, supervisor_id, now)
     current = loop.current if loop else {}
     latest = loop.latest if loop else {}
     completion = timedelta(milliseconds=duration_millis(io.completionTimeout))

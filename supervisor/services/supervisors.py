@@ -41,10 +41,6 @@ class Actor:
     remote_address: str | None = None
 
 
-def state_of(row: SupervisorSpecRow) -> str:
-    return "SUSPENDED" if row.suspended else "PENDING"
-
-
 def _check_update(new: dict[str, Any], old: dict[str, Any]) -> None:
     """Druid's validateSpecUpdateTo: the stream of a supervisor never changes."""
     new_io, old_io = new["spec"]["ioConfig"], old["spec"]["ioConfig"]

@@ -80,6 +80,14 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
     assert status["aggregateLag"] == 0 and status["minimumLag"] == {"0": 0, "1": 0}
     assert status["activeTasks"][0]["lag"] == {"0": 0, "1": 0}
     assert status["committedOffsets"] == {}  # read, not yet published
+    # every listing gives the state the loop saw (Druid's ?full, ?system, ?state=true)
+    for listing in ("full", "system", "state"):
+        entry = next(e for e in api.get(BASE, params={listing: "true"}).json() if e["id"] == ds)
+        assert (entry["state"], entry["detailedState"], entry["healthy"]) == (
+            "RUNNING",
+            "RUNNING",
+            True,
+        ), listing
     task_id = status["activeTasks"][0]["id"]
 
     totals = api.get(f"{BASE}/{ds}/stats").json()["0"][task_id]["totals"]["buildSegments"]
