@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from supervisor.services.status import (
 from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService
 from supervisor.services.tasks import TaskService
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
 SUCCESS = {"status": "success"}
 T = TypeVar("T")
@@ -48,11 +50,14 @@ def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]
         if not request.app.state.settings.run_supervisors:
             return
         manager = request.app.state.supervisors
-        if supervisor_id is None:
-            manager.sync()
-            manager.wake_all()
-        else:
-            manager.wake(supervisor_id)
+        try:
+            if supervisor_id is None:
+                manager.sync()
+                manager.wake_all()
+            else:
+                manager.wake(supervisor_id)
+        except Exception as exc:  # the change is committed: the loop's next period sees it
+            log.warning("supervisor %s: loop not woken: %s", supervisor_id or "(all)", exc)
 
     return wake
 
