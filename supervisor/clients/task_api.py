@@ -6,16 +6,19 @@ import http.client
 import json
 import select
 import threading
-import time
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 from urllib.parse import urlencode
 
 from supervisor.db.models import TaskRow
 from tasks.protocol import TOKEN_HEADER
 
-IDLE_S = 60.0  # an idle keep-alive connection to a task is closed after this
+# An idle connection is closed after this: under the 5 s keep-alive of the tasks' servers
+# (uvicorn's default), so no request is sent on a connection the task is closing.
+IDLE_S = 4.0
 MAX_IDLE_PER_TASK = 4
+MAX_IDLE = 256  # idle connections kept in all
 
 
 class TaskApiError(Exception):
@@ -56,13 +59,16 @@ class _Connections:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.idle: dict[tuple[str, int], list[tuple[http.client.HTTPConnection, float]]] = {}
+        self.count = 0  # idle connections in all
+        self.swept = monotonic()
 
     def _take(self, address: tuple[str, int], timeout: float) -> http.client.HTTPConnection:
-        now = time.monotonic()
+        now = monotonic()
         while True:
             with self.lock:
                 stack = self.idle.get(address)
                 entry = stack.pop() if stack else None
+                self.count -= entry is not None
             if entry is None:
                 return http.client.HTTPConnection(*address, timeout=timeout)
             connection, since = entry
@@ -73,12 +79,28 @@ class _Connections:
             connection.close()
 
     def _give(self, address: tuple[str, int], connection: http.client.HTTPConnection) -> None:
+        now = monotonic()
+        expired = []
         with self.lock:
+            if now - self.swept >= IDLE_S:  # connections to tasks not asked again (ended ones)
+                self.swept = now
+                for key in list(self.idle):
+                    kept = [e for e in self.idle[key] if now - e[1] < IDLE_S]
+                    expired += [e[0] for e in self.idle[key] if now - e[1] >= IDLE_S]
+                    if kept:
+                        self.idle[key] = kept
+                    else:
+                        del self.idle[key]
+                self.count -= len(expired)
             stack = self.idle.setdefault(address, [])
-            if len(stack) < MAX_IDLE_PER_TASK:
-                stack.append((connection, time.monotonic()))
-                return
-        connection.close()
+            pooled = len(stack) < MAX_IDLE_PER_TASK and self.count < MAX_IDLE
+            if pooled:
+                stack.append((connection, now))
+                self.count += 1
+        for old in expired:
+            old.close()
+        if not pooled:
+            connection.close()
 
     def request(
         self,

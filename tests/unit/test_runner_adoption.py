@@ -43,7 +43,7 @@ def test_a_live_task_process_is_adopted_and_can_be_killed(tmp_path: Path) -> Non
 
 def test_an_adopted_process_that_ends_is_reported_with_its_report(tmp_path: Path) -> None:
     first = runner(tmp_path)
-    process = orphan(first, "t2", 0.5)
+    process = orphan(first, "t2", 3)  # alive while it is adopted, even on a loaded machine
     second = runner(tmp_path)
     assert second.adopt("t2")
     report = {"status": "SUCCESS", "segments": []}
