@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from supervisor.lru import Lru
 from supervisor.schemas.base import DruidModel
 from supervisor.schemas.data_schema import DataSchema
 from supervisor.schemas.errors import SpecError, field_error, from_validation_error
@@ -95,8 +94,7 @@ def parse_supervisor_spec(raw: Any) -> SupervisorSpec:
         raise from_validation_error(exc) from None
 
 
-_stored: OrderedDict[int, tuple[dict[str, Any], SupervisorSpec]] = OrderedDict()
-_stored_lock = threading.Lock()
+_stored: Lru[int, tuple[dict[str, Any], SupervisorSpec]] = Lru(STORED_SPECS_KEPT)
 
 
 def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:
@@ -104,15 +102,9 @@ def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:
     loop pass and a status request each needed one, so each version is validated once. A hit
     also compares the payload, so two metadata DBs in one process (tests) never mix theirs.
     Treat the result as read-only: it is shared."""
-    with _stored_lock:
-        hit = _stored.get(version)
-        if hit is not None and hit[0] == payload:
-            _stored.move_to_end(version)
-            return hit[1]
+    hit = _stored.get(version)
+    if hit is not None and hit[0] == payload:
+        return hit[1]
     spec = parse_supervisor_spec(payload)
-    with _stored_lock:
-        _stored[version] = (payload, spec)
-        _stored.move_to_end(version)
-        while len(_stored) > STORED_SPECS_KEPT:
-            _stored.popitem(last=False)
+    _stored.put(version, (payload, spec))
     return spec

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +17,7 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import AuditRepository, OffsetsRepository, SpecRepository
 from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.lru import Lru
 from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
@@ -238,9 +237,8 @@ class _Checked:
     payload: str
 
 
-_checked_specs: OrderedDict[str, _Checked] = OrderedDict()
-_checked_lock = threading.Lock()
 CHECKED_KEPT = 1024
+_checked_specs: Lru[str, _Checked] = Lru(CHECKED_KEPT)
 
 
 def _checked(raw: Any) -> _Checked:
@@ -251,12 +249,9 @@ def _checked(raw: Any) -> _Checked:
         key: str | None = json.dumps(raw, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
         key = None
-    if key is not None:
-        with _checked_lock:
-            hit = _checked_specs.get(key)
-            if hit is not None:
-                _checked_specs.move_to_end(key)
-                return hit
+    hit = _checked_specs.get(key) if key is not None else None
+    if hit is not None:
+        return hit
     parsed = parse_supervisor_spec(raw)
     problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
     if problems:
@@ -267,10 +262,7 @@ def _checked(raw: Any) -> _Checked:
         parsed.supervisor_id, parsed.datasource, parsed.suspended, json.dumps(payload)
     )
     if key is not None:
-        with _checked_lock:
-            _checked_specs[key] = checked
-            while len(_checked_specs) > CHECKED_KEPT:
-                _checked_specs.popitem(last=False)
+        _checked_specs.put(key, checked)
     return checked
 
 
