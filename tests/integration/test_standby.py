@@ -48,7 +48,12 @@ def test_successors_take_over_warm_standbys(
         wait_for(lambda: runner.standbys.describe(), 300, "a standby for group 0")
         slot = Path(runner.standbys.standbys[0].slot)
         started = (slot / "standby-token").stat().st_mtime
-        wait_for(lambda: len(rows()) >= 2, 600, "the first rollover's successor")
+        # (a task row is recorded before its process starts: wait until it has a location)
+        wait_for(
+            lambda: len(rows()) >= 2 and rows()[1].log_path is not None,
+            600,
+            "the first rollover's successor to start",
+        )
         first, second = rows()[:2]
         assert first.end_offsets == {"0": 20, "1": 20}
         assert first.rolled_at.replace(tzinfo=UTC).timestamp() > started  # warmed beforehand
