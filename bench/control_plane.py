@@ -13,7 +13,9 @@ is the service's. Phases, in one run:
    scheduled start, so a stalled service is not hidden by a stalled client);
 4. wave: hand off every group of every supervisor at once; the wave lasts from the first pause
    to the last group with a successor reading (target: within one `period`);
-5. baseline: the loops stopped, the same REST requests (same seed) in the same process.
+5. baseline: the loops stopped, the same REST requests (same seed) in the same process;
+6. cost: the loops stopped, each kind of request sent one at a time: the service's CPU time
+   per request (this process's CPU; the service is the only thing in it doing work).
 
     .venv/bin/python bench/control_plane.py --supervisors 1000 --partitions 16 --rps 200
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import random
 import subprocess
 import sys
 import tempfile
@@ -40,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from bench.rest_load import BASE, MIX, TASKS  # noqa: E402
+from bench.rest_load import BASE, MIX, TASKS, Requests  # noqa: E402
 from bench.simulated import SimulatedRunner, SimulatedStream  # noqa: E402
 from supervisor.app import create_app  # noqa: E402
 from supervisor.controller.loop import SupervisorManager  # noqa: E402
@@ -221,6 +224,27 @@ def rest_phase(url: str, args: argparse.Namespace, plan: dict[str, Any]) -> dict
     }
 
 
+def cost_phase(url: str, plan: dict[str, Any], count: int) -> dict[str, dict[str, float]]:
+    """CPU milliseconds of this process per request, for each kind, sent one at a time (less
+    what the process spends idle in as long: the task monitor's polls, the simulated runner)."""
+    cpu = time.process_time()
+    time.sleep(2.0)
+    idle_per_s = (time.process_time() - cpu) / 2.0
+    costs: dict[str, dict[str, float]] = {}
+    for kind in MIX:
+        requests = Requests(plan, random.Random(11))
+        batch = [requests.make(kind) for _ in range(count)]
+        cpu, began = time.process_time(), time.monotonic()
+        result = in_child("serial", url, {"requests": batch})
+        spent = time.process_time() - cpu - idle_per_s * (time.monotonic() - began)
+        costs[kind] = {
+            "cpu_ms": spent / count * 1000,
+            "p50_ms": percentile(result["latencies"], 50) * 1000,
+            "errors": result["errors"],
+        }
+    return costs
+
+
 def wave_phase(
     url: str, sim: httpx.Client, args: argparse.Namespace, ids: list[str]
 ) -> dict[str, Any]:
@@ -353,6 +377,9 @@ def measure(args: argparse.Namespace, service: Service, sim: httpx.Client) -> di
     progress("loops stopped; baseline REST load")
     service.manager.stop()  # the baseline: no loop runs, the same requests
     results["baseline"] = rest_phase(service.url, args, plan)
+    progress("loops stopped; CPU per request")
+    resume_all(service.url)
+    results["cost"] = cost_phase(service.url, plan, args.cost_requests)
     return results
 
 
@@ -391,6 +418,10 @@ def summarize(args: argparse.Namespace, r: dict[str, Any]) -> dict[str, Any]:
         "wave_s": r["wave"]["wave_s"],
         "period_s": period,
         "wave_vs_period": r["wave"]["wave_s"] / period,
+        "cpu_ms_per_request": sum(
+            r["cost"][kind]["cpu_ms"] * weight for kind, weight in MIX.items()
+        )
+        / sum(MIX.values()),
         "rss_mb": loaded["VmRSS"],
         "peak_rss_mb": loaded["VmHWM"],
         "rss_per_supervisor_kb": (loaded["VmRSS"] - idle["VmRSS"]) * 1024 / args.supervisors,
@@ -439,6 +470,12 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         ("REST p99 vs baseline", f"{head['rest_p99_vs_baseline']:.2f}", "", ""),
         ("REST errors (under load / baseline)", f"{rest['errors']} / {base['errors']}", "", ""),
         (
+            "service CPU per request at the mix, loops stopped (ms)",
+            f"{head['cpu_ms_per_request']:.2f}",
+            "",
+            "",
+        ),
+        (
             "rollover wave: first pause -> last successor reading (s)",
             f"{wave['wave_s']:.1f}",
             f"<= period {head['period_s']:.0f}",
@@ -481,13 +518,14 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     for name, value, target, met in rows:
         mark = "" if target == "" else ("yes" if met else "NO")
         print(f"{name:<{width}}{value:>18}{target:>18}{mark:>6}")
-    print("\nREST latency by request kind (ms), under load | baseline:")
+    print("\nREST latency by request kind (ms), under load | baseline | one at a time: CPU, p50")
     for kind, figures in rest["by_kind"].items():
-        other = base["by_kind"][kind]
+        other, cost = base["by_kind"][kind], r["cost"][kind]
         print(
             f"  {kind:<40}{figures['count']:>6}  p50 {figures['p50_ms']:>7.1f}  "
             f"p99 {figures['p99_ms']:>7.1f} | "
-            f"p50 {other['p50_ms']:>7.1f}  p99 {other['p99_ms']:>7.1f}"
+            f"p50 {other['p50_ms']:>7.1f}  p99 {other['p99_ms']:>7.1f} | "
+            f"{cost['cpu_ms']:>5.2f} {cost['p50_ms']:>6.2f}"
         )
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -504,6 +542,7 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         f"RATIO pass_p99_ms={head['pass_p99_ms']:.1f} rest_p99_ms={head['rest_p99_ms']:.1f} "
         f"rest_p99_vs_baseline={head['rest_p99_vs_baseline']:.2f} wave_s={head['wave_s']:.1f} "
         f"wave_vs_period={head['wave_vs_period']:.2f} rss_mb={head['rss_mb']:.0f} "
+        f"cpu_ms_per_request={head['cpu_ms_per_request']:.2f} "
         f"supervisors={args.supervisors} partitions={args.partitions}"
     )
 
@@ -521,6 +560,9 @@ def main() -> None:
     parser.add_argument("--task-duration", default="PT1H", help="long: the wave is a handoff")
     parser.add_argument("--rate", type=float, default=100.0, help="records/s per partition")
     parser.add_argument("--publish-delay", type=float, default=1.0, help="simulated build, s")
+    parser.add_argument(
+        "--cost-requests", type=int, default=200, help="per kind, for the CPU per request"
+    )
     args = parser.parse_args()
     logging.getLogger("supervisor").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="sluicegate-control-") as tmp:

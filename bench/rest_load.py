@@ -6,6 +6,8 @@ not the service's. Two modes, parameters as JSON on stdin, the result as JSON on
   measured from its scheduled start, so a stalled service is not hidden by a waiting client.
 - `burst URL`: {"requests": [[method, path, body], ...], "width"}: all of them, `width` at a
   time; when the first was sent and the last answered.
+- `serial URL`: {"requests": [...]}: one at a time on one connection (the caller measures the
+  service's CPU per request); each one's latency and the count of errors.
 """
 
 from __future__ import annotations
@@ -166,11 +168,26 @@ async def burst(url: str, requests: list[list[Any]], width: int) -> dict[str, An
     return {"began": began, "ended": time.time(), "errors": sum(c >= 400 for c in codes)}
 
 
+async def serial(url: str, requests: list[list[Any]]) -> dict[str, Any]:
+    http = Http(url)
+    latencies: list[float] = []
+    errors = 0
+    for method, path, body in requests:
+        began = time.perf_counter()
+        status, _ = await http.request(method, path, body)
+        latencies.append(time.perf_counter() - began)
+        errors += status >= 400
+    http.close()
+    return {"latencies": latencies, "errors": errors}
+
+
 def main() -> None:
     mode, url = sys.argv[1], sys.argv[2]
     params = json.load(sys.stdin)
     if mode == "rest":
         result = asyncio.run(rest(url, params["rps"], params["seconds"], params["plan"]))
+    elif mode == "serial":
+        result = asyncio.run(serial(url, params["requests"]))
     else:
         result = asyncio.run(burst(url, params["requests"], params["width"]))
     json.dump(result, sys.stdout)
