@@ -11,8 +11,13 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.controller.model import RUNNING, Snapshot, SpecView, TaskView
-from supervisor.db.models import SupervisorSpecRow, TaskRow
-from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
+from supervisor.db.models import TaskRow
+from supervisor.db.repositories import (
+    OffsetsRepository,
+    SpecRepository,
+    SpecVersion,
+    TaskRepository,
+)
 from supervisor.schemas.periods import duration_millis
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
@@ -22,7 +27,7 @@ class StreamError(RuntimeError):
     """Kafka could not be reached or the topic could not be described."""
 
 
-def spec_view(row: SupervisorSpecRow, spec: SupervisorSpec) -> SpecView:
+def spec_view(row: SpecVersion, spec: SupervisorSpec) -> SpecView:
     io = spec.spec.ioConfig
     return SpecView(
         version=row.id,
@@ -148,7 +153,7 @@ def observe(
     stream: StreamReader,
     handoff_requested: frozenset[int] = frozenset(),
     probe: TaskProbe | None = None,
-) -> tuple[Snapshot, SupervisorSpec, SupervisorSpecRow] | None:
+) -> tuple[Snapshot, SupervisorSpec, SpecVersion] | None:
     """The snapshot of one supervisor, or None when it has no spec at all."""
     row = SpecRepository(session).latest(supervisor_id)
     if row is None:
@@ -158,11 +163,10 @@ def observe(
         history = [r for r in SpecRepository(session).history(supervisor_id) if not r.tombstone]
         if not history:
             return None
-        row = history[0]
+        row = SpecVersion.of(history[0])
     spec = stored_spec(row.id, row.payload)
     view = spec_view(row, spec)
-    committed_row = OffsetsRepository(session).get(supervisor_id)
-    committed = _offsets(committed_row.offsets if committed_row else None) or {}
+    committed = _offsets(OffsetsRepository(session).offsets(supervisor_id)) or {}
     since = now - timedelta(seconds=view.completion_timeout_s + 60)
     rows = TaskRepository(session).of_supervisor(supervisor_id, since)
     # The DB is read: end the read transaction, so that no DB connection stays checked out

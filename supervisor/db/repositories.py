@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import ColumnElement, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Engine, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import (
@@ -15,15 +18,73 @@ from supervisor.db.models import (
     SupervisorSpecRow,
     TaskRow,
 )
+from supervisor.lru import Lru
 
 # The statements every loop pass and status request runs, built once with bound parameters:
 # building a select costs SQLAlchemy about as much CPU as running it.
-_LATEST_SPEC = (
-    select(SupervisorSpecRow)
-    .where(SupervisorSpecRow.supervisor_id == bindparam("supervisor_id"))
-    .order_by(SupervisorSpecRow.id.desc())
+_SPEC = SupervisorSpecRow
+_LATEST_SPEC = (  # every column but the payload, which comes from _payloads
+    select(
+        _SPEC.id,
+        _SPEC.supervisor_id,
+        _SPEC.datasource,
+        _SPEC.suspended,
+        _SPEC.tombstone,
+        _SPEC.created_at,
+    )
+    .where(_SPEC.supervisor_id == bindparam("supervisor_id"))
+    .order_by(_SPEC.id.desc())
     .limit(1)
 )
+_SPEC_PAYLOAD = select(_SPEC.payload).where(_SPEC.id == bindparam("version"))
+_COMMITTED_OFFSETS = select(CommittedOffsetsRow.offsets).where(
+    CommittedOffsetsRow.supervisor_id == bindparam("supervisor_id")
+)
+SPEC_PAYLOADS_KEPT = 4096  # per metadata DB: a thousand supervisors' current and last versions
+
+
+@dataclass(frozen=True, slots=True)
+class SpecVersion:
+    """One stored version of a supervisor's spec. Versions are rows never changed once
+    written, so their payloads are kept in memory and shared: treat `payload` as read-only."""
+
+    id: int
+    supervisor_id: str
+    datasource: str
+    suspended: bool
+    tombstone: bool
+    created_at: datetime
+    payload: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: SupervisorSpecRow) -> SpecVersion:
+        return cls(
+            row.id,
+            row.supervisor_id,
+            row.datasource,
+            row.suspended,
+            row.tombstone,
+            row.created_at,
+            row.payload,
+        )
+
+
+_payload_caches: WeakKeyDictionary[Engine, Lru[int, dict[str, Any]]] = WeakKeyDictionary()
+_payload_caches_lock = threading.Lock()
+
+
+def _payloads(session: Session) -> Lru[int, dict[str, Any]]:
+    """The decoded spec payloads of one metadata DB (a process may open several: tests), by
+    version. Decoding a payload's JSON cost more than the query that read it, on every loop
+    pass and every status request."""
+    engine = session.get_bind().engine  # a Connection's too
+    with _payload_caches_lock:
+        cache = _payload_caches.get(engine)
+        if cache is None:
+            cache = _payload_caches[engine] = Lru(SPEC_PAYLOADS_KEPT)
+        return cache
+
+
 _TASKS_OF_SUPERVISOR = (
     select(TaskRow)
     .where(
@@ -38,11 +99,23 @@ class SpecRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def latest(self, supervisor_id: str) -> SupervisorSpecRow | None:
+    def latest(self, supervisor_id: str) -> SpecVersion | None:
         """The newest version of a supervisor's spec, tombstone included."""
-        return self.session.scalars(_LATEST_SPEC, {"supervisor_id": supervisor_id}).first()
+        head = self.session.execute(_LATEST_SPEC, {"supervisor_id": supervisor_id}).first()
+        if head is None:
+            return None
+        return SpecVersion(*head, payload=self.payload(head.id))
 
-    def active(self, supervisor_id: str) -> SupervisorSpecRow | None:
+    def payload(self, version: int) -> dict[str, Any]:
+        """The payload of a stored version (shared: read-only)."""
+        cache = _payloads(self.session)
+        payload = cache.get(version)
+        if payload is None:
+            payload = self.session.execute(_SPEC_PAYLOAD, {"version": version}).scalar_one()
+            cache.put(version, payload)
+        return payload
+
+    def active(self, supervisor_id: str) -> SpecVersion | None:
         row = self.latest(supervisor_id)
         return None if row is None or row.tombstone else row
 
@@ -155,6 +228,11 @@ class OffsetsRepository:
 
     def get(self, supervisor_id: str) -> CommittedOffsetsRow | None:
         return self.session.get(CommittedOffsetsRow, supervisor_id, populate_existing=True)
+
+    def offsets(self, supervisor_id: str) -> dict[str, Any] | None:
+        """Just the committed offsets (JSON form), None when there are none: for readers."""
+        found = self.session.execute(_COMMITTED_OFFSETS, {"supervisor_id": supervisor_id})
+        return found.scalar_one_or_none()
 
     def insert(
         self,

@@ -103,7 +103,7 @@ def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:
     also compares the payload, so two metadata DBs in one process (tests) never mix theirs.
     Treat the result as read-only: it is shared."""
     hit = _stored.get(version)
-    if hit is not None and hit[0] == payload:
+    if hit is not None and (hit[0] is payload or hit[0] == payload):
         return hit[1]
     spec = parse_supervisor_spec(payload)
     _stored.put(version, (payload, spec))

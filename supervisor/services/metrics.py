@@ -256,8 +256,7 @@ def _supervisor(
     if loop is None:  # no loop runs (supervisors off): nothing observed yet
         return
     supervisor_id = labels["supervisor"]
-    stored = OffsetsRepository(session).get(supervisor_id)
-    committed = offsets_from_json(stored.offsets if stored else {})
+    committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     lag = partition_lag(committed, loop.current, loop.latest)
     _lag_family(families, "", lag, labels)
     _lag_family(families, "/time", time_lag(io, loop.latest, lag), labels)

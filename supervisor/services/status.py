@@ -67,8 +67,8 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
     now = state.clock()
     duration = timedelta(milliseconds=duration_millis(io.taskDuration))
     loop = loop_status(state, supervisor_id)
-    committed_row = OffsetsRepository(session).get(supervisor_id)  # a reset shows at once
-    committed = offsets_from_json(committed_row.offsets if committed_row else {})
+    # read on each call, not from the last pass: a reset shows at once
+    committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     tasks = _running_tasks(session, loop, supervisor_id, now)
     current = loop.current if loop else {}
     latest = loop.latest if loop else {}

@@ -15,7 +15,12 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import SupervisorSpecRow
-from supervisor.db.repositories import AuditRepository, OffsetsRepository, SpecRepository
+from supervisor.db.repositories import (
+    AuditRepository,
+    OffsetsRepository,
+    SpecRepository,
+    SpecVersion,
+)
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.lru import Lru
 from supervisor.schemas.errors import SpecError
@@ -65,7 +70,7 @@ class SupervisorService:
         self.specs = SpecRepository(session)
         self.audit = AuditRepository(session)
 
-    def _require(self, supervisor_id: str) -> SupervisorSpecRow:
+    def _require(self, supervisor_id: str) -> SpecVersion:
         row = self.specs.active(supervisor_id)
         if row is None:
             raise NotFoundError(f"[{supervisor_id}] does not exist")
