@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -56,6 +56,28 @@ def _pause(
         sleep(0.2)
 
 
+def _each(
+    calls: Mapping[str, Callable[[], dict[str, int]]],
+) -> dict[str, dict[str, int] | TaskApiError]:
+    """Each call's result or TaskApiError, the calls made at once in threads of their own; a
+    single one (replicas 1, the common case) in the caller's thread, no pool started for it."""
+    if len(calls) == 1:
+        ((task_id, call),) = calls.items()
+        try:
+            return {task_id: call()}
+        except TaskApiError as exc:
+            return {task_id: exc}
+    outcomes: dict[str, dict[str, int] | TaskApiError] = {}
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        futures = {task_id: pool.submit(call) for task_id, call in calls.items()}
+        for task_id, future in futures.items():
+            try:
+                outcomes[task_id] = future.result()
+            except TaskApiError as exc:
+                outcomes[task_id] = exc
+    return outcomes
+
+
 def checkpoint_group(
     clients: dict[str, TaskApiClient],
     finish: bool,
@@ -69,17 +91,16 @@ def checkpoint_group(
     deadline = time.monotonic() + timeout
     paused: dict[str, dict[str, int]] = {}
     failed: list[str] = []
-    with ThreadPoolExecutor(max_workers=max(1, len(clients))) as pool:
-        futures = {
-            task_id: pool.submit(_pause, client, deadline, sleep, partial(alive, task_id))
-            for task_id, client in clients.items()
-        }
-        for task_id, future in futures.items():
-            try:
-                paused[task_id] = future.result()
-            except TaskApiError as exc:
-                log.warning("task %s could not be paused: %s", task_id, exc)
-                failed.append(task_id)
+    pauses = {
+        task_id: partial(_pause, client, deadline, sleep, partial(alive, task_id))
+        for task_id, client in clients.items()
+    }
+    for task_id, outcome in _each(pauses).items():
+        if isinstance(outcome, TaskApiError):
+            log.warning("task %s could not be paused: %s", task_id, outcome)
+            failed.append(task_id)
+        else:
+            paused[task_id] = outcome
     if not paused:
         return CheckpointResult(None, failed)
     end: dict[str, int] = {}

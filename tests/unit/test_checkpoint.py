@@ -3,6 +3,7 @@ are given up at once, the maximum offsets win."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -72,3 +73,19 @@ def test_an_unreachable_replica_is_retried_until_the_deadline() -> None:
     gone.reachable = False
     result = checkpoint_group({"gone": gone}, finish=False, timeout=0.3)  # type: ignore[dict-item]
     assert result.end_offsets is None and result.failed == ["gone"]
+
+
+def test_a_single_replica_is_paused_in_the_callers_thread() -> None:
+    task = FakeTask({"0": 4, "1": 6}, answers=[409, 200])
+    threads = set()
+    paused = task.call
+
+    def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
+        threads.add(threading.current_thread())
+        return paused(method, path, **kwargs)
+
+    task.call = call  # type: ignore[method-assign]
+    result = checkpoint_group({"only": task}, finish=True, sleep=lambda _: None)  # type: ignore[dict-item]
+    assert result.end_offsets == {"0": 4, "1": 6} and result.failed == []
+    assert task.end == {"0": 4, "1": 6}
+    assert threads == {threading.current_thread()}  # no pool started for one replica
