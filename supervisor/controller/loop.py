@@ -345,7 +345,10 @@ class PassScheduler:
                 if loop in self.again:
                     self.again.discard(loop)
                     delay = None if delay is None else min(delay, 0.0)
-                self.cond.notify_all()  # stop() waits for passes to end
+                if self.stopping:
+                    self.cond.notify_all()  # stop() waits for passes to end
+                # (else nobody needs waking: this worker takes the next due pass itself, and a
+                # notify_all here woke every idle worker after every pass, to wait again)
             if delay is not None and not loop.stopping.is_set():
                 self.schedule(loop, delay)
 
