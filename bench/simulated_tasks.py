@@ -128,7 +128,12 @@ class TaskSimulation:
             return 200, task.end or dict.fromkeys(task.start, END_OF_PARTITION)
         if (method, action) == ("GET", "metrics"):
             counters = {"persists": 0, "persistSeconds": 0.0, "handoffs": 0, "handoffSeconds": 0.0}
-            return 200, {"rowStats": self.metrics(task, now), **counters, "pauseSeconds": 0.0}
+            return 200, {
+                "rowStats": self.metrics(task, now),
+                **counters,
+                "pauseSeconds": 0.0,
+                "currentOffsets": self.current(task, now),
+            }
         if (method, action) == ("GET", "rowStats"):
             return 200, {"totals": {"buildSegments": self.metrics(task, now)}}
         if (method, action) == ("GET", "unparseableEvents"):

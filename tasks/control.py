@@ -92,9 +92,14 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
 
     @router.get("/metrics")
     def metrics() -> dict[str, Any]:
-        """Row counts and task counters (persists, handoffs, pauses) in one answer."""
+        """Row counts, task counters (persists, handoffs, pauses) and the current offsets in
+        one answer: what a supervisor's loop asks every running task on every pass."""
         state = indexer.snapshot()
-        return {"rowStats": state.stats.as_dict(), **state.task_counters()}
+        return {
+            "rowStats": state.stats.as_dict(),
+            **state.task_counters(),
+            "currentOffsets": offsets_json(state.current),
+        }
 
     @router.get("/unparseableEvents")
     def unparseable_events() -> dict[str, Any]:

@@ -51,6 +51,8 @@ class IndexerState:
     first_persist_at: float | None = None  # ... and when that batch was persisted
     paused_at: float | None = None  # wall time the task last stopped reading for a pause
     standby: bool = False  # this process was a warm standby before it became the task
+    assigned_at: float | None = None  # a standby: wall time it was handed the task
+    warm_at_assign: bool | None = None  # a standby: whether its warm-up had ended by then
     counters: dict[str, float] = field(default_factory=dict)  # see task_counters()
 
     def task_counters(self) -> dict[str, float]:

@@ -14,6 +14,8 @@ import json
 import logging
 import signal
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -47,6 +49,8 @@ def report(state: IndexerState) -> dict[str, Any]:
         "firstPersistAt": _iso(state.first_persist_at),
         "pausedAt": _iso(state.paused_at),
         "standby": state.standby,
+        "assignedAt": _iso(state.assigned_at),
+        "warmAtAssign": state.warm_at_assign,
     }
 
 
@@ -147,8 +151,10 @@ def _standby(args: argparse.Namespace, token: str) -> int:
     sessions: list[Any] = []  # the SparkSession, once started
 
     def on_assign(task: IndexKafkaTask, task_token: str) -> None:
+        assigned_at, warm = time.time(), assignment.warm.is_set()
         run = _Run(args, task, task_token)
-        run.indexer.state.standby = True
+        state = run.indexer.state
+        state.standby, state.assigned_at, state.warm_at_assign = True, assigned_at, warm
         runs.append(run)
         switch.app = run.app  # the port answers as the task from now on
         if sessions:
@@ -160,21 +166,34 @@ def _standby(args: argparse.Namespace, token: str) -> int:
     log.info("standby: starting Spark")
     spark = _start_spark(args, args.work_dir.name)
     sessions.append(spark)
+    # Warm in a thread of its own: a task that arrives mid-warm-up starts at once, while the
+    # cancelled warm-up job unwinds beside it (that took 1-2 s on a busy machine).
+    warming = threading.Thread(
+        target=_warm, args=(spark, template, args.work_dir, assignment), name="warm-up"
+    )
+    warming.daemon = True
+    warming.start()
+    while not assignment.warm.is_set() and not assignment.ready.wait(0.1):
+        pass
+    if assignment.wait(args.standby_idle) is None:  # idle from the end of the warm-up
+        log.info("standby: no task after %.0f s, exiting", args.standby_idle)
+        control.stop()
+        spark.stop()
+        return 0
+    return runs[0].run(control, spark)
+
+
+def _warm(spark: Any, template: IndexKafkaTask, work_dir: Path, assignment: Assignment) -> None:
     try:
-        warm_up(spark, template, args.work_dir / "warm-up", assignment.ready)
+        warm_up(spark, template, work_dir / "warm-up", assignment.ready)
         log.info("standby: warm")
     except Exception as exc:  # a cold first batch is slower, not wrong
         if assignment.ready.is_set():
             log.info("standby: warm-up cut short, the task arrived")
         else:
             log.warning("standby: warm-up failed (%s); the first batch starts cold", exc)
-    assignment.warm.set()
-    if assignment.wait(args.standby_idle) is None:
-        log.info("standby: no task after %.0f s, exiting", args.standby_idle)
-        control.stop()
-        spark.stop()
-        return 0
-    return runs[0].run(control, spark)
+    finally:
+        assignment.warm.set()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -144,6 +144,7 @@ def test_pause_set_end_offsets_resume_stops_exactly_there(kafka: LocalKafka, ove
         wait_for(lambda: _get(control, "/status") == "PAUSED", what="PAUSED")
         current = control.post("/pause").json()
         assert current == _get(control, "/offsets/current")
+        assert _get(control, "/metrics")["currentOffsets"] == current  # one call for the loops
         assert control.post("/offsets/end", json={"0": 0, "1": 0}).status_code == 400  # < current
         end = {"0": min(current["0"] + 50, 300), "1": current["1"]}
         assert control.post("/offsets/end", params={"finish": "true"}, json=end).json() == end
