@@ -6,6 +6,9 @@ this process with real task processes, a producer at a steady rate. For each rol
 - gap to read: from the moment generation N paused (its report's pausedAt, the rollover's
   pause) to generation N+1 starting its first batch with records (firstReadAt);
 - gap to persist: to that batch being indexed and persisted (firstPersistAt);
+- where the gap to read goes: pause -> the successor's task row (the overlord's rollover and
+  its next pass), -> a standby handed the task (assignedAt; whether its warm-up had finished,
+  warmAtAssign), -> the first read;
 - lag (records, from the supervisor's status every 0.5 s): the median over the 10 s before the
   pause, the peak from the pause until 3 s after the successor's first persist, the median
   over the 10 s after that; steady-state lag is the median outside those windows.
@@ -121,12 +124,17 @@ def measure(
         if paused is None or read is None or persisted is None:
             continue  # the last generation: suspended before its successor read anything
         window_end = persisted + 3
+        created = epoch(successor.created_at)
+        assigned = parse_time(reports[successor.id].get("assignedAt")) or created
         rollovers.append(
             {
                 "task": task.id,
                 "successor": successor.id,
                 "successor_was_standby": bool(reports[successor.id].get("standby")),
-                "successor_created_after_pause_s": round(epoch(successor.created_at) - paused, 3),
+                "successor_created_after_pause_s": round(created - paused, 3),
+                "assigned_after_created_s": round(assigned - created, 3),
+                "read_after_assigned_s": round(read - assigned, 3),
+                "standby_warm_at_assign": reports[successor.id].get("warmAtAssign"),
                 "gap_to_read_s": round(read - paused, 3),
                 "gap_to_persist_s": round(persisted - paused, 3),
                 "lag_before": median([lag for at, lag in samples if paused - 10 <= at < paused]),
@@ -164,12 +172,15 @@ def measure(
 def print_case(name: str, case: dict[str, Any]) -> None:
     print(f"\n{name}: producer {case['producer_rate']:.0f} rec/s, steady lag {case['steady_lag']}")
     print(
-        f"{'#':>3} {'standby':>8} {'gap→read s':>11} {'gap→persist s':>14} "
-        f"{'lag before':>11} {'lag at':>8} {'lag after':>10}"
+        f"{'#':>3} {'standby':>8} {'warm':>6} {'gap→read s':>11} {'=row s':>7} {'+assign s':>10} "
+        f"{'+read s':>8} {'gap→persist s':>14} {'lag before':>11} {'lag at':>8} {'lag after':>10}"
     )
     for n, r in enumerate(case["rollovers"], 1):
+        warm = r["standby_warm_at_assign"]
         print(
-            f"{n:>3} {r['successor_was_standby']!s:>8} {r['gap_to_read_s']:>11.2f} "
+            f"{n:>3} {r['successor_was_standby']!s:>8} {'-' if warm is None else str(warm):>6} "
+            f"{r['gap_to_read_s']:>11.2f} {r['successor_created_after_pause_s']:>7.2f} "
+            f"{r['assigned_after_created_s']:>10.2f} {r['read_after_assigned_s']:>8.2f} "
             f"{r['gap_to_persist_s']:>14.2f} {r['lag_before']:>11.0f} {r['lag_at']:>8.0f} "
             f"{r['lag_after']:>10.0f}"
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,10 @@ def test_successors_take_over_warm_standbys(
         )
         report = rows()[1].report
         assert report["standby"] is True and report["firstReadAt"] is not None
+        assert isinstance(report["warmAtAssign"], bool)  # the handoff bench's breakdown
+        assert datetime.fromisoformat(report["assignedAt"]) <= datetime.fromisoformat(
+            report["firstReadAt"]
+        )
         assert api.post(f"{BASE}/{ds}/terminate").is_success
         wait_for(lambda: all(r.status != "RUNNING" for r in rows()), 300, "the tasks to finish")
         segments = db_rows(service, select(SegmentRow).where(SegmentRow.used.is_(True)))
