@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVarTuple
+from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Engine, Select, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Engine, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import (
@@ -95,25 +95,6 @@ _TASKS_OF_SUPERVISOR = (
 )
 
 
-Ts = TypeVarTuple("Ts")
-
-
-def _newest(query: Select[*Ts]) -> Select[*Ts]:
-    """`query` (of supervisor_specs) narrowed to each supervisor's newest version, tombstones
-    left out, by id. A join on the grouped newest ids: SQLite ran `id IN (...)` at about
-    twice the cost (a list subquery, then a lookup per id)."""
-    newest = (
-        select(func.max(SupervisorSpecRow.id).label("id"))
-        .group_by(SupervisorSpecRow.supervisor_id)
-        .subquery()
-    )
-    return (
-        query.join(newest, SupervisorSpecRow.id == newest.c.id)
-        .where(SupervisorSpecRow.tombstone.is_(False))
-        .order_by(SupervisorSpecRow.supervisor_id)
-    )
-
-
 class SpecRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -140,18 +121,41 @@ class SpecRepository:
 
     def all_active(self) -> list[SupervisorSpecRow]:
         """The newest version of every supervisor not terminated, by id."""
-        return list(self.session.scalars(_newest(select(SupervisorSpecRow))))
+        query = (
+            select(SupervisorSpecRow)
+            .where(*self._active())
+            .order_by(SupervisorSpecRow.supervisor_id)
+        )
+        return list(self.session.scalars(query))
 
     def active_states(self) -> list[tuple[str, str, bool]]:
         """(id, datasource, suspended) of every supervisor not terminated, by id: columns, not
         ORM objects (a thousand of those cost five times the query itself)."""
         spec = SupervisorSpecRow
-        query = _newest(select(spec.supervisor_id, spec.datasource, spec.suspended))
+        query = (
+            select(spec.supervisor_id, spec.datasource, spec.suspended)
+            .where(*self._active())
+            .order_by(spec.supervisor_id)
+        )
         return [(row[0], row[1], row[2]) for row in self.session.execute(query)]
 
     def active_ids(self) -> list[str]:
         """The ids of every supervisor not terminated, sorted."""
-        return list(self.session.scalars(_newest(select(SupervisorSpecRow.supervisor_id))))
+        query = (
+            select(SupervisorSpecRow.supervisor_id)
+            .where(*self._active())
+            .order_by(SupervisorSpecRow.supervisor_id)
+        )
+        return list(self.session.scalars(query))
+
+    @staticmethod
+    def _active() -> tuple[ColumnElement[bool], ...]:
+        newest = (
+            select(func.max(SupervisorSpecRow.id))
+            .group_by(SupervisorSpecRow.supervisor_id)
+            .scalar_subquery()
+        )
+        return SupervisorSpecRow.id.in_(newest), SupervisorSpecRow.tombstone.is_(False)
 
     def history(
         self, supervisor_id: str | None = None, count: int | None = None
