@@ -215,6 +215,10 @@ def rest_phase(url: str, args: argparse.Namespace, plan: dict[str, Any]) -> dict
         "requests": len(samples),
         "achieved_rps": len(samples) / result["seconds"],
         "errors": len(samples) - len(ok),
+        "error_statuses": {  # 0: no answer within rest_load's timeout, or a broken connection
+            str(code): sum(1 for s in samples if s[2] == code)
+            for code in sorted({s[2] for s in samples if not 200 <= s[2] < 300})
+        },
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=float("nan")) * 1000,
@@ -400,6 +404,10 @@ def rest_plan(args: argparse.Namespace, ids: list[str], url: str) -> dict[str, A
     }
 
 
+def _statuses(phase: dict[str, Any]) -> str:
+    return " ".join(f"{code}:{n}" for code, n in phase["error_statuses"].items()) or "-"
+
+
 def _ms(pair: tuple[float, float]) -> str:
     return f"{pair[0]:.1f} / {pair[1]:.1f}"
 
@@ -469,6 +477,12 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         ),
         ("REST p99 vs baseline", f"{head['rest_p99_vs_baseline']:.2f}", "", ""),
         ("REST errors (under load / baseline)", f"{rest['errors']} / {base['errors']}", "", ""),
+        (
+            "  by status (under load | baseline)",
+            f"{_statuses(rest)} | {_statuses(base)}",
+            "",
+            "",
+        ),
         (
             "service CPU per request at the mix, loops stopped (ms)",
             f"{head['cpu_ms_per_request']:.2f}",
