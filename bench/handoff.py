@@ -6,9 +6,9 @@ this process with real task processes, a producer at a steady rate. For each rol
 - gap to read: from the moment generation N paused (its report's pausedAt, the rollover's
   pause) to generation N+1 starting its first batch with records (firstReadAt);
 - gap to persist: to that batch being indexed and persisted (firstPersistAt);
-- where the gap to read goes: pause -> the successor's task row (the overlord's rollover and
-  its next pass), -> a standby handed the task (assignedAt; whether its warm-up had finished,
-  warmAtAssign), -> the first read;
+- where the gap to read goes: pause -> end offsets set on every replica (the row's rolled_at)
+  -> the successor's task row (the overlord's next pass) -> a standby handed the task
+  (assignedAt; whether its warm-up had finished, warmAtAssign) -> the first read;
 - lag (records, from the supervisor's status every 0.5 s): the median over the 10 s before the
   pause, the peak from the pause until 3 s after the successor's first persist, the median
   over the 10 s after that; steady-state lag is the median outside those windows.
@@ -125,13 +125,15 @@ def measure(
             continue  # the last generation: suspended before its successor read anything
         window_end = persisted + 3
         created = epoch(successor.created_at)
+        rolled = epoch(task.rolled_at) if task.rolled_at is not None else created
         assigned = parse_time(reports[successor.id].get("assignedAt")) or created
         rollovers.append(
             {
                 "task": task.id,
                 "successor": successor.id,
                 "successor_was_standby": bool(reports[successor.id].get("standby")),
-                "successor_created_after_pause_s": round(created - paused, 3),
+                "rolled_after_pause_s": round(rolled - paused, 3),
+                "created_after_rolled_s": round(created - rolled, 3),
                 "assigned_after_created_s": round(assigned - created, 3),
                 "read_after_assigned_s": round(read - assigned, 3),
                 "standby_warm_at_assign": reports[successor.id].get("warmAtAssign"),
@@ -172,14 +174,16 @@ def measure(
 def print_case(name: str, case: dict[str, Any]) -> None:
     print(f"\n{name}: producer {case['producer_rate']:.0f} rec/s, steady lag {case['steady_lag']}")
     print(
-        f"{'#':>3} {'standby':>8} {'warm':>6} {'gap→read s':>11} {'=row s':>7} {'+assign s':>10} "
-        f"{'+read s':>8} {'gap→persist s':>14} {'lag before':>11} {'lag at':>8} {'lag after':>10}"
+        f"{'#':>3} {'standby':>8} {'warm':>6} {'gap→read s':>11} {'=rolled s':>10} {'+row s':>7} "
+        f"{'+assign s':>10} {'+read s':>8} {'gap→persist s':>14} {'lag before':>11} "
+        f"{'lag at':>8} {'lag after':>10}"
     )
     for n, r in enumerate(case["rollovers"], 1):
         warm = r["standby_warm_at_assign"]
         print(
             f"{n:>3} {r['successor_was_standby']!s:>8} {'-' if warm is None else str(warm):>6} "
-            f"{r['gap_to_read_s']:>11.2f} {r['successor_created_after_pause_s']:>7.2f} "
+            f"{r['gap_to_read_s']:>11.2f} {r['rolled_after_pause_s']:>10.2f} "
+            f"{r['created_after_rolled_s']:>7.2f} "
             f"{r['assigned_after_created_s']:>10.2f} {r['read_after_assigned_s']:>8.2f} "
             f"{r['gap_to_persist_s']:>14.2f} {r['lag_before']:>11.0f} {r['lag_at']:>8.0f} "
             f"{r['lag_after']:>10.0f}"
@@ -195,8 +199,8 @@ def main() -> None:
     parser.add_argument("--rollovers", type=int, default=10)
     parser.add_argument("--baseline-rollovers", type=int, default=3, help="0: no baseline")
     parser.add_argument("--rate", type=float, default=500.0, help="records per second")
-    parser.add_argument("--task-duration", default="PT45S")
-    parser.add_argument("--standby-lead", type=float, default=60.0, help="seconds")
+    parser.add_argument("--task-duration", default="PT120S")
+    parser.add_argument("--standby-lead", type=float, default=90.0, help="seconds")
     parser.add_argument("--master", default="local[2]", help="each task's Spark master")
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
     args = parser.parse_args()

@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     kill_tasks_on_exit: bool = False
     # Warm standby task processes for each task group's successors, started this long before
     # its taskDuration ends (0: none; successors then start Spark after the rollover).
-    standby_lead_s: float = Field(default=60.0, ge=0)
+    standby_lead_s: float = Field(default=90.0, ge=0)
     max_standbys: int = Field(default=8, ge=0)  # at most this many at once, in all
     standby_idle_s: float = Field(default=120.0, gt=0)  # stop one no group wants after this
     # Run the supervisors' reconcile loops (off only for tests of the spec API alone).

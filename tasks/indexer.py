@@ -77,7 +77,10 @@ class KafkaIndexer:
         checkpointer: Checkpointer | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        on_reading_ended: Callable[[], None] = lambda: None,
     ) -> None:
+        """`on_reading_ended` runs once reading is over, before the final publish: a task
+        process steps back on the CPU there (tasks/priority.py); in-process users need not."""
         self.task = task
         self.checkpointer = checkpointer
         self.spark = spark
@@ -86,6 +89,7 @@ class KafkaIndexer:
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
+        self.on_reading_ended = on_reading_ended
         self.lock = threading.Condition()
         io = task.ioConfig
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
@@ -202,6 +206,7 @@ class KafkaIndexer:
             self._set_status(TaskState.READING)
             self._read_until_end()
             self._set_status(TaskState.PUBLISHING)
+            self.on_reading_ended()
             segments = publisher.drain()
             with self.lock:
                 self.state.segments = segments

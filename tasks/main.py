@@ -26,6 +26,7 @@ from tasks.control import ControlServer, create_control_app
 from tasks.indexer import IndexerState, KafkaIndexer
 from tasks.overlord import OverlordClient
 from tasks.partitions import Offsets, offsets_json
+from tasks.priority import step_back
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.standby import Assignment, Switch, cancel_warm_up, create_standby_app, warm_up
 
@@ -102,8 +103,18 @@ class _Run:
                 task.supervisor_key, task.ioConfig.taskGroupId, task.ioConfig.topic, start
             )
 
+        def step_back_to_publish() -> None:
+            # reading is over (its successor, if any, reads now): the rest can wait its turn
+            log.info("publishing; %s threads step back on the CPU", step_back())
+
         self.indexer = KafkaIndexer(
-            task, None, args.work_dir, args.deep_storage, self.overlord.publish, checkpoint
+            task,
+            None,
+            args.work_dir,
+            args.deep_storage,
+            self.overlord.publish,
+            checkpoint,
+            on_reading_ended=step_back_to_publish,
         )
         self.indexer.state.status = TaskState.STARTING
         self.app = create_control_app(self.indexer, token)
@@ -164,7 +175,9 @@ def _standby(args: argparse.Namespace, token: str) -> int:
     control = ControlServer(switch, args.host, args.port)
     control.start()
     log.info("standby: starting Spark")
+    began = time.monotonic()
     spark = _start_spark(args, args.work_dir.name)
+    log.info("standby: Spark started in %.1f s", time.monotonic() - began)
     sessions.append(spark)
     # Warm in a thread of its own: a task that arrives mid-warm-up starts at once, while the
     # cancelled warm-up job unwinds beside it (that took 1-2 s on a busy machine).

@@ -28,6 +28,7 @@ def build_session(
         .appName(app_name)
         .config("spark.jars", classpath)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # its bars garble the task's log
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         # a kafka inputFormat adds key/timestamp/header fields; they win over same-named ones

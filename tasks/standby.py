@@ -7,8 +7,10 @@ rollover instead of after a Spark start-up. A standby serves one call on its con
 same port serves the task's own control API and the process is that task.
 
 Warming runs the task's own pipeline once over the newest few records of its partitions (the
-template payload the runner passes), so the Kafka source, the JSON parser and the Parquet
-writer are loaded and compiled before the first real batch. Nothing warmed is published.
+template payload the runner passes), then merges that batch into segments the way a handoff
+does, so the Kafka source, the JSON parser, the Parquet writers and the merge's shuffle and
+Python worker are loaded and compiled before the first real batch and the first publish.
+Nothing warmed is published.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,12 +119,15 @@ def cancel_warm_up(spark: Any) -> None:
 
 
 def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> None:
-    """Index the newest few records of the template's partitions into a scratch directory,
-    twice, and throw the result away; stop early once `done` is set (a task arrived).
-    Best effort: a failure only means a colder start."""
+    """Run the task's two Spark paths once over the newest few records of the template's
+    partitions, in a scratch directory, and throw the result away: a batch (read, parse,
+    roll up, persist), then a handoff's merge of that persist into segments (nothing is
+    published). Stop early once `done` is set (a task arrived). Best effort: a failure only
+    means a colder start."""
     from tasks.indexer import kafka_options
     from tasks.pipeline import RowPlan, process_batch
     from tasks.reader import read_range
+    from tasks.segments import SegmentContext, build_segments
 
     io = template.ioConfig
     stream = io.topic
@@ -129,22 +135,47 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
     reader = OffsetReader(io.consumerProperties)
     latest = reader.latest(stream, keys)
     earliest = reader.earliest(stream, keys)
+    start = {k: max(earliest[k], latest[k] - WARM_RECORDS) for k in keys}
     plan = RowPlan(template.dataSchema, io.inputFormat)
     spark.sparkContext.setJobGroup(WARM_UP_GROUP, "warming a standby", True)
     try:
-        for round_ in range(2):
-            if done.is_set():
-                return
-            start = {k: max(earliest[k], latest[k] - WARM_RECORDS) for k in keys}
-            frame = read_range(
-                spark,
-                str(io.consumerProperties["bootstrap.servers"]),
-                stream,
-                start,
-                latest,
-                kafka_options(io.consumerProperties),
-            )
-            process_batch(plan, frame, str(scratch / f"warm-{round_}"), 0, [])
+        began = time.monotonic()
+        frame = read_range(
+            spark,
+            str(io.consumerProperties["bootstrap.servers"]),
+            stream,
+            start,
+            latest,
+            kafka_options(io.consumerProperties),
+        )
+        persist = str(scratch / "persist")
+        batch = process_batch(plan, frame, persist, 0, [])
+        batch_s = time.monotonic() - began
+        if done.is_set():
+            return
+        context = SegmentContext(
+            task_id="warm-up",
+            datasource=template.datasource,
+            topic=stream,
+            start=start,
+            end=latest,
+            spec_version="",
+            deep_storage=str(scratch / "segments"),
+        )
+        dims = batch.dimensions or plan.declared_dimensions()
+        build_segments(
+            spark,
+            plan,
+            [persist],
+            [name for name, _ in dims],
+            context,
+            template.tuningConfig.maxRowsPerSegment,
+        )
+        log.info(
+            "standby: warm-up batch %.1f s, handoff merge %.1f s",
+            batch_s,
+            time.monotonic() - began - batch_s,
+        )
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,69 @@
+"""A task that has stopped reading steps back on the CPU while it publishes.
+
+At a rollover the group's successor starts reading the moment its predecessor pauses, usually
+on the same machine, while the predecessor merges its persists into segments and publishes
+them. The successor's first batches decide the lag at the rollover; the predecessor's merge
+only decides how soon those segments are queryable, seconds later either way. So the
+predecessor lowers its own scheduling priority (raises its nice value) for the rest of its
+life: the Python driver, the Spark JVM it started and that JVM's Python workers. With idle
+cores nothing changes; on a busy machine the reading task goes first.
+
+Linux only (it walks /proc); elsewhere, or when the system refuses, nothing changes. Nice values
+only go up without privileges, so this is one-way, which suits a task about to exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+PUBLISHING_NICENESS = 10  # added to the task's nice value (19 at most)
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for tid in _threads(pid):
+        try:
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and all its descendants, parents first."""
+    tree, queue = [], [pid]
+    while queue:
+        current = queue.pop(0)
+        if current in tree:
+            continue
+        tree.append(current)
+        queue += _children(current)
+    return tree
+
+
+def step_back(by: int = PUBLISHING_NICENESS) -> int:
+    """Raise the nice value of every thread of this process and its descendants by `by`;
+    return how many threads were changed. Threads started later inherit the new value."""
+    changed = 0
+    for pid in process_tree(os.getpid()):
+        for tid in _threads(pid):
+            try:
+                nice = os.getpriority(os.PRIO_PROCESS, tid)
+                os.setpriority(os.PRIO_PROCESS, tid, min(19, nice + by))
+                changed += 1
+            except OSError:  # the thread ended meanwhile, or the system refused
+                continue
+    return changed
+
+
+__all__ = ["PUBLISHING_NICENESS", "process_tree", "step_back"]
