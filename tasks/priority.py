@@ -8,6 +8,12 @@ predecessor lowers its own scheduling priority (raises its nice value) for the r
 life: the Python driver, the Spark JVM it started and that JVM's Python workers. With idle
 cores nothing changes; on a busy machine the reading task goes first.
 
+Linux schedules by autogroup (one per session, when `kernel.sched_autogroup_enabled` is 1, the
+default on most distributions): a thread's nice value then only counts against threads of its
+own session, and sessions share the CPU by their autogroup's nice value. The runner starts every
+task in a session of its own, so a task that leads its session also raises its autogroup's nice
+value (/proc/self/autogroup), which is what moves it behind the other tasks.
+
 Linux only (it walks /proc); elsewhere, or when the system refuses, nothing changes. Nice values
 only go up without privileges, so this is one-way, which suits a task about to exit.
 """
@@ -51,9 +57,26 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
+def _autogroup_nice(by: int) -> bool:
+    """Raise the nice value of this session's autogroup, if this process leads the session (a
+    task started from a shell would otherwise slow the shell's other processes too)."""
+    path = Path("/proc/self/autogroup")
+    if os.getsid(0) != os.getpid():
+        return False
+    try:
+        nice = int(path.read_text().split()[-1])  # "/autogroup-42 nice 0"
+        path.write_text(str(min(19, nice + by)))
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
 def step_back(by: int = PUBLISHING_NICENESS) -> int:
-    """Raise the nice value of every thread of this process and its descendants by `by`;
-    return how many threads were changed. Threads started later inherit the new value."""
+    """Raise the nice value of every thread of this process and its descendants by `by`, and
+    of the session's autogroup if this process leads it; return how many threads were changed.
+    Threads started later inherit the new value."""
+    if _autogroup_nice(by):
+        log.info("autogroup nice value raised by %s", by)
     changed = 0
     for pid in process_tree(os.getpid()):
         for tid in _threads(pid):

@@ -38,6 +38,8 @@ CHILD = textwrap.dedent(
     late = threading.Thread(target=lambda: later.update(n=os.getpriority(os.PRIO_PROCESS, 0)))
     late.start(); late.join()
     print(json.dumps({
+        "autogroup": open("/proc/self/autogroup").read().split()[-1]
+        if os.path.exists("/proc/self/autogroup") else None,
         "before": before,
         "changed": changed,
         "main": os.getpriority(os.PRIO_PROCESS, 0),
@@ -51,8 +53,14 @@ CHILD = textwrap.dedent(
 
 
 def test_step_back_renices_every_thread_of_the_process_tree() -> None:
+    # a session of its own, as the runner starts tasks: its autogroup is its own too
     out = subprocess.run(
-        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", CHILD],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        start_new_session=True,
     )
     seen = json.loads(out.stdout)
     expected = min(19, seen["before"] + PUBLISHING_NICENESS)
@@ -62,6 +70,8 @@ def test_step_back_renices_every_thread_of_the_process_tree() -> None:
     assert seen["grandchild"] == expected
     assert seen["later_thread"] == expected
     assert os.getpriority(os.PRIO_PROCESS, 0) == seen["before"]  # this process untouched
+    if seen["autogroup"] is not None:  # kernels scheduling by session; a new one starts at 0
+        assert int(seen["autogroup"]) == PUBLISHING_NICENESS
 
 
 def test_process_tree_lists_the_process_then_its_descendants() -> None:
