@@ -82,7 +82,11 @@ def sample_until(stack: Stack, api: httpx.Client, rollovers: int) -> list[tuple[
 def run_case(args: argparse.Namespace, standbys: bool, rollovers: int) -> dict[str, Any]:
     lead = args.standby_lead if standbys else 0.0
     with running(
-        "sluicegate-handoff-", args.keep, task_master=args.master, standby_lead_s=lead
+        "sluicegate-handoff-",
+        args.keep,
+        task_master=args.master,
+        standby_lead_s=lead,
+        publish_niceness=args.publish_niceness,
     ) as stack:
         create_topic(stack.bootstrap, "edits", 2)
         producer = Producer(stack.bootstrap, "edits", args.rate, record).start()
@@ -202,6 +206,12 @@ def main() -> None:
     parser.add_argument("--task-duration", default="PT120S")
     parser.add_argument("--standby-lead", type=float, default=90.0, help="seconds")
     parser.add_argument("--master", default="local[2]", help="each task's Spark master")
+    parser.add_argument(
+        "--publish-niceness",
+        type=int,
+        default=10,
+        help="the service's publish_niceness (off, 0, by default in the service)",
+    )
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
     args = parser.parse_args()
 
@@ -211,6 +221,7 @@ def main() -> None:
         "rate": args.rate,
         "taskDuration": args.task_duration,
         "standby_lead_s": args.standby_lead,
+        "publish_niceness": args.publish_niceness,
         "warm": warm,
     }
     ratio = ""

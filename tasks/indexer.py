@@ -77,10 +77,11 @@ class KafkaIndexer:
         checkpointer: Checkpointer | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        on_reading_ended: Callable[[], None] = lambda: None,
+        on_last_stretch: Callable[[], None] = lambda: None,
     ) -> None:
-        """`on_reading_ended` runs once reading is over, before the final publish: a task
-        process steps back on the CPU there (tasks/priority.py); in-process users need not."""
+        """`on_last_stretch` runs once, when the task is given its final end offsets (its
+        successors start reading then) or else when its reading ends: a task process steps
+        back on the CPU there (tasks/priority.py); in-process users need not."""
         self.task = task
         self.checkpointer = checkpointer
         self.spark = spark
@@ -89,7 +90,8 @@ class KafkaIndexer:
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
-        self.on_reading_ended = on_reading_ended
+        self.on_last_stretch = on_last_stretch
+        self.last_stretch = False  # on_last_stretch has run (under the lock)
         self.lock = threading.Condition()
         io = task.ioConfig
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
@@ -173,7 +175,16 @@ class KafkaIndexer:
             self.sequences[-1].end = dict(offsets)
             self.pause_requested = False
             self.lock.notify_all()
-            return dict(offsets)
+        if finish:
+            self._last_stretch()
+        return dict(offsets)
+
+    def _last_stretch(self) -> None:
+        with self.lock:
+            if self.last_stretch:
+                return
+            self.last_stretch = True
+        self.on_last_stretch()
 
     def checkpoints(self) -> dict[str, dict[str, int]]:
         with self.lock:
@@ -206,7 +217,7 @@ class KafkaIndexer:
             self._set_status(TaskState.READING)
             self._read_until_end()
             self._set_status(TaskState.PUBLISHING)
-            self.on_reading_ended()
+            self._last_stretch()
             segments = publisher.drain()
             with self.lock:
                 self.state.segments = segments

@@ -74,6 +74,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jar-cache", type=Path, required=True)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument(
+        "--publish-niceness",
+        type=int,
+        default=0,
+        help="raise the nice value by this much once given final end offsets (0: never)",
+    )
+    parser.add_argument(
         "--standby", action="store_true", help="warm up, then wait to be assigned a task"
     )
     parser.add_argument(
@@ -104,8 +110,10 @@ class _Run:
             )
 
         def step_back_to_publish() -> None:
-            # reading is over (its successor, if any, reads now): the rest can wait its turn
-            log.info("publishing; %s threads step back on the CPU", step_back())
+            # its successors (if any) read from now on: the rest of this task can wait its turn
+            if args.publish_niceness > 0:
+                changed = step_back(args.publish_niceness)
+                log.info("last stretch: %s threads step back on the CPU", changed)
 
         self.indexer = KafkaIndexer(
             task,
@@ -114,7 +122,7 @@ class _Run:
             args.deep_storage,
             self.overlord.publish,
             checkpoint,
-            on_reading_ended=step_back_to_publish,
+            on_last_stretch=step_back_to_publish,
         )
         self.indexer.state.status = TaskState.STARTING
         self.app = create_control_app(self.indexer, token)

@@ -129,7 +129,7 @@ def api(service: RunningService) -> Iterator[httpx.Client]:
 
 @contextmanager
 def overlord_with_tasks(
-    tmp_path: Path, jar_cache: Path, task_master: str
+    tmp_path: Path, jar_cache: Path, task_master: str, **overrides: Any
 ) -> Iterator[tuple[RunningService, httpx.Client]]:
     """The service running real task processes (and its supervisors), killed on exit."""
     settings = Settings(
@@ -139,6 +139,7 @@ def overlord_with_tasks(
         jar_cache=jar_cache,
         task_master=task_master,
         kill_tasks_on_exit=True,
+        **overrides,
     )
     with RunningService(settings) as service:
         settings.port = service.port  # tasks publish back to this server

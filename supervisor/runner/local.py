@@ -91,6 +91,8 @@ class LocalProcessRunner:
             str(self.settings.jar_cache),
             "--master",
             self.settings.task_master,
+            "--publish-niceness",
+            str(self.settings.publish_niceness),
             "--log-format",
             self.settings.log_format,
         ]

@@ -100,12 +100,25 @@ def task(
     )
 
 
-def run(spark: Any, sessions: sessionmaker[Session], spec: IndexKafkaTask, tmp_path: Path) -> Any:
+def run(
+    spark: Any,
+    sessions: sessionmaker[Session],
+    spec: IndexKafkaTask,
+    tmp_path: Path,
+    on_last_stretch: Any = lambda: None,
+) -> Any:
     def publisher(action: PublishAction) -> Any:
         with sessions() as session:
             return PublishService(session, utc_now).publish(spec.id, action)
 
-    indexer = KafkaIndexer(spec, spark, tmp_path / "work" / spec.id, tmp_path / "deep", publisher)
+    indexer = KafkaIndexer(
+        spec,
+        spark,
+        tmp_path / "work" / spec.id,
+        tmp_path / "deep",
+        publisher,
+        on_last_stretch=on_last_stretch,
+    )
     return indexer.run()
 
 
@@ -133,8 +146,10 @@ def test_exact_ranges_without_rollup_publish_each_record_once(
     start = {0: 10, 1: 0, 2: 50}
     end = {0: 390, 1: 400, 2: 333}
     spec = task(topic, kafka.bootstrap_servers, rollup=False, start=start, end=end)
-    state = run(spark, sessions, spec, tmp_path)
+    stretches: list[str] = []
+    state = run(spark, sessions, spec, tmp_path, lambda: stretches.append("last stretch"))
     assert state.status is TaskState.SUCCESS, state.error
+    assert stretches == ["last stretch"]  # once, when reading ended (no offsets/end call here)
     expected = sorted(r["id"] for p in range(3) for r in records[p::3][start[p] : end[p]])
     rows = published_rows(sessions)
     assert sorted(r["id"] for r in rows) == expected

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
+from tasks.priority import PUBLISHING_NICENESS
 from tasks.protocol import TOKEN_HEADER
 from tests.conftest import RunningService, overlord_with_tasks, wait_for
 from tests.integration.test_api_supervisors import db_rows
@@ -26,7 +27,10 @@ TASKS = "/druid/indexer/v1"
 
 @pytest.fixture
 def overlord(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
-    with overlord_with_tasks(tmp_path, jar_cache, "local[2]") as running:
+    # publish_niceness on: test_pause_set_end_offsets_resume_stops_exactly_there checks it
+    with overlord_with_tasks(
+        tmp_path, jar_cache, "local[2]", publish_niceness=PUBLISHING_NICENESS
+    ) as running:
         yield running
 
 
@@ -147,13 +151,26 @@ def test_pause_set_end_offsets_resume_stops_exactly_there(kafka: LocalKafka, ove
         assert _get(control, "/metrics")["currentOffsets"] == current  # one call for the loops
         assert control.post("/offsets/end", json={"0": 0, "1": 0}).status_code == 400  # < current
         end = {"0": min(current["0"] + 50, 300), "1": current["1"]}
+        pid = service.app.state.runner.processes["t-open"].pid
+        assert _autogroup_nice(pid) in (None, 0)
         assert control.post("/offsets/end", params={"finish": "true"}, json=end).json() == end
+        # its successors read from now on: the task steps back on the CPU (tasks/priority.py)
+        assert _autogroup_nice(pid) in (None, PUBLISHING_NICENESS)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == PUBLISHING_NICENESS
         status = wait_for(
             lambda: (s := task_status(api, "t-open"))["status"] != "RUNNING" and s,
             what="the task to finish",
         )
     assert status["status"] == "SUCCESS", status
     assert published(service) == (end["0"] + end["1"], end)
+
+
+def _autogroup_nice(pid: int) -> int | None:
+    """The nice value of the process's session autogroup; None where the kernel has none."""
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except OSError:
+        return None
 
 
 def test_a_task_killed_mid_read_publishes_nothing(kafka: LocalKafka, overlord: Any) -> None:
