@@ -333,6 +333,22 @@ class TaskRepository:
             query = query.limit(limit)
         return list(self.session.scalars(query))
 
+    def running_behind(
+        self, supervisor_id: str, task_id: str, start: dict[str, int]
+    ) -> TaskRow | None:
+        """A running task of the supervisor, other than `task_id`, that starts before `start`
+        on one of its partitions: an earlier generation that has not published yet."""
+        query = select(TaskRow).where(
+            TaskRow.supervisor_id == supervisor_id,
+            TaskRow.status == "RUNNING",
+            TaskRow.id != task_id,
+        )
+        for row in self.session.scalars(query):
+            theirs = _start_of(row)
+            if any(p in theirs and int(theirs[p]) < offset for p, offset in start.items()):
+                return row
+        return None
+
     def replicas(self, task: TaskRow) -> list[TaskRow]:
         """The running replicas of a task: its group's tasks of the same generation (the same
         start offsets, still reading); itself alone when it has no group."""

@@ -4,7 +4,9 @@ In one DB transaction: the committed offsets of the task's partitions must equal
 offsets (compare-and-swap on the row's version), then the segments are inserted and the end
 offsets written. A replica that finds its end offsets and segments already committed has lost
 the race to a sibling: success, nothing written. A start ahead of what is committed means the
-predecessor is still publishing: retry. Anything else fails with the reason.
+predecessor is still publishing: retry; so does a start on partitions with nothing committed
+yet while a running task of the supervisor starts before it (an earlier generation that has
+not published). Anything else fails with the reason.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.db.models import SegmentRow
-from supervisor.db.repositories import OffsetsRepository, SegmentRepository
+from supervisor.db.repositories import OffsetsRepository, SegmentRepository, TaskRepository
 from tasks.partitions import offsets_json
 from tasks.protocol import PublishAction, SegmentDescriptor
 
@@ -124,6 +126,18 @@ class PublishService:
                 Outcome.FAILED,
                 f"inconsistency between the committed offsets {stored} and the task's "
                 f"start offsets {start}",
+            )
+        fresh = {p: offset for p, offset in start.items() if p not in stored}
+        behind = fresh and TaskRepository(self.session).running_behind(
+            action.supervisorId, task_id, fresh
+        )
+        if behind:
+            # Nothing committed for these partitions yet, so any start would match: an earlier
+            # generation still running must publish first (its range comes before this one).
+            return PublishResult(
+                Outcome.RETRY,
+                f"task {behind.id} starts before {fresh} and has not published yet; "
+                "the previous task is still publishing",
             )
         if self.segments.existing_ids(ids):
             # Segments and offsets commit together, so this is a concurrent publish that committed

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.clock import utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
-from supervisor.db.models import CommittedOffsetsRow, SegmentRow
+from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
 from supervisor.services.publish import Outcome, PublishService
 from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
 
@@ -103,6 +103,36 @@ def test_start_ahead_of_committed_is_retryable(sessions) -> None:
     assert result.outcome is Outcome.RETRY
     assert "still publishing" in result.reason
     assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_first_publish_waits_for_an_earlier_running_generation(sessions) -> None:
+    # nothing committed: without the tasks table any start would match, so a fast successor
+    # (an empty range) could commit 10->10 before its predecessor 0->10, losing 0..10
+    now = utc_now()
+    with sessions() as session:
+        session.add(
+            TaskRow(
+                id="g1",
+                type="index_kafka",
+                supervisor_id="wiki",
+                datasource="wiki",
+                group_id=0,
+                payload={
+                    "ioConfig": {"startSequenceNumbers": {"partitionSequenceNumberMap": {"0": 0}}}
+                },
+                status="RUNNING",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        session.commit()
+    result = publish(sessions, action({0: 10}, {0: 10}, "g2"), task="g2")
+    assert result.outcome is Outcome.RETRY
+    assert "g1" in result.reason and "still publishing" in result.reason
+    assert committed(sessions) == (None, 0)
+    assert publish(sessions, action({0: 0}, {0: 10}, "g1"), task="g1").success
+    assert publish(sessions, action({0: 10}, {0: 10}, "g2"), task="g2").success
+    assert committed(sessions) == ({"0": 10}, 2)
 
 
 def test_mismatched_start_fails_and_changes_nothing(sessions) -> None:
