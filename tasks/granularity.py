@@ -39,6 +39,24 @@ def floor_ms(column: Any, granularity: str) -> Any:
     return F.unix_millis(truncated)
 
 
+def bucket_start(ms: int, granularity: str) -> int:
+    """In Python: the start of the bucket holding epoch millis `ms` (as floor_ms in Spark;
+    weeks start on Monday, as date_trunc's)."""
+    if granularity in FIXED_MS:
+        return ms // FIXED_MS[granularity] * FIXED_MS[granularity]
+    moment = datetime.fromtimestamp(0, UTC) + timedelta(milliseconds=ms)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if granularity == "week":
+        start = day - timedelta(days=day.weekday())
+    elif granularity == "month":
+        start = day.replace(day=1)
+    elif granularity == "quarter":
+        start = day.replace(day=1, month=(day.month - 1) // 3 * 3 + 1)
+    else:
+        start = day.replace(day=1, month=1)
+    return int((start - datetime.fromtimestamp(0, UTC)).total_seconds() * 1000)
+
+
 def bucket_end(start_ms: int, granularity: str) -> int:
     if granularity in FIXED_MS:
         return start_ms + FIXED_MS[granularity]

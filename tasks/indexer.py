@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.schemas.periods import duration_millis
+from tasks import fast_batch
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan, RowStats, process_batch
@@ -57,7 +58,14 @@ class IndexerState:
 
     def task_counters(self) -> dict[str, float]:
         """Druid's task metrics as totals: persists and handoffs with their seconds, pauses."""
-        names = ("persists", "persistSeconds", "handoffs", "handoffSeconds", "pauseSeconds")
+        names = (
+            "persists",
+            "fastPersists",  # built by the Python workers (tasks/fast_batch.py), not Spark SQL
+            "persistSeconds",
+            "handoffs",
+            "handoffSeconds",
+            "pauseSeconds",
+        )
         return {
             name: round(self.counters.get(name, 0), 3)
             if name.endswith("Seconds")
@@ -98,6 +106,7 @@ class KafkaIndexer:
         self.start = io.start_offsets()
         self.offsets = OffsetReader(io.consumerProperties)
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
+        self.fast = fast_batch.supports(self.plan)
         self.dimensions: list[tuple[str, str]] = []
         first = Sequence(0, dict(self.start))
         if io.endSequenceNumbers is not None:
@@ -389,11 +398,16 @@ class KafkaIndexer:
         with self.lock:
             if self.state.first_read_at is None:
                 self.state.first_read_at = time.time()
-        result = process_batch(self.plan, frame, persist, remaining, self.dimensions)
+        result = fast_batch.process(self.plan, frame, persist, remaining) if self.fast else None
+        fast = result is not None
+        if result is None:
+            result = process_batch(self.plan, frame, persist, remaining, self.dimensions)
         with self.lock:
             self._count("persists", 1)
+            self._count("fastPersists", int(fast))
             self._count("persistSeconds", self.clock() - began)
             sequence.persists.append(persist)
+            sequence.fast = sequence.fast and fast
             sequence.rows += result.stats.processed + result.stats.processedWithError
             self.dimensions = result.dimensions
             self.state.stats.add(result.stats)

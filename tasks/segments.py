@@ -17,6 +17,9 @@ from tasks.pipeline import RowPlan, rollup
 from tasks.protocol import SegmentDescriptor, range_digest
 
 INTERVAL = "__interval"
+WRITTEN_SCHEMA = (
+    "interval_start long, interval_end long, chunk long, path string, rows long, size long"
+)
 
 
 @dataclass(frozen=True)
@@ -159,22 +162,20 @@ def build_segments(
     frame = frame.drop(*helpers).withColumn("__time", F.timestamp_millis("__time"))
     frame = frame.select("__time", *cols(dims), *cols(plan.metric_names), INTERVAL)
     frame = frame.sortWithinPartitions(INTERVAL, *order)
-    metadata = {
-        "sluicegate.dataSource": context.datasource,
-        "sluicegate.topic": context.topic,
-        "sluicegate.startOffsets": json.dumps(offsets_json(context.start)),
-        "sluicegate.endOffsets": json.dumps(offsets_json(context.end)),
-        "sluicegate.taskId": context.task_id,
-        "sluicegate.specVersion": context.spec_version,
-    }
+    metadata = _metadata(context)
     # mapInArrow resolves columns by unquoted name, so dotted names travel positionally
     names = frame.columns
     frame = frame.toDF(*[f"c{index}" for index in range(len(names))])
     written = frame.mapInArrow(
         _writer(context, plan.segment_granularity, metadata, names, max_rows_per_segment),
-        "interval_start long, interval_end long, chunk long, path string, rows long, size long",
+        WRITTEN_SCHEMA,
     ).collect()
-    metrics = plan.metric_names
+    return _descriptors(written, context, dims, plan.metric_names)
+
+
+def _descriptors(
+    written: list[Any], context: SegmentContext, dims: list[str], metrics: list[str]
+) -> list[SegmentDescriptor]:
     segments = [
         SegmentDescriptor(
             id=context.segment_id(r["interval_start"], r["interval_end"], r["chunk"]),
@@ -192,6 +193,95 @@ def build_segments(
         for r in written
     ]
     return sorted(segments, key=lambda s: s.id)
+
+
+def _metadata(context: SegmentContext) -> dict[str, str]:
+    """The provenance every segment file carries in its footer."""
+    return {
+        "sluicegate.dataSource": context.datasource,
+        "sluicegate.topic": context.topic,
+        "sluicegate.startOffsets": json.dumps(offsets_json(context.start)),
+        "sluicegate.endOffsets": json.dumps(offsets_json(context.end)),
+        "sluicegate.taskId": context.task_id,
+        "sluicegate.specVersion": context.spec_version,
+    }
+
+
+def interval_files(persists: list[str]) -> dict[int, list[str]]:
+    """The files of persists written by interval (tasks/fast_batch.py), by interval start."""
+    files: dict[int, list[str]] = {}
+    for persist in persists:
+        for path in sorted(Path(persist).glob("*.parquet")):
+            head = path.name.split(".")[0]
+            if head.lstrip("-").isdigit():
+                files.setdefault(int(head), []).append(str(path))
+    return files
+
+
+def build_segments_by_interval(
+    spark: Any,
+    plan: RowPlan,
+    persists: list[str],
+    dims: list[str],
+    context: SegmentContext,
+    max_rows_per_segment: int,
+) -> list[SegmentDescriptor]:
+    """Merge persists whose files are split by segment interval (tasks/fast_batch.py) into the
+    same segments build_segments makes, without a shuffle: one Spark job whose Python workers
+    each take whole intervals, read their files with Arrow, roll up, sort and write."""
+    by_interval = sorted(interval_files(persists).items())
+    if not by_interval:
+        return []
+    names = ["__time", *dims, *plan.metric_names, INTERVAL]
+    combine = [(m.name, _COMBINE[aggregators.op_of(m)]) for m in plan.schema.metricsSpec]
+    merge = _merger(
+        _writer(context, plan.segment_granularity, _metadata(context), names, max_rows_per_segment),
+        names,
+        dims,
+        combine if plan.rollup else None,
+    )
+    rows = [(start, json.dumps(files)) for start, files in by_interval]
+    jobs = spark.sparkContext.parallelize(rows, min(len(rows), 64))
+    frame = spark.createDataFrame(jobs, "interval long, files string")
+    written = frame.mapInArrow(merge, WRITTEN_SCHEMA).collect()
+    return _descriptors(written, context, dims, plan.metric_names)
+
+
+_COMBINE = {"Sum": "sum", "Min": "min", "Max": "max"}
+
+
+def _merger(
+    write: Any, names: list[str], dims: list[str], combine: list[tuple[str, str]] | None
+) -> Any:
+    """The mapInArrow function over (interval, files) rows: each interval's rows rolled up
+    (`combine`: each metric's combining aggregation, None without rollup), sorted by time then
+    dimensions (nulls first) and handed to the segment writer as the columns `names`."""
+
+    def merge(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        from tasks.fast_batch import rollup
+
+        for batch in batches:
+            for start, files in zip(
+                batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
+            ):
+                table = pa.concat_tables([pq.read_table(path) for path in json.loads(files)])
+                if combine is not None:
+                    keys = ["__time", *dims]
+                    table = rollup(table, keys, [(name, op, name) for name, op in combine])
+                order = [("__time", "ascending"), *((d, "ascending") for d in dims)]
+                table = table.sort_by(order, null_placement="at_start")
+                time = pc.cast(table["__time"], pa.timestamp("ms", tz="UTC"))
+                columns = [time.cast(pa.timestamp("us", tz="UTC"))]
+                columns += [table[name] for name in names[1:-1]]
+                columns.append(pa.array([start] * table.num_rows, pa.int64()))
+                positional = pa.Table.from_arrays(columns, [f"c{i}" for i in range(len(names))])
+                yield from write(iter(positional.to_batches()))
+
+    return merge
 
 
 def _metric_columns(plan: RowPlan) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan
 from tasks.protocol import IndexKafkaTask, PublishAction, SequenceNumbers
-from tasks.segments import SegmentContext, build_segments
+from tasks.segments import SegmentContext, build_segments, build_segments_by_interval
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class Sequence:
     rows: int = 0
     opened_at: float = field(default_factory=time.monotonic)
     checkpoint_requested: bool = False
+    fast: bool = True  # every persist was written by interval (tasks/fast_batch.py)
 
 
 def sequence_numbers(kind: str, topic: str, offsets: Offsets) -> SequenceNumbers:
@@ -131,7 +132,8 @@ class SequencePublisher:
             deep_storage=str(self.deep_storage),
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
-        segments = build_segments(
+        build = build_segments_by_interval if sequence.fast else build_segments
+        segments = build(
             self.spark,
             self.plan,
             sequence.persists,

@@ -58,12 +58,19 @@ def produce(
         producer.begin_transaction()
     count = 0
     for key, value in records:
-        if partition is None:
-            producer.produce(topic, value=value, key=key, on_delivery=_delivered)
-        else:
-            producer.produce(
-                topic, value=value, key=key, partition=partition, on_delivery=_delivered
-            )
+        while True:
+            try:
+                if partition is None:
+                    producer.produce(topic, value=value, key=key, on_delivery=_delivered)
+                else:
+                    producer.produce(
+                        topic, value=value, key=key, partition=partition, on_delivery=_delivered
+                    )
+                break
+            except BufferError:
+                # the local queue is full (a fresh broker still electing leaders, or a burst
+                # faster than delivery): wait for deliveries to make room
+                producer.poll(0.1)
         producer.poll(0)
         count += 1
     if transactional_id:

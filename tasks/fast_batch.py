@@ -1,0 +1,463 @@
+"""The common micro-batch without Spark SQL's row pipeline: JSON records are parsed, timed,
+typed and rolled up inside Spark's Python workers (orjson and Arrow), one mapInArrow over the
+Kafka rows, no shuffle; each worker writes its share of the persist as one Parquet file.
+
+It yields the very persist, counts and samples that tasks/pipeline.py's Spark pipeline does, at
+a fraction of the CPU, for the plans and values where that can be guaranteed:
+
+- up front, by the plan (`supports`): JSON input without flattenSpec; an iso, millis, posix or
+  auto timestampSpec without missingValue; no transforms and no filter; declared string, long
+  and double dimensions; count and long/double Sum, Min and Max metrics; a fixed-length (or
+  no) query granularity;
+- while running, by value: a record the Spark pipeline might read differently (a JSON number
+  with a fraction for a string dimension, a number written as text for a metric, a timestamp
+  outside the canonical `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]` form, a record orjson rejects that
+  starts like an object, bytes that are not UTF-8) makes the worker give up, and the whole batch
+  is run by the Spark pipeline instead (`process` answers None).
+
+tests/integration/test_fast_batch.py runs both on the same records and compares the persists.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tasks import granularity
+from tasks.pipeline import BatchResult, RowPlan, RowStats
+
+log = logging.getLogger(__name__)
+
+TIME_FORMATS = {"iso", "millis", "posix", "auto"}
+DIMENSION_TYPES = {"string": "string", "long": "int64", "double": "float64"}
+METRIC_OPS = {"Sum": "sum", "Min": "min", "Max": "max"}
+METRIC_TYPES = {"long": "int64", "double": "float64"}
+RESULT_SCHEMA = (
+    "kind string, partition int, offset long, input string, message string, "
+    "processed long, unparseable long, thrownAway long, processedBytes long"
+)
+INT64 = (-(2**63), 2**63 - 1)
+EXACT_DOUBLE = 2**53  # integers a double holds exactly
+
+
+class GiveUp(Exception):
+    """A value this path cannot promise to read as the Spark pipeline does."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    op: str  # count, sum, min, max
+    kind: str  # int64, float64
+    field: str | None
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What a Python worker needs, as plain values (it is pickled to every worker)."""
+
+    time_column: str
+    time_format: str
+    query_ms: int | None  # None: query granularity none
+    dimensions: tuple[tuple[str, str], ...]  # (name, Arrow type)
+    metrics: tuple[Metric, ...]
+    rollup: bool
+    min_ms: int | None
+    max_ms: int | None
+    segment_granularity: str
+    persist_path: str
+    max_samples: int
+
+
+def supports(plan: RowPlan) -> bool:
+    """Whether this path can run the plan (values may still send a batch to Spark)."""
+    schema = plan.schema
+    extra = plan.input_format.model_extra or {}
+    dims = plan.declared_dimensions()
+    return (
+        plan.input_format.type == "json"
+        and not extra.get("flattenSpec")
+        and schema.timestampSpec.format.lower() in TIME_FORMATS
+        and schema.timestampSpec.missingValue is None
+        and not schema.transformSpec.transforms
+        and schema.transformSpec.filter is None
+        and bool(dims)
+        and all(kind in DIMENSION_TYPES and name != "__time" for name, kind in dims)
+        and all(_metric(m) is not None for m in schema.metricsSpec)
+        and (plan.query_granularity == "none" or plan.query_granularity in granularity.FIXED_MS)
+    )
+
+
+def _metric(aggregator: Any) -> Metric | None:
+    if aggregator.type == "count":
+        return Metric(aggregator.name, "count", "int64", None)
+    for prefix, kind in METRIC_TYPES.items():
+        for op, function in METRIC_OPS.items():
+            if aggregator.type == f"{prefix}{op}" and aggregator.fieldName:
+                return Metric(aggregator.name, function, kind, aggregator.fieldName)
+    return None
+
+
+def worker_plan(plan: RowPlan, persist_path: str, max_samples: int) -> WorkerPlan:
+    metrics = tuple(m for m in map(_metric, plan.schema.metricsSpec) if m is not None)
+    query = plan.query_granularity
+    return WorkerPlan(
+        time_column=plan.schema.timestampSpec.column,
+        time_format=plan.schema.timestampSpec.format.lower(),
+        query_ms=None if query == "none" else granularity.FIXED_MS[query],
+        dimensions=tuple(
+            (name, DIMENSION_TYPES[kind]) for name, kind in plan.declared_dimensions()
+        ),
+        metrics=metrics,
+        rollup=plan.rollup,
+        min_ms=plan.min_time_ms,
+        max_ms=plan.max_time_ms,
+        segment_granularity=plan.segment_granularity,
+        persist_path=persist_path,
+        max_samples=max_samples,
+    )
+
+
+def process(plan: RowPlan, frame: Any, persist_path: str, max_samples: int) -> BatchResult | None:
+    """Run one batch of Kafka rows here; None when a worker gave up (nothing is kept of it)."""
+    work = worker_plan(plan, persist_path, max_samples)
+    rows = (
+        frame.select("value", "partition", "offset")
+        .mapInArrow(_worker(work), RESULT_SCHEMA)
+        .collect()
+    )
+    gave_up = [r["message"] for r in rows if r["kind"] == "giveUp"]
+    if gave_up:
+        log.info("batch handed to the Spark pipeline: %s", gave_up[0])
+        return None
+    stats = RowStats()
+    for row in rows:
+        if row["kind"] == "stats":
+            stats.add(
+                RowStats(
+                    processed=row["processed"],
+                    processedBytes=row["processedBytes"],
+                    unparseable=row["unparseable"],
+                    thrownAway=row["thrownAway"],
+                )
+            )
+    if not any(Path(persist_path).glob("*.parquet")):  # no Kafka partition had a row
+        write_empty(work)
+    samples = [
+        {name: r[name] for name in ("partition", "offset", "input", "message")}
+        for r in rows
+        if r["kind"] == "sample"
+    ]
+    _first(samples, max_samples)
+    return BatchResult(stats, samples, plan.declared_dimensions())
+
+
+# ---- in the Python worker -------------------------------------------------------------------
+
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?(Z|[+-]\d{2}:\d{2})?"
+)
+_DIGITS = re.compile(r"-?\d{1,18}")
+_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
+
+
+def _days(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 (proleptic Gregorian), for a date known to be valid."""
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not 1 <= month <= 12:
+        raise GiveUp("month")
+    length = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+    if not 1 <= day <= length:
+        raise GiveUp("day")
+    y = year - 1
+    before = y * 365 + y // 4 - y // 100 + y // 400
+    return before + _DAYS_BEFORE_MONTH[month - 1] + (month > 2 and leap) + day - 1 - 719162
+
+
+def iso_millis(text: str) -> int:
+    """Epoch millis of a canonical ISO-8601 date-time (UTC when no offset), as Spark's cast to
+    timestamp reads it; GiveUp for any other form."""
+    match = _ISO.fullmatch(text)
+    if match is None:
+        raise GiveUp(f"timestamp '{text[:64]}' is not in the canonical ISO form")
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    if year == "0000" or int(hour) > 23 or int(minute) > 59 or int(second) > 59:
+        raise GiveUp(f"timestamp '{text}' is out of range")
+    seconds = _days(int(year), int(month), int(day)) * 86400
+    seconds += int(hour) * 3600 + int(minute) * 60 + int(second)
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "+" else 1
+        hours, minutes = int(zone[1:3]), int(zone[4:6])
+        if hours > 18 or minutes > 59:
+            raise GiveUp(f"timestamp '{text}' has an offset out of range")
+        seconds += sign * (hours * 3600 + minutes * 60)
+    return seconds * 1000 + (int(fraction[:3].ljust(3, "0")) if fraction else 0)
+
+
+def _number_millis(value: Any, unit: int) -> int:
+    if type(value) is int and abs(value) * unit < EXACT_DOUBLE:
+        return value * unit
+    if type(value) is str and _DIGITS.fullmatch(value) and abs(int(value)) * unit < EXACT_DOUBLE:
+        return int(value) * unit
+    raise GiveUp(f"timestamp {value!r} is not a whole number")
+
+
+def time_reader(time_format: str) -> Callable[[Any], int]:
+    """value (not None) -> epoch millis, or GiveUp."""
+    if time_format in ("millis", "posix"):
+        unit = 1 if time_format == "millis" else 1000
+        return lambda value: _number_millis(value, unit)
+    cache: dict[str, int] = {}
+
+    def iso(value: Any) -> int:
+        if type(value) is not str:
+            raise GiveUp(f"timestamp {value!r} is not text")
+        millis = cache.get(value)
+        if millis is None:
+            millis = iso_millis(value)
+            if len(cache) < 100_000:
+                cache[value] = millis
+        return millis
+
+    if time_format == "iso":
+        return iso
+
+    def auto(value: Any) -> int:
+        if type(value) is int or (type(value) is str and _DIGITS.fullmatch(value)):
+            return _number_millis(value, 1)
+        return iso(value)
+
+    return auto
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as the Spark pipeline's map<string,string> parse gives it."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value  # type: ignore[no-any-return]
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    raise GiveUp(f"a {kind.__name__} value where text is read")
+
+
+def _long(value: Any) -> int | None:
+    kind = type(value)
+    if value is None:
+        return None
+    if kind is int and INT64[0] <= value <= INT64[1]:
+        return value  # type: ignore[no-any-return]
+    if kind is str and _DIGITS.fullmatch(value):
+        return int(value)
+    raise GiveUp(f"{value!r} where a long is read")
+
+
+def _double(value: Any) -> float | None:
+    kind = type(value)
+    if value is None:
+        return None
+    if kind is float or (kind is int and abs(value) < EXACT_DOUBLE):
+        return float(value)
+    raise GiveUp(f"{value!r} where a double is read")
+
+
+_CONVERT = {"string": _text, "int64": _long, "float64": _double}
+
+
+def _worker(work: WorkerPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        try:
+            yield from _run(work, batches)
+        except GiveUp as exc:
+            yield pa.RecordBatch.from_pylist(
+                [_result("giveUp", message=str(exc))], schema=_result_schema()
+            )
+
+    return run
+
+
+def _result_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("kind", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("input", pa.string()),
+            ("message", pa.string()),
+            ("processed", pa.int64()),
+            ("unparseable", pa.int64()),
+            ("thrownAway", pa.int64()),
+            ("processedBytes", pa.int64()),
+        ]
+    )
+
+
+def _result(kind: str, **fields: Any) -> dict[str, Any]:
+    counts = ("processed", "unparseable", "thrownAway", "processedBytes")
+    return {"kind": kind, **{name: 0 for name in counts}, **fields}
+
+
+def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
+    import orjson
+    import pyarrow as pa
+
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    read_time = time_reader(work.time_format)
+    fields = [(name, _CONVERT[kind]) for name, kind in work.dimensions]
+    fields += [(m.field, _CONVERT[m.kind]) for m in work.metrics if m.field is not None]
+    columns: list[list[Any]] = [[] for _ in range(len(fields) + 1)]
+    times = columns[0]
+    counts = {"processed": 0, "unparseable": 0, "thrownAway": 0, "processedBytes": 0}
+    samples: list[dict[str, Any]] = []
+    query, low, high = work.query_ms, work.min_ms, work.max_ms
+    column = work.time_column
+
+    def unparseable(partition: int, offset: int, raw: bytes | None, message: str) -> None:
+        """Count the row; keep it as a sample while it is among the first by partition and
+        offset (rows need not arrive in that order)."""
+        counts["unparseable"] += 1
+        if work.max_samples <= 0:
+            return
+        try:
+            text = "" if raw is None else raw.decode()[:1024]
+        except UnicodeDecodeError as exc:
+            raise GiveUp("a record that is not UTF-8") from exc
+        samples.append(
+            _result("sample", partition=partition, offset=offset, input=text, message=message)
+        )
+        if len(samples) > 2 * work.max_samples:
+            _first(samples, work.max_samples)
+
+    for batch in batches:
+        values = batch.column(0).to_pylist()
+        partitions = batch.column(1).to_pylist()
+        offsets = batch.column(2).to_pylist()
+        for raw, partition, offset in zip(values, partitions, offsets, strict=True):
+            if raw is None:
+                unparseable(partition, offset, raw, "Unable to parse row")
+                continue
+            counts["processedBytes"] += len(raw)
+            if not raw.lstrip(b" ").startswith(b"{"):
+                unparseable(partition, offset, raw, "Unable to parse row")
+                continue
+            try:
+                record = loads(raw)
+            except decode_error as exc:
+                raise GiveUp(f"partition {partition} offset {offset}: orjson: {exc}") from exc
+            stamp = record.get(column)
+            if stamp is None:
+                unparseable(partition, offset, raw, f"Timestamp[{column}=null] is unparseable")
+                continue
+            try:
+                millis = read_time(stamp)
+                row = [convert(record.get(name)) for name, convert in fields]
+            except GiveUp as exc:
+                raise GiveUp(f"partition {partition} offset {offset}: {exc}") from exc
+            if (low is not None and millis < low) or (high is not None and millis > high):
+                counts["thrownAway"] += 1
+                continue
+            counts["processed"] += 1
+            times.append(millis if query is None else millis // query * query)
+            for index, value in enumerate(row, 1):
+                columns[index].append(value)
+    _write(work, columns, counts["processed"])
+    _first(samples, work.max_samples)
+    yield pa.RecordBatch.from_pylist(
+        [_result("stats", **counts), *samples], schema=_result_schema()
+    )
+
+
+def _first(samples: list[dict[str, Any]], limit: int) -> None:
+    samples.sort(key=lambda sample: (sample["partition"], sample["offset"]))
+    del samples[limit:]
+
+
+def _write(work: WorkerPlan, columns: list[list[Any]], rows: int) -> None:
+    """The worker's rows, rolled up per the plan, as one Parquet file per segment interval,
+    named `<interval start>.<Spark partition>.parquet` (a retried task overwrites its own):
+    tasks/segments.py merges a sequence's files interval by interval."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark import TaskContext
+
+    table = persist_table(work, columns, rows)
+    if table.num_rows == 0:
+        return
+    times = table["__time"].to_numpy()
+    if work.segment_granularity in granularity.FIXED_MS:
+        size = granularity.FIXED_MS[work.segment_granularity]
+        intervals = pa.array(times // size * size)
+    else:
+        listed = times.tolist()
+        starts = {t: granularity.bucket_start(t, work.segment_granularity) for t in set(listed)}
+        intervals = pa.array([starts[t] for t in listed], pa.int64())
+    order = pc.sort_indices(intervals)
+    table, intervals = table.take(order), pc.take(intervals, order)
+    runs = pc.run_end_encode(intervals)
+    context = TaskContext.get()
+    part = 0 if context is None else context.partitionId()
+    begin = 0
+    for start, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
+        _write_file(table.slice(begin, end - begin), work.persist_path, f"{start}.{part:05d}")
+        begin = end
+
+
+def write_empty(work: WorkerPlan) -> None:
+    """A persist without rows still has a file, for Spark to read its schema from."""
+    _write_file(persist_table(work, [], 0), work.persist_path, "empty")
+
+
+def _write_file(table: Any, directory: str, name: str) -> None:
+    import pyarrow.parquet as pq
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, f"{directory}/{name}.parquet", compression="snappy")
+
+
+def persist_table(work: WorkerPlan, columns: list[list[Any]], rows: int) -> Any:
+    """Rows as columns ([times, dimensions..., metric inputs...]) -> the persist's table."""
+    import pyarrow as pa
+
+    names = [name for name, _ in work.dimensions]
+    data: dict[str, Any] = {"__time": pa.array(columns[0] if columns else [], pa.int64())}
+    for index, (name, kind) in enumerate(work.dimensions, 1):
+        data[name] = pa.array(columns[index] if columns else [], getattr(pa, kind)())
+    aggregations = []
+    inputs = len(work.dimensions) + 1
+    for metric in work.metrics:
+        if metric.op == "count":
+            data[metric.name] = pa.array([1] * rows, pa.int64())
+            aggregations.append((metric.name, "sum", metric.name))
+            continue
+        source = f"__in{inputs}"
+        data[source] = pa.array(columns[inputs] if columns else [], getattr(pa, metric.kind)())
+        inputs += 1
+        aggregations.append((source, metric.op, metric.name))
+    table = pa.table(data)
+    keys = ["__time", *names]
+    if work.rollup:
+        return rollup(table, keys, aggregations)
+    return table.rename_columns([*keys, *(name for _, _, name in aggregations)])
+
+
+def rollup(table: Any, keys: list[str], aggregations: list[tuple[str, str, str]]) -> Any:
+    """Group by time and dimensions; each metric's aggregation under the metric's name."""
+    import pyarrow as pa
+
+    grouped = table.group_by(keys, use_threads=False).aggregate(
+        [(source, op) for source, op, _ in aggregations]
+    )
+    result = {key: grouped[key] for key in keys}
+    for source, op, name in aggregations:
+        column = grouped[f"{source}_{op}"]
+        result[name] = column.cast(table.schema.field(source).type)
+    return pa.table(result)
