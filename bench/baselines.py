@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import limit_job, rollup_edits  # noqa: E402
+from tasks.reader import CONSUMER_DEFAULTS  # noqa: E402
 
 
 def streaming_job(
@@ -39,6 +40,8 @@ def streaming_job(
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(per_trigger))
         .option("kafka.isolation.level", "read_committed")
+        # the consumer setting Sluicegate's reader (and so the limit) uses: tasks/reader.py
+        .option("kafka.fetch.max.wait.ms", CONSUMER_DEFAULTS["fetch.max.wait.ms"])
         .load()
     )
     batches = []

@@ -16,7 +16,7 @@ master, each starting its own Spark driver from cold inside its timing:
   supervisor's committed offsets equal the end offsets, so it includes the reconcile loop,
   the task process and its Spark start, reading, merging persists into segments and the
   publish transaction. A supervisor's tasks read until asked to hand off; this one is
-  suspended (`--finish suspend`, the default) as soon as its status shows a task has read
+  suspended (`--finish suspend`, the default) as soon as a task's live row counts show it read
   the whole topic: the group rolls over (pause, end offsets, resume), publishes, and no
   successor starts. `--finish handoff` asks for an early handoff instead, after which a
   successor task starts at once and shares the two cores with the publish.
@@ -257,29 +257,43 @@ def run_sluicegate(
     return result
 
 
+def read_everything(api: httpx.Client, datasource: str, records: int) -> bool:
+    """Whether a running task has read all `records`, by the live row counts of the supervisor's
+    tasks (GET .../stats asks them; the status's offsets are as of the loop's last pass, up to
+    a `period` old)."""
+    response = api.get(f"{BASE}/{datasource}/stats")
+    response.raise_for_status()
+    counts = ("processed", "processedWithError", "unparseable", "thrownAway")
+    return any(
+        sum(task["totals"]["buildSegments"][name] for name in counts) >= records
+        for group in response.json().values()
+        for task in group.values()
+    )
+
+
 def await_committed(
     api: httpx.Client, args: argparse.Namespace, datasource: str, end: dict[int, int], began: float
 ) -> float | None:
-    """Poll the supervisor's status until its committed offsets are `end`. Once a task has read
-    everything, suspend the supervisor (or ask for a handoff, `--finish handoff`), so that it
-    publishes; when that happened (perf_counter), None if it never showed."""
+    """Poll until the supervisor's committed offsets are `end`. Once a task has read everything,
+    suspend the supervisor (or ask for a handoff, `--finish handoff`), so that it publishes;
+    when that happened (perf_counter), None if it never showed."""
     final = {str(p): o for p, o in end.items()}
     caught_up = None
     while True:
-        response = api.get(f"{BASE}/{datasource}/status")
-        response.raise_for_status()
-        payload = response.json()["payload"]
-        if payload["committedOffsets"] == final:
-            return caught_up
-        reading = [t["currentOffsets"] for t in payload["activeTasks"]]
-        if caught_up is None and final in reading:
+        if caught_up is None and read_everything(api, datasource, sum(end.values())):
             caught_up = time.perf_counter()
             if args.finish == "suspend":
                 api.post(f"{BASE}/{datasource}/suspend").raise_for_status()
             else:
                 api.post(f"{BASE}/{datasource}/taskGroups/handoff", json={"taskGroupIds": [0]})
+        if caught_up is not None:
+            response = api.get(f"{BASE}/{datasource}/status")
+            response.raise_for_status()
+            payload = response.json()["payload"]
+            if payload["committedOffsets"] == final:
+                return caught_up
         if time.perf_counter() - began > TIMEOUT_S:
-            raise RuntimeError(f"{datasource}: not committed within {TIMEOUT_S} s: {payload}")
+            raise RuntimeError(f"{datasource}: not committed within {TIMEOUT_S} s")
         time.sleep(POLL_S)
 
 

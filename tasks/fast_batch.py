@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks import granularity
-from tasks.pipeline import BatchResult, RowPlan, RowStats
+from tasks.pipeline import BatchResult, RowPlan, RowStats, process_batch
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,21 @@ def process(plan: RowPlan, frame: Any, persist_path: str, max_samples: int) -> B
     ]
     _first(samples, max_samples)
     return BatchResult(stats, samples, plan.declared_dimensions())
+
+
+def persist_batch(
+    plan: RowPlan,
+    frame: Any,
+    persist_path: str,
+    max_samples: int,
+    known_dims: list[tuple[str, str]],
+) -> tuple[BatchResult, bool]:
+    """One micro-batch into a persist: by this path where it can, else by the Spark pipeline;
+    and whether this path wrote it (its files are then split by interval)."""
+    result = process(plan, frame, persist_path, max_samples) if supports(plan) else None
+    if result is not None:
+        return result, True
+    return process_batch(plan, frame, persist_path, max_samples, known_dims), False
 
 
 # ---- in the Python worker -------------------------------------------------------------------

@@ -16,7 +16,7 @@ from supervisor.schemas.periods import duration_millis
 from tasks import fast_batch
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
-from tasks.pipeline import RowPlan, RowStats, process_batch
+from tasks.pipeline import RowPlan, RowStats
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reader import read_range
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
@@ -106,7 +106,6 @@ class KafkaIndexer:
         self.start = io.start_offsets()
         self.offsets = OffsetReader(io.consumerProperties)
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
-        self.fast = fast_batch.supports(self.plan)
         self.dimensions: list[tuple[str, str]] = []
         first = Sequence(0, dict(self.start))
         if io.endSequenceNumbers is not None:
@@ -398,10 +397,9 @@ class KafkaIndexer:
         with self.lock:
             if self.state.first_read_at is None:
                 self.state.first_read_at = time.time()
-        result = fast_batch.process(self.plan, frame, persist, remaining) if self.fast else None
-        fast = result is not None
-        if result is None:
-            result = process_batch(self.plan, frame, persist, remaining, self.dimensions)
+        result, fast = fast_batch.persist_batch(
+            self.plan, frame, persist, remaining, self.dimensions
+        )
         with self.lock:
             self._count("persists", 1)
             self._count("fastPersists", int(fast))

@@ -8,6 +8,12 @@ from typing import Any
 
 from tasks.partitions import PartitionKey, split_key
 
+# An exact range is all there to read, so a fetch that finds nothing new has gone past its end
+# and the broker need not hold it: with Kafka's default of 500 ms, a range ending at the log end
+# (every batch of a caught-up task) waited that long per wave of Spark tasks. Measured on a
+# 150k-record range ending at the log end, warm: 1.3 s with the default, 0.3 s with this.
+CONSUMER_DEFAULTS = {"fetch.max.wait.ms": "10"}
+
 
 def offset_json(stream: str, offsets: Mapping[PartitionKey, int]) -> str:
     """The Kafka source's offsets option: {"topic": {"partition": offset}} for each topic."""
@@ -57,7 +63,7 @@ def read_range(
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
     )
-    for key, value in (consumer_properties or {}).items():
+    for key, value in {**CONSUMER_DEFAULTS, **(consumer_properties or {})}.items():
         if key != "bootstrap.servers":
             reader = reader.option(f"kafka.{key}", value)
     return reader.load()

@@ -247,6 +247,21 @@ def build_segments_by_interval(
     return _descriptors(written, context, dims, plan.metric_names)
 
 
+def merge_persists(
+    spark: Any,
+    plan: RowPlan,
+    persists: list[str],
+    dims: list[str],
+    context: SegmentContext,
+    max_rows_per_segment: int,
+    by_interval: bool,
+) -> list[SegmentDescriptor]:
+    """A sequence's persists into segments: by interval when every persist was written split by
+    interval (tasks/fast_batch.py), else with Spark's shuffle."""
+    build = build_segments_by_interval if by_interval else build_segments
+    return build(spark, plan, persists, dims, context, max_rows_per_segment)
+
+
 _COMBINE = {"Sum": "sum", "Min": "min", "Max": "max"}
 
 

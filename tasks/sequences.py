@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan
 from tasks.protocol import IndexKafkaTask, PublishAction, SequenceNumbers
-from tasks.segments import SegmentContext, build_segments, build_segments_by_interval
+from tasks.segments import SegmentContext, merge_persists
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +132,14 @@ class SequencePublisher:
             deep_storage=str(self.deep_storage),
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
-        build = build_segments_by_interval if sequence.fast else build_segments
-        segments = build(
+        segments = merge_persists(
             self.spark,
             self.plan,
             sequence.persists,
             [name for name, _ in declared],
             context,
             task.tuningConfig.maxRowsPerSegment,
+            by_interval=sequence.fast,
         )
         action = PublishAction(
             supervisorId=task.supervisor_key,

@@ -121,13 +121,14 @@ def cancel_warm_up(spark: Any) -> None:
 def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> None:
     """Run the task's two Spark paths once over the newest few records of the template's
     partitions, in a scratch directory, and throw the result away: a batch (read, parse,
-    roll up, persist), then a handoff's merge of that persist into segments (nothing is
-    published). Stop early once `done` is set (a task arrived). Best effort: a failure only
-    means a colder start."""
+    roll up, persist; in the Python workers where the task's will be, tasks/fast_batch.py),
+    then a handoff's merge of that persist into segments (nothing is published). Stop early
+    once `done` is set (a task arrived). Best effort: a failure only means a colder start."""
+    from tasks.fast_batch import persist_batch
     from tasks.indexer import kafka_options
-    from tasks.pipeline import RowPlan, process_batch
+    from tasks.pipeline import RowPlan
     from tasks.reader import read_range
-    from tasks.segments import SegmentContext, build_segments
+    from tasks.segments import SegmentContext, merge_persists
 
     io = template.ioConfig
     stream = io.topic
@@ -149,7 +150,7 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
             kafka_options(io.consumerProperties),
         )
         persist = str(scratch / "persist")
-        batch = process_batch(plan, frame, persist, 0, [])
+        batch, fast = persist_batch(plan, frame, persist, 0, [])
         batch_s = time.monotonic() - began
         if done.is_set():
             return
@@ -163,13 +164,14 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
             deep_storage=str(scratch / "segments"),
         )
         dims = batch.dimensions or plan.declared_dimensions()
-        build_segments(
+        merge_persists(
             spark,
             plan,
             [persist],
             [name for name, _ in dims],
             context,
             template.tuningConfig.maxRowsPerSegment,
+            by_interval=fast,
         )
         log.info(
             "standby: warm-up batch %.1f s, handoff merge %.1f s",
