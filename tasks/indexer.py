@@ -195,8 +195,15 @@ class KafkaIndexer:
         self.on_last_stretch()
 
     def checkpoints(self) -> dict[str, dict[str, int]]:
+        """Each sequence's start, the next one's included as soon as a checkpoint set its
+        offsets (as Druid answers), not only once the read loop has opened it."""
         with self.lock:
-            return {str(s.index): offsets_json(s.start) for s in self.sequences}
+            starts = {str(s.index): offsets_json(s.start) for s in self.sequences}
+            last = self.sequences[-1]
+            final = self.state.end_is_final and last.end == self.state.end
+            if last.end is not None and not final:
+                starts[str(last.index + 1)] = offsets_json(last.end)
+            return starts
 
     def stop(self) -> None:
         """Graceful stop: finish the batch in flight, then publish what was read and exit."""
