@@ -286,14 +286,23 @@ _CONVERT = {"string": _text, "int64": _long, "float64": _double}
 
 def _worker(work: WorkerPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import gc
+
         import pyarrow as pa
 
+        # the rows are a few hundred thousand small lists kept to the end: a cyclic collection
+        # would walk them again and again for nothing (a quarter of the loop's time)
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             yield from _run(work, batches)
         except GiveUp as exc:
             yield pa.RecordBatch.from_pylist(
                 [_result("giveUp", message=str(exc))], schema=_result_schema()
             )
+        finally:
+            if collecting:
+                gc.enable()
 
     return run
 
@@ -324,19 +333,19 @@ def _result(kind: str, **fields: Any) -> dict[str, Any]:
 def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
     import orjson
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
     read_time = time_reader(work.time_format)
     fields = [(name, _CONVERT[kind]) for name, kind in work.dimensions]
     fields += [(m.field, _CONVERT[m.kind]) for m in work.metrics if m.field is not None]
-    columns: list[list[Any]] = [[] for _ in range(len(fields) + 1)]
-    times = columns[0]
+    rows: list[list[Any]] = []  # each row's field values, then its time
     counts = {"processed": 0, "unparseable": 0, "thrownAway": 0, "processedBytes": 0}
     samples: list[dict[str, Any]] = []
     query, low, high = work.query_ms, work.min_ms, work.max_ms
     column = work.time_column
 
-    def unparseable(partition: int, offset: int, raw: bytes | None, message: str) -> None:
+    def unparseable(batch: Any, index: int, raw: bytes | None, message: str) -> None:
         """Count the row; keep it as a sample while it is among the first by partition and
         offset (rows need not arrive in that order)."""
         counts["unparseable"] += 1
@@ -346,6 +355,7 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
             text = "" if raw is None else raw.decode()[:1024]
         except UnicodeDecodeError as exc:
             raise GiveUp("a record that is not UTF-8") from exc
+        partition, offset = _where(batch, index)
         samples.append(
             _result("sample", partition=partition, offset=offset, input=text, message=message)
         )
@@ -353,42 +363,44 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
             _first(samples, work.max_samples)
 
     for batch in batches:
-        values = batch.column(0).to_pylist()
-        partitions = batch.column(1).to_pylist()
-        offsets = batch.column(2).to_pylist()
-        for raw, partition, offset in zip(values, partitions, offsets, strict=True):
-            if raw is None:
-                unparseable(partition, offset, raw, "Unable to parse row")
-                continue
-            counts["processedBytes"] += len(raw)
-            if not raw.lstrip(b" ").startswith(b"{"):
-                unparseable(partition, offset, raw, "Unable to parse row")
+        values = batch.column(0)
+        counts["processedBytes"] += pc.sum(pc.binary_length(values)).as_py() or 0
+        for index, raw in enumerate(values.to_pylist()):
+            if raw is None or not raw.lstrip(b" ").startswith(b"{"):
+                unparseable(batch, index, raw, "Unable to parse row")
                 continue
             try:
                 record = loads(raw)
             except decode_error as exc:
-                raise GiveUp(f"partition {partition} offset {offset}: orjson: {exc}") from exc
+                where = "partition {} offset {}".format(*_where(batch, index))
+                raise GiveUp(f"{where}: orjson: {exc}") from exc
             stamp = record.get(column)
             if stamp is None:
-                unparseable(partition, offset, raw, f"Timestamp[{column}=null] is unparseable")
+                unparseable(batch, index, raw, f"Timestamp[{column}=null] is unparseable")
                 continue
             try:
                 millis = read_time(stamp)
                 row = [convert(record.get(name)) for name, convert in fields]
             except GiveUp as exc:
-                raise GiveUp(f"partition {partition} offset {offset}: {exc}") from exc
+                where = "partition {} offset {}".format(*_where(batch, index))
+                raise GiveUp(f"{where}: {exc}") from exc
             if (low is not None and millis < low) or (high is not None and millis > high):
                 counts["thrownAway"] += 1
                 continue
-            counts["processed"] += 1
-            times.append(millis if query is None else millis // query * query)
-            for index, value in enumerate(row, 1):
-                columns[index].append(value)
-    _write(work, columns, counts["processed"])
+            row.append(millis if query is None else millis // query * query)
+            rows.append(row)
+    counts["processed"] = len(rows)
+    transposed = list(zip(*rows, strict=True)) if rows else [() for _ in range(len(fields) + 1)]
+    _write(work, [transposed[-1], *transposed[:-1]], len(rows))
     _first(samples, work.max_samples)
     yield pa.RecordBatch.from_pylist(
         [_result("stats", **counts), *samples], schema=_result_schema()
     )
+
+
+def _where(batch: Any, index: int) -> tuple[int, int]:
+    """The Kafka partition and offset of a batch's row."""
+    return batch.column(1)[index].as_py(), batch.column(2)[index].as_py()
 
 
 def _first(samples: list[dict[str, Any]], limit: int) -> None:
@@ -396,7 +408,7 @@ def _first(samples: list[dict[str, Any]], limit: int) -> None:
     del samples[limit:]
 
 
-def _write(work: WorkerPlan, columns: list[list[Any]], rows: int) -> None:
+def _write(work: WorkerPlan, columns: list[Any], rows: int) -> None:
     """The worker's rows, rolled up per the plan, as one Parquet file per segment interval,
     named `<interval start>.<Spark partition>.parquet` (a retried task overwrites its own):
     tasks/segments.py merges a sequence's files interval by interval."""
@@ -438,7 +450,7 @@ def _write_file(table: Any, directory: str, name: str) -> None:
     pq.write_table(table, f"{directory}/{name}.parquet", compression="snappy")
 
 
-def persist_table(work: WorkerPlan, columns: list[list[Any]], rows: int) -> Any:
+def persist_table(work: WorkerPlan, columns: list[Any], rows: int) -> Any:
     """Rows as columns ([times, dimensions..., metric inputs...]) -> the persist's table."""
     import pyarrow as pa
 

@@ -393,6 +393,7 @@ class KafkaIndexer:
             current,
             batch_end,
             kafka_options(io.consumerProperties),
+            headers=io.inputFormat.type == "kafka",
         )
         sequence = self.sequences[-1]
         persist = str(

@@ -39,12 +39,14 @@ def read_range(
     start: Mapping[PartitionKey, int],
     end: Mapping[PartitionKey, int],
     consumer_properties: Mapping[str, str] | None = None,
+    headers: bool = False,
 ) -> Any:
     """A DataFrame of the records in [start, end) of each partition, read with read_committed.
     `stream` is the topic of numbered partition keys ("topic:n" keys name their own).
 
     Columns are the Kafka source's: key, value, topic, partition, offset, timestamp,
-    timestampType (and headers).
+    timestampType, and with `headers` (Spark builds them for every record: ask only when the
+    inputFormat reads them) headers.
     """
     if set(start) != set(end):
         raise ValueError("start and end offsets must name the same partitions")
@@ -60,7 +62,7 @@ def read_range(
         .option("startingOffsets", offset_json(stream, start))
         .option("endingOffsets", offset_json(stream, end))
         .option("kafka.isolation.level", "read_committed")
-        .option("includeHeaders", "true")
+        .option("includeHeaders", str(headers).lower())
         .option("failOnDataLoss", "true")
     )
     for key, value in {**CONSUMER_DEFAULTS, **(consumer_properties or {})}.items():

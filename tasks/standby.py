@@ -148,6 +148,7 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
             start,
             latest,
             kafka_options(io.consumerProperties),
+            headers=io.inputFormat.type == "kafka",
         )
         persist = str(scratch / "persist")
         batch, fast = persist_batch(plan, frame, persist, 0, [])

@@ -276,3 +276,24 @@ def test_merging_by_interval_makes_the_segments_spark_does(
                     assert math.isclose(got_row[name], value, rel_tol=1e-12), name
                 else:
                     assert got_row[name] == value, name
+
+
+def test_a_sequence_of_both_kinds_merges_with_spark(spark: Any, tmp_path: Path) -> None:
+    """A batch handed to Spark makes its sequence's merge Spark's, which reads the fast
+    persists beside it."""
+    from tasks.fast_batch import persist_batch
+    from tasks.segments import SegmentContext, merge_persists
+
+    plan = plan_of(WIKI)
+    fast_dir, spark_dir = str(tmp_path / "fast"), str(tmp_path / "spark")
+    records = [edit(s) for s in range(60)]
+    _, fast = persist_batch(plan, frame(spark, records[:30]), fast_dir, 0, [])
+    _, handed_over = persist_batch(
+        plan, frame(spark, [*records[30:], edit(0, page=0.5)]), spark_dir, 0, []
+    )
+    assert (fast, handed_over) == (True, False)
+    context = SegmentContext("task", "d", "t", {0: 0}, {0: 9}, "1", str(tmp_path / "deep"))
+    dims = [name for name, _ in plan.declared_dimensions()]
+    segments = merge_persists(spark, plan, [fast_dir, spark_dir], dims, context, 1000, False)
+    counted = spark.read.parquet(*(s.path for s in segments)).agg({"count": "sum"}).first()[0]
+    assert counted == len(records) + 1
