@@ -253,6 +253,7 @@ def test_merging_by_interval_makes_the_segments_spark_does(
         for s in range(240)
     ]
     records += [edit(s, channel=None) for s in range(5)] + [edit(s) for s in range(5)]
+    records += [edit(7), edit(7)]  # one in each persist: rolled up only by the merge
     persists = []
     for index, half in enumerate((records[::2], records[1::2])):
         persists.append(str(tmp_path / f"persist-{index}"))
