@@ -132,6 +132,7 @@ class SequencePublisher:
             deep_storage=str(self.deep_storage),
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
+        began = self.clock()
         segments = merge_persists(
             self.spark,
             self.plan,
@@ -141,6 +142,7 @@ class SequencePublisher:
             task.tuningConfig.maxRowsPerSegment,
             by_interval=sequence.fast,
         )
+        merged = self.clock()
         action = PublishAction(
             supervisorId=task.supervisor_key,
             dataSource=task.datasource,
@@ -151,7 +153,13 @@ class SequencePublisher:
         if self._publish_with_retries(action) == "alreadyPublished":
             for segment in segments:  # a replica won: our copies are not needed
                 shutil.rmtree(Path(segment.path).parent, ignore_errors=True)
-        log.info("sequence %s published: %s segments", sequence.index, len(segments))
+        log.info(
+            "sequence %s published: %s segments (merge %.2f s, publish %.2f s)",
+            sequence.index,
+            len(segments),
+            merged - began,
+            self.clock() - merged,
+        )
         return [s.id for s in segments]
 
     def _publish_with_retries(self, action: PublishAction) -> str:
