@@ -1,6 +1,8 @@
 """The common micro-batch without Spark SQL's row pipeline: JSON records are parsed, timed,
 typed and rolled up inside Spark's Python workers (orjson and Arrow), one mapInArrow over the
-Kafka rows, no shuffle; each worker writes its share of the persist as one Parquet file.
+Kafka rows, no shuffle; each worker writes its share of the persist as one Parquet file per
+segment interval, so that a sequence of such persists is merged interval by interval
+(tasks/segments.py build_segments_by_interval).
 
 It yields the very persist, counts and samples that tasks/pipeline.py's Spark pipeline does, at
 a fraction of the CPU, for the plans and values where that can be guaranteed:
@@ -11,7 +13,7 @@ a fraction of the CPU, for the plans and values where that can be guaranteed:
   no) query granularity;
 - while running, by value: a record the Spark pipeline might read differently (a JSON number
   with a fraction for a string dimension, a number written as text for a metric, a timestamp
-  outside the canonical `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]` form, a record orjson rejects that
+  outside the canonical `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` form, a record orjson rejects that
   starts like an object, bytes that are not UTF-8) makes the worker give up, and the whole batch
   is run by the Spark pipeline instead (`process` answers None).
 
@@ -123,7 +125,8 @@ def worker_plan(plan: RowPlan, persist_path: str, max_samples: int) -> WorkerPla
 
 
 def process(plan: RowPlan, frame: Any, persist_path: str, max_samples: int) -> BatchResult | None:
-    """Run one batch of Kafka rows here; None when a worker gave up (nothing is kept of it)."""
+    """Run one batch of Kafka rows here; None when a worker gave up (what other workers wrote
+    is left for the Spark pipeline's write to the same persist path to overwrite)."""
     work = worker_plan(plan, persist_path, max_samples)
     rows = (
         frame.select("value", "partition", "offset")
