@@ -17,7 +17,7 @@ from tasks import fast_batch
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan, RowStats
-from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.protocol import IndexKafkaTask, KafkaIndexTaskIOConfig, TaskState
 from tasks.reader import read_range
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 
@@ -300,7 +300,7 @@ class KafkaIndexer:
                 with self.lock:
                     self.lock.wait_for(lambda: self.pause_requested or self.stop_requested, poll)
                 continue
-            self._read_batch(topic, current, batch_end)
+            self._read_batch(current, batch_end)
             self._maybe_request_checkpoint()
 
     def _close_reached_sequence(self) -> None:
@@ -384,17 +384,8 @@ class KafkaIndexer:
                 "partition %s: skipped lost offsets %s..%s", partition, start, earliest[partition]
             )
 
-    def _read_batch(self, topic: str, current: Offsets, batch_end: Offsets) -> None:
-        io = self.task.ioConfig
-        frame = read_range(
-            self.spark,
-            str(io.consumerProperties["bootstrap.servers"]),
-            topic,
-            current,
-            batch_end,
-            kafka_options(io.consumerProperties),
-            headers=io.inputFormat.type == "kafka",
-        )
+    def _read_batch(self, current: Offsets, batch_end: Offsets) -> None:
+        frame = read_task_range(self.spark, self.task.ioConfig, current, batch_end)
         sequence = self.sequences[-1]
         persist = str(
             self.work_dir / "persists" / f"{sequence.index:04d}-{len(sequence.persists):06d}"
@@ -428,6 +419,19 @@ class KafkaIndexer:
                 f"Max parse exceptions [{tuning.maxParseExceptions}] exceeded: {failures} rows "
                 "failed to parse"
             )
+
+
+def read_task_range(spark: Any, io: KafkaIndexTaskIOConfig, start: Offsets, end: Offsets) -> Any:
+    """The records in [start, end) of the task's stream, read as its ioConfig says."""
+    return read_range(
+        spark,
+        str(io.consumerProperties["bootstrap.servers"]),
+        io.topic,
+        start,
+        end,
+        kafka_options(io.consumerProperties),
+        headers=io.inputFormat.type == "kafka",
+    )
 
 
 def kafka_options(props: dict[str, Any]) -> dict[str, str]:

@@ -129,9 +129,8 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
     then a handoff's merge of that persist into segments (nothing is published). Stop early
     once `done` is set (a task arrived). Best effort: a failure only means a colder start."""
     from tasks.fast_batch import persist_batch
-    from tasks.indexer import kafka_options
+    from tasks.indexer import read_task_range
     from tasks.pipeline import RowPlan
-    from tasks.reader import read_range
     from tasks.segments import SegmentContext, merge_persists
 
     io = template.ioConfig
@@ -146,15 +145,7 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
     try:
         began = time.monotonic()
         for round_ in range(WARM_BATCHES):
-            frame = read_range(
-                spark,
-                str(io.consumerProperties["bootstrap.servers"]),
-                stream,
-                start,
-                latest,
-                kafka_options(io.consumerProperties),
-                headers=io.inputFormat.type == "kafka",
-            )
+            frame = read_task_range(spark, io, start, latest)
             persist = str(scratch / f"persist-{round_}")
             batch, fast = persist_batch(plan, frame, persist, 0, [])
             if done.is_set():
