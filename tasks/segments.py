@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks import aggregators, granularity
+from tasks import aggregators, fast_batch, granularity
 from tasks.columns import cols
 from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan, rollup
@@ -233,7 +233,9 @@ def build_segments_by_interval(
     if not by_interval:
         return []
     names = ["__time", *dims, *plan.metric_names, INTERVAL]
-    combine = [(m.name, _COMBINE[aggregators.op_of(m)]) for m in plan.schema.metricsSpec]
+    combine = [
+        (m.name, fast_batch.METRIC_OPS[aggregators.op_of(m)]) for m in plan.schema.metricsSpec
+    ]
     merge = _merger(
         _writer(context, plan.segment_granularity, _metadata(context), names, max_rows_per_segment),
         names,
@@ -262,9 +264,6 @@ def merge_persists(
     return build(spark, plan, persists, dims, context, max_rows_per_segment)
 
 
-_COMBINE = {"Sum": "sum", "Min": "min", "Max": "max"}
-
-
 def _merger(
     write: Any, names: list[str], dims: list[str], combine: list[tuple[str, str]] | None
 ) -> Any:
@@ -277,8 +276,6 @@ def _merger(
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        from tasks.fast_batch import rollup
-
         for batch in batches:
             for start, files in zip(
                 batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
@@ -290,7 +287,9 @@ def _merger(
                 # each persist is rolled up already: most intervals have no key twice, and
                 # finding that on sorted rows costs a fraction of a hash aggregation
                 if combine is not None and _repeats(table, keys):
-                    rolled = rollup(table, keys, [(name, op, name) for name, op in combine])
+                    rolled = fast_batch.rollup(
+                        table, keys, [(name, op, name) for name, op in combine]
+                    )
                     table = rolled.sort_by(order)
                 time = pc.cast(table["__time"], pa.timestamp("ms", tz="UTC"))
                 columns = [time.cast(pa.timestamp("us", tz="UTC"))]
