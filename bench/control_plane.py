@@ -45,6 +45,7 @@ import uvicorn  # noqa: E402
 
 from bench.rest_load import BASE, MIX, TASKS, Requests  # noqa: E402
 from bench.simulated import SimulatedRunner, SimulatedStream  # noqa: E402
+from supervisor import heap  # noqa: E402
 from supervisor.app import create_app  # noqa: E402
 from supervisor.controller.loop import SupervisorManager  # noqa: E402
 from supervisor.devstack.ports import free_port, wait_for_port  # noqa: E402
@@ -96,6 +97,7 @@ class Service:
     """The app, with the simulated runner, served by uvicorn in a thread of this process."""
 
     def __init__(self, settings: Settings, runner: SimulatedRunner) -> None:
+        self.settings = settings
         self.app = create_app(settings)
         self.app.state.runner = runner
         self.url = f"http://127.0.0.1:{settings.port}"
@@ -106,6 +108,7 @@ class Service:
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 
     def start(self) -> None:
+        heap.settle(self.settings.gc_young_threshold)  # as `sluicegate serve` does
         self.thread.start()
         deadline = time.monotonic() + 60
         while not self.server.started:

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     # Threads that run the supervisors' passes, all supervisors sharing them (a pass waits for
     # Kafka and the tasks most of its time; one thread per supervisor does not scale).
     supervisor_workers: int = Field(default=8, ge=1)
+    # `serve` freezes what startup built and collects the youngest generation every this many
+    # net allocations (Python's default is 700); see supervisor/heap.py.
+    gc_young_threshold: int = Field(default=10_000, ge=100)
 
     def advertised_url(self) -> str:
         if self.overlord_url:

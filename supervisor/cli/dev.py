@@ -36,6 +36,7 @@ def serve(**options: Any) -> None:
     """Run the service: migrate the metadata DB, then serve the API."""
     import uvicorn
 
+    from supervisor import heap
     from supervisor.app import create_app
     from supervisor.logs import configure_logging
 
@@ -43,6 +44,7 @@ def serve(**options: Any) -> None:
     settings = Settings(**overrides)
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
+    heap.settle(settings.gc_young_threshold)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=settings.log_level, log_config=None
     )
