@@ -42,9 +42,10 @@ class Settings(BaseSettings):
     standby_idle_s: float = Field(default=120.0, gt=0)  # stop one no group wants after this
     # Run the supervisors' reconcile loops (off only for tests of the spec API alone).
     run_supervisors: bool = True
-    # Threads that run the supervisors' passes, all supervisors sharing them (a pass waits for
-    # Kafka and the tasks most of its time; one thread per supervisor does not scale).
-    supervisor_workers: int = Field(default=8, ge=1)
+    # Passes of all supervisors that run at once, on a shared pool of threads (one thread per
+    # supervisor does not scale; more than a few only slice the GIL finer). A pass stuck on a
+    # slow task or broker for over a second gets a thread added in its place.
+    supervisor_workers: int = Field(default=4, ge=1)
     # `serve` freezes what startup built and collects the youngest generation every this many
     # net allocations (Python's default is 700); see supervisor/heap.py.
     gc_young_threshold: int = Field(default=10_000, ge=100)

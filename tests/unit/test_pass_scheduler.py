@@ -111,3 +111,50 @@ def test_a_pass_scheduled_ahead_goes_before_the_passes_already_due() -> None:
     assert until(lambda: len(order) == 6)
     scheduler.stop()
     assert order[0] == "rolled" and sorted(order[1:]) == [f"due{n}" for n in range(5)]
+
+
+class StuckLoop(FakeLoop):
+    """A pass that waits until released (a task or broker that does not answer)."""
+
+    def __init__(self) -> None:
+        super().__init__(every=None)
+        self.release = threading.Event()
+
+    def step(self) -> float | None:
+        self.entered.set()
+        self.release.wait(10)
+        with self.lock:
+            self.passes += 1
+        return None
+
+
+def test_a_stalled_pass_gets_a_thread_in_its_place_that_leaves_after_it() -> None:
+    scheduler = PassScheduler(1, max_workers=4, stall_s=0.1)
+    stuck, other = StuckLoop(), FakeLoop(seconds=0.0, every=0.02)
+    scheduler.schedule(stuck, -1.0)  # type: ignore[arg-type]  # takes the only worker first
+    scheduler.schedule(other, 0)  # type: ignore[arg-type]
+    scheduler.start()
+    assert stuck.entered.wait(5)
+    assert until(lambda: other.passes >= 5)  # passes on while the first one hangs
+    assert scheduler.threads == 2 and stuck.passes == 0
+    stuck.release.set()
+    assert until(lambda: scheduler.threads == 1)  # the added thread leaves once it ends
+    passes = other.passes
+    assert until(lambda: other.passes > passes)  # and the one left goes on passing
+    scheduler.stop()
+    assert stuck.passes == 1
+
+
+def test_threads_added_for_stalled_passes_stop_at_max_workers() -> None:
+    scheduler = PassScheduler(1, max_workers=2, stall_s=0.05)
+    stuck = [StuckLoop() for _ in range(3)]
+    for loop in stuck:
+        scheduler.schedule(loop, 0)  # type: ignore[arg-type]
+    scheduler.start()
+    assert until(lambda: sum(loop.entered.is_set() for loop in stuck) == 2)
+    time.sleep(0.3)  # stalled six times over: still no third thread
+    assert sum(loop.entered.is_set() for loop in stuck) == 2 and scheduler.threads == 2
+    for loop in stuck:
+        loop.release.set()
+    assert until(lambda: all(loop.passes == 1 for loop in stuck))
+    scheduler.stop()
