@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from supervisor.controller.loop import PassScheduler
+from supervisor.controller.scheduler import PassScheduler
 
 
 class FakeLoop:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from supervisor.runner.local import Exited, LocalProcessRunner
@@ -20,6 +21,11 @@ def orphan(runner: LocalProcessRunner, task_id: str, seconds: float) -> subproce
         [sys.executable, "-c", code, "--work-dir", str(work)], start_new_session=True
     )
     (work / "pid").write_text(str(process.pid))
+    # until the child has exec'd, /proc shows this process's command line, not the task's
+    deadline = time.monotonic() + 10
+    while str(work).encode() not in Path(f"/proc/{process.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.01)
     return process
 
 
