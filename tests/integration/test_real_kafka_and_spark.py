@@ -6,10 +6,11 @@ import json
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
-from tasks.reader import read_range
+from tasks.reader import GROUP_ID, read_range
 
 
 def _topic() -> str:
@@ -88,3 +89,27 @@ def test_spark_skips_transaction_markers_and_aborted_records(kafka: LocalKafka, 
         int(r["v"]) for r in frame.select(frame.value.cast("string").alias("v")).collect()
     )
     assert values == list(range(8))
+
+
+def test_reads_of_one_process_reuse_consumers_and_stay_exact(kafka: LocalKafka, spark) -> None:
+    """Every read of a process shares one group id (tasks.reader.GROUP_ID), so Spark hands each
+    batch the consumers the last one left: ranges after, before and inside earlier ones still
+    read exactly their records, and no consumer group forms on the broker."""
+    topic = _topic()
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    for partition in range(2):
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            ((None, json.dumps({"i": i}).encode()) for i in range(40)),
+            partition=partition,
+        )
+    for start, end in [(10, 20), (20, 40), (0, 5), (5, 10), (12, 13), (39, 40)]:
+        frame = read_range(
+            spark, kafka.bootstrap_servers, topic, {0: start, 1: start}, {0: end, 1: end}
+        )
+        got = sorted((r["partition"], r["offset"]) for r in frame.collect())
+        assert got == [(p, o) for p in range(2) for o in range(start, end)], (start, end)
+    groups = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).list_consumer_groups()
+    listed = {group.group_id for group in groups.result(timeout=30).valid}
+    assert GROUP_ID not in listed
