@@ -37,6 +37,7 @@ UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 ROLLED = 1_000_000  # run_once's answer after a rollover: pass again at once
 AHEAD_S = -3600.0  # step's answer after a rollover: the next pass goes ahead of every due one
 PASS_SAMPLES = 64  # durations of the most recent passes kept for percentiles
+SLOW_PASS_S = 1.0  # a pass this long is logged with where its time went
 
 
 @dataclass
@@ -96,6 +97,7 @@ class SupervisorLoop:
         self.restart_all = False
         self.adopted = False  # the first pass adopts what an earlier overlord left running
         self.probe = TaskProbe()
+        self.laps: dict[str, float] = {}  # where the last pass's time went (observe, execute)
         self.partition_sets: dict[tuple[PartitionKey, ...], datetime] = {}
         self.last_latest: Offsets | None = None  # the first observation is news
         self.latest_changed_at = clock()
@@ -115,6 +117,8 @@ class SupervisorLoop:
         """One pass; the number of actions taken that call for a prompt next pass (ROLLED after
         a rollover, -1 when the supervisor is gone)."""
         self.deadline = None  # a pass that fails sets none
+        laps: dict[str, float] = {}
+        self.laps = laps
         with self.sessions() as session:
             executor = Executor(session, self.clock, self.runner)
             if not self.adopted:
@@ -129,7 +133,7 @@ class SupervisorLoop:
                 )
             asked = frozenset(self.handoff_requested)
             observed = observe(
-                session, self.supervisor_id, self.clock(), self.stream, asked, self.probe
+                session, self.supervisor_id, self.clock(), self.stream, asked, self.probe, laps
             )
             if observed is None:
                 return -1
@@ -144,9 +148,11 @@ class SupervisorLoop:
                 if deadline is None
                 else time.monotonic() + (deadline - snapshot.now).total_seconds()
             )
+            executing = time.monotonic()
             executor.run(actions, spec, row.id)
             rolling = {a.group for a in actions if isinstance(a, Rollover)}
             executor.checkpoints(self._take_checkpoints(), skip_groups=rolling)
+            laps["execute"] = time.monotonic() - executing
             self.handoff_requested -= rolling | {g for g in asked if g >= spec_groups(spec)}
             running = any(t.running for t in snapshot.tasks)
         self._healthy_pass(snapshot)
@@ -253,7 +259,10 @@ class SupervisorLoop:
             except Exception as exc:
                 log.warning("supervisor %s: pass failed: %s", self.supervisor_id, exc)
                 self._failed_pass(exc)
-        self._timed_pass(time.monotonic() - began)
+        self._timed_pass(seconds := time.monotonic() - began)
+        if seconds >= SLOW_PASS_S:
+            spent = " ".join(f"{name} {value:.2f} s" for name, value in self.laps.items())
+            log.warning("supervisor %s: slow pass %.2f s (%s)", self.supervisor_id, seconds, spent)
         if actions < 0:
             self.finished = True
             return None

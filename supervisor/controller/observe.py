@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -156,8 +157,12 @@ def observe(
     stream: StreamReader,
     handoff_requested: frozenset[int] = frozenset(),
     probe: TaskProbe | None = None,
+    laps: dict[str, float] | None = None,
 ) -> tuple[Snapshot, SupervisorSpec, SpecVersion] | None:
-    """The snapshot of one supervisor, or None when it has no spec at all."""
+    """The snapshot of one supervisor, or None when it has no spec at all. `laps` gets the
+    seconds spent reading the DB, asking Kafka and asking the tasks."""
+    laps = {} if laps is None else laps
+    began = time.monotonic()
     row = SpecRepository(session).latest(supervisor_id)
     if row is None:
         return None
@@ -175,13 +180,16 @@ def observe(
     # The DB is read: end the read transaction, so that no DB connection stays checked out
     # while Kafka and the tasks are asked over the network (the rows stay loaded).
     session.commit()
+    laps["db"] = (asked := time.monotonic()) - began
     io = spec.spec.ioConfig
     pattern = io.topicPattern is not None
     partitions, earliest, latest = stream.describe(
         io.consumerProperties, io.topicPattern or io.topic or "", pattern
     )
+    laps["kafka"] = (probed := time.monotonic()) - asked
     probe = probe or TaskProbe()
     probe.probe(rows)
+    laps["tasks"] = time.monotonic() - probed
     tasks = tuple(
         replace(
             task_view(t), reading_since=probe.started.get(t.id), current=probe.current.get(t.id)

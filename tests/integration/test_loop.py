@@ -4,13 +4,17 @@ launches (no Spark here); the dead-port case uses the real Kafka client."""
 
 from __future__ import annotations
 
+import logging
+import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from supervisor.controller.loop import SupervisorLoop
+from supervisor.controller.loop import SLOW_PASS_S, SupervisorLoop
 from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
@@ -144,3 +148,25 @@ def test_idle_after_inactivity_starts_nothing_and_new_data_wakes_it(sessions: An
     stream.latest = {0: 11, 1: 10, 2: 10}  # new data
     run(the_loop)
     assert the_loop.status.state == "RUNNING" and len(runner.launched) == 3
+
+
+def test_a_slow_pass_is_logged_with_where_its_time_went(
+    sessions: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    class SlowStream(ScriptedStream):
+        def describe(
+            self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
+        ) -> tuple[tuple[int, ...], dict[int, int], dict[int, int]]:
+            time.sleep(SLOW_PASS_S)
+            return super().describe(consumer_properties, stream, pattern)
+
+    clock, runner = Clock(), RecordingRunner()
+    submit(sessions, clock, "127.0.0.1:1")
+    the_loop = loop(sessions, clock, SlowStream(), runner)
+    with caplog.at_level(logging.WARNING, logger="supervisor.controller.loop"):
+        the_loop.step()
+    assert runner.launched  # the pass did its work
+    [line] = [r.getMessage() for r in caplog.records if "slow pass" in r.getMessage()]
+    laps = dict(re.findall(r"(\w+) (\d+\.\d+) s", line.split("(", 1)[1]))
+    assert set(laps) == {"db", "kafka", "tasks", "execute"}
+    assert float(laps["kafka"]) >= SLOW_PASS_S > float(laps["db"])
