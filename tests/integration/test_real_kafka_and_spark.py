@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.ports import free_port
 from supervisor.devstack.topics import create_topic, produce
 from tasks.reader import GROUP_ID, read_range
 
@@ -113,3 +116,22 @@ def test_reads_of_one_process_reuse_consumers_and_stay_exact(kafka: LocalKafka, 
     groups = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).list_consumer_groups()
     listed = {group.group_id for group in groups.result(timeout=30).valid}
     assert GROUP_ID not in listed
+
+
+def test_stream_reader_keeps_one_client_per_cluster_and_drops_a_failed_one(
+    kafka: LocalKafka,
+) -> None:
+    topic = _topic()
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    produce(kafka.bootstrap_servers, topic, ((None, b"{}") for _ in range(3)), partition=1)
+    stream = StreamReader(timeout_s=2.0)
+    props = {"bootstrap.servers": kafka.bootstrap_servers}
+    assert stream.describe(props, topic) == ((0, 1), {0: 0, 1: 0}, {0: 0, 1: 3})
+    [client] = stream.readers._entries.values()
+    produce(kafka.bootstrap_servers, topic, ((None, b"{}") for _ in range(2)), partition=0)
+    assert stream.describe({**props, "group.id": "ignored"}, topic)[2] == {0: 2, 1: 3}
+    assert list(stream.readers._entries.values()) == [client]  # the same cluster, one client
+    dead = {"bootstrap.servers": f"127.0.0.1:{free_port()}"}
+    with pytest.raises(StreamError, match="cannot reach Kafka"):
+        stream.describe(dead, topic)
+    assert list(stream.readers._entries.values()) == [client]  # the dead one is not kept
