@@ -42,4 +42,11 @@ def build_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    # Every read names this process's consumer group (tasks/reader.py: GROUP_ID, so consumers
+    # are reused) and the Kafka source warns of it on every batch: four lines a second.
+    jvm: Any = session.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+        jvm.org.apache.logging.log4j.Level.ERROR,
+    )
     return session
