@@ -28,7 +28,14 @@ from tasks.overlord import OverlordClient
 from tasks.partitions import Offsets, offsets_json
 from tasks.priority import step_back
 from tasks.protocol import IndexKafkaTask, TaskState
-from tasks.standby import Assignment, Switch, cancel_warm_up, create_standby_app, warm_up
+from tasks.standby import (
+    Assignment,
+    Switch,
+    cancel_warm_up,
+    create_standby_app,
+    keep_warm,
+    warm_up,
+)
 
 log = logging.getLogger("tasks")
 REPORT = "report.json"
@@ -172,6 +179,7 @@ def _standby(args: argparse.Namespace, token: str) -> int:
     runs: list[_Run] = []
     switch = Switch(None)
     sessions: list[Any] = []  # the SparkSession, once started
+    quiet = threading.Event()  # set when nothing more may be warmed: a task came, or none will
 
     def on_assign(task: IndexKafkaTask, task_token: str) -> None:
         assigned_at, warm = time.time(), assignment.warm.is_set()
@@ -180,6 +188,7 @@ def _standby(args: argparse.Namespace, token: str) -> int:
         state.standby, state.assigned_at, state.warm_at_assign = True, assigned_at, warm
         runs.append(run)
         switch.app = run.app  # the port answers as the task from now on
+        quiet.set()
         if sessions:
             cancel_warm_up(sessions[0])
 
@@ -194,7 +203,7 @@ def _standby(args: argparse.Namespace, token: str) -> int:
     # Warm in a thread of its own: a task that arrives mid-warm-up starts at once, while the
     # cancelled warm-up job unwinds beside it (that took 1-2 s on a busy machine).
     warming = threading.Thread(
-        target=_warm, args=(args, spark, template, assignment), name="warm-up"
+        target=_warm, args=(args, spark, template, assignment, quiet), name="warm-up"
     )
     warming.daemon = True
     warming.start()
@@ -202,6 +211,8 @@ def _standby(args: argparse.Namespace, token: str) -> int:
         pass
     if assignment.wait(args.standby_idle) is None:  # idle from the end of the warm-up
         log.info("standby: no task after %.0f s, exiting", args.standby_idle)
+        quiet.set()
+        warming.join(30)
         control.stop()
         spark.stop()
         return 0
@@ -209,7 +220,11 @@ def _standby(args: argparse.Namespace, token: str) -> int:
 
 
 def _warm(
-    args: argparse.Namespace, spark: Any, template: IndexKafkaTask, assignment: Assignment
+    args: argparse.Namespace,
+    spark: Any,
+    template: IndexKafkaTask,
+    assignment: Assignment,
+    quiet: threading.Event,
 ) -> None:
     try:
         warm_up(spark, template, args.work_dir / "warm-up", assignment.ready)
@@ -223,8 +238,15 @@ def _warm(
             log.info("standby: warm-up cut short, the task arrived")
         else:
             log.warning("standby: warm-up failed (%s); the first batch starts cold", exc)
+        return
     finally:
         assignment.warm.set()
+    try:
+        batches = keep_warm(spark, template, args.work_dir / "keep-warm", quiet)
+        log.info("standby: %d batches kept it warm", batches)
+    except Exception as exc:
+        if not quiet.is_set():
+            log.warning("standby: keeping warm stopped (%s)", exc)
 
 
 def main(argv: list[str] | None = None) -> int:
