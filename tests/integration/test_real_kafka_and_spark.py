@@ -20,6 +20,20 @@ def _topic() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
 
 
+def _filled_topic(kafka: LocalKafka, partitions: int, records: int) -> str:
+    """A new topic whose every partition holds `records` JSON records {"p": partition, "i": i}."""
+    topic = _topic()
+    create_topic(kafka.bootstrap_servers, topic, partitions)
+    for partition in range(partitions):
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            ((None, json.dumps({"p": partition, "i": i}).encode()) for i in range(records)),
+            partition=partition,
+        )
+    return topic
+
+
 def test_produce_and_consume_through_the_broker(kafka: LocalKafka) -> None:
     topic = _topic()
     assert create_topic(kafka.bootstrap_servers, topic, 2) is True
@@ -48,15 +62,7 @@ def test_produce_and_consume_through_the_broker(kafka: LocalKafka) -> None:
 
 
 def test_spark_reads_an_exact_offset_range(kafka: LocalKafka, spark) -> None:
-    topic = _topic()
-    create_topic(kafka.bootstrap_servers, topic, 3)
-    for partition in range(3):
-        produce(
-            kafka.bootstrap_servers,
-            topic,
-            ((None, json.dumps({"p": partition, "i": i}).encode()) for i in range(20)),
-            partition=partition,
-        )
+    topic = _filled_topic(kafka, 3, 20)
     start = {0: 0, 1: 5, 2: 19}
     end = {0: 10, 1: 12, 2: 20}
     frame = read_range(spark, kafka.bootstrap_servers, topic, start, end)
@@ -98,15 +104,7 @@ def test_reads_of_one_process_reuse_consumers_and_stay_exact(kafka: LocalKafka, 
     """Every read of a process shares one group id (tasks.reader.GROUP_ID), so Spark hands each
     batch the consumers the last one left: ranges after, before and inside earlier ones still
     read exactly their records, and no consumer group forms on the broker."""
-    topic = _topic()
-    create_topic(kafka.bootstrap_servers, topic, 2)
-    for partition in range(2):
-        produce(
-            kafka.bootstrap_servers,
-            topic,
-            ((None, json.dumps({"i": i}).encode()) for i in range(40)),
-            partition=partition,
-        )
+    topic = _filled_topic(kafka, 2, 40)
     for start, end in [(10, 20), (20, 40), (0, 5), (5, 10), (12, 13), (39, 40)]:
         frame = read_range(
             spark, kafka.bootstrap_servers, topic, {0: start, 1: start}, {0: end, 1: end}
