@@ -39,7 +39,7 @@ WARM_RECORDS = 50  # per partition, read and indexed while warming
 WARM_BATCHES = 8
 # Then, until a task arrives, one such batch every KEEP_WARM_S: a warmed standby still read its
 # task's first batches at ~0.4-0.5 s against a long-running task's 0.25 s (the JVM compiles hot
-# code over many batches; Python workers idle for a minute are stopped by Spark).
+# code over many batches; Spark stops Python workers left idle too long).
 KEEP_WARM_S = 2.0
 ASSIGN_PATH = "/druid/worker/v1/standby/assign"
 STATUS_PATH = "/druid/worker/v1/standby/status"
