@@ -19,6 +19,8 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from tasks.kafka_offsets import OffsetReader
-from tasks.partitions import sorted_keys
+from tasks.partitions import Offsets, PartitionKey, sorted_keys
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask
 
 log = logging.getLogger(__name__)
@@ -126,6 +128,25 @@ def cancel_warm_up(spark: Any) -> None:
     spark.sparkContext.cancelJobGroup(WARM_UP_GROUP)
 
 
+def _newest(reader: OffsetReader, topic: str, keys: list[PartitionKey]) -> tuple[Offsets, Offsets]:
+    """The range of the newest WARM_RECORDS records of each partition: (start, end)."""
+    latest = reader.latest(topic, keys)
+    earliest = reader.earliest(topic, keys)
+    return {k: max(earliest[k], latest[k] - WARM_RECORDS) for k in keys}, latest
+
+
+@contextmanager
+def _warming(spark: Any, description: str, scratch: Path) -> Iterator[None]:
+    """This thread's Spark jobs in the warm-up group (cancel_warm_up stops them), and `scratch`
+    removed afterwards."""
+    spark.sparkContext.setJobGroup(WARM_UP_GROUP, description, True)
+    try:
+        yield
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> None:
     """Run the task's two Spark paths once over the newest few records of the template's
     partitions, in a scratch directory, and throw the result away: a batch (read, parse,
@@ -139,14 +160,11 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
 
     io = template.ioConfig
     stream = io.topic
-    keys = sorted_keys(io.start_offsets())
-    reader = OffsetReader(io.consumerProperties)
-    latest = reader.latest(stream, keys)
-    earliest = reader.earliest(stream, keys)
-    start = {k: max(earliest[k], latest[k] - WARM_RECORDS) for k in keys}
+    start, latest = _newest(
+        OffsetReader(io.consumerProperties), stream, sorted_keys(io.start_offsets())
+    )
     plan = RowPlan(template.dataSchema, io.inputFormat)
-    spark.sparkContext.setJobGroup(WARM_UP_GROUP, "warming a standby", True)
-    try:
+    with _warming(spark, "warming a standby", scratch):
         began = time.monotonic()
         for round_ in range(WARM_BATCHES):
             frame = read_task_range(spark, io, start, latest)
@@ -179,9 +197,6 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
             batch_s,
             time.monotonic() - began - batch_s,
         )
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def keep_warm(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> int:
@@ -195,20 +210,14 @@ def keep_warm(spark: Any, template: IndexKafkaTask, scratch: Path, done: threadi
     keys = sorted_keys(io.start_offsets())
     reader = OffsetReader(io.consumerProperties)
     plan = RowPlan(template.dataSchema, io.inputFormat)
-    spark.sparkContext.setJobGroup(WARM_UP_GROUP, "keeping a standby warm", True)
     batches = 0
-    try:
+    with _warming(spark, "keeping a standby warm", scratch):
         while not done.wait(KEEP_WARM_S):
-            latest = reader.latest(io.topic, keys)
-            earliest = reader.earliest(io.topic, keys)
-            start = {k: max(earliest[k], latest[k] - WARM_RECORDS) for k in keys}
+            start, latest = _newest(reader, io.topic, keys)
             persist = scratch / f"keep-{batches}"
             persist_batch(plan, read_task_range(spark, io, start, latest), str(persist), 0, [])
             shutil.rmtree(persist, ignore_errors=True)
             batches += 1
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-        shutil.rmtree(scratch, ignore_errors=True)
     return batches
 
 
