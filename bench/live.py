@@ -140,7 +140,10 @@ def _running(root: Path, **settings: Any) -> Iterator[Stack]:
 
 @contextmanager
 def workspace(prefix: str, keep: str | None) -> Iterator[Path]:
-    """A temporary directory for one run; kept (and named) when `keep` is a directory."""
+    """A temporary directory for one run; kept (and named) under `keep` when given (created if
+    missing)."""
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=keep))
     try:
         yield root

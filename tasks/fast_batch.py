@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks import granularity
+from tasks import direct_read, granularity, python_worker
 from tasks.pipeline import BatchResult, RowPlan, RowStats, process_batch
+from tasks.reader import KafkaBatch
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,34 @@ def process(plan: RowPlan, frame: Any, persist_path: str, max_samples: int) -> B
         .mapInArrow(_worker(work), RESULT_SCHEMA)
         .collect()
     )
+    return _outcome(plan, work, rows)
+
+
+def process_direct(
+    plan: RowPlan, batch: KafkaBatch, persist_path: str, max_samples: int
+) -> BatchResult | None:
+    """Run one batch here, its ranges read by the workers themselves (tasks/direct_read.py);
+    None when a worker gave up on a value; ReadGiveUp when one could not read its range as
+    the Kafka source would (the persist path may hold other workers' files)."""
+    work = worker_plan(plan, persist_path, max_samples)
+    ranges = direct_read.ranges(batch.io.topic, batch.start, batch.end)
+    if not ranges:
+        write_empty(work)
+        return BatchResult(RowStats(), [], plan.declared_dimensions())
+    reading = direct_read.Reading(direct_read.consumer_config(batch.io.consumerProperties), ranges)
+    rows = (
+        direct_read.ranges_frame(batch.spark, ranges)
+        .mapInArrow(_worker(work, reading), RESULT_SCHEMA)
+        .collect()
+    )
+    unread = [r["message"] for r in rows if r["kind"] == "readGiveUp"]
+    if unread:
+        raise direct_read.ReadGiveUp(unread[0])
+    return _outcome(plan, work, rows)
+
+
+def _outcome(plan: RowPlan, work: WorkerPlan, rows: list[Any]) -> BatchResult | None:
+    """The batch's counts and samples from the workers' result rows; None if one gave up."""
     gave_up = [r["message"] for r in rows if r["kind"] == "giveUp"]
     if gave_up:
         log.info("batch handed to the Spark pipeline: %s", gave_up[0])
@@ -148,30 +178,57 @@ def process(plan: RowPlan, frame: Any, persist_path: str, max_samples: int) -> B
                     thrownAway=row["thrownAway"],
                 )
             )
-    if not any(Path(persist_path).glob("*.parquet")):  # no Kafka partition had a row
+    if not any(Path(work.persist_path).glob("*.parquet")):  # no Kafka partition had a row
         write_empty(work)
     samples = [
         {name: r[name] for name in ("partition", "offset", "input", "message")}
         for r in rows
         if r["kind"] == "sample"
     ]
-    _first(samples, max_samples)
+    _first(samples, work.max_samples)
     return BatchResult(stats, samples, plan.declared_dimensions())
 
 
 def persist_batch(
     plan: RowPlan,
-    frame: Any,
+    source: KafkaBatch | Any,
     persist_path: str,
     max_samples: int,
     known_dims: list[tuple[str, str]],
 ) -> tuple[BatchResult, bool]:
     """One micro-batch into a persist: by this path where it can, else by the Spark pipeline;
-    and whether this path wrote it (its files are then split by interval)."""
-    result = process(plan, frame, persist_path, max_samples) if supports(plan) else None
+    and whether this path wrote it (its files are then split by interval). `source` is a
+    task's KafkaBatch (read by the workers where they can, else by Spark's Kafka source) or a
+    DataFrame of Kafka rows."""
+
+    def frame() -> Any:
+        return source.frame() if isinstance(source, KafkaBatch) else source
+
+    result = None
+    if supports(plan):
+        if isinstance(source, KafkaBatch):
+            try:
+                result = process_direct(plan, source, persist_path, max_samples)
+                return _handed_on(result, plan, frame, persist_path, max_samples, known_dims)
+            except direct_read.ReadGiveUp as exc:
+                log.info("batch read by Spark's Kafka source: %s", exc)
+                shutil.rmtree(persist_path, ignore_errors=True)
+        result = process(plan, frame(), persist_path, max_samples)
+    return _handed_on(result, plan, frame, persist_path, max_samples, known_dims)
+
+
+def _handed_on(
+    result: BatchResult | None,
+    plan: RowPlan,
+    frame: Callable[[], Any],
+    persist_path: str,
+    max_samples: int,
+    known_dims: list[tuple[str, str]],
+) -> tuple[BatchResult, bool]:
+    """This path's result, or the Spark pipeline's where it gave up or could not run."""
     if result is not None:
         return result, True
-    return process_batch(plan, frame, persist_path, max_samples, known_dims), False
+    return process_batch(plan, frame(), persist_path, max_samples, known_dims), False
 
 
 # ---- in the Python worker -------------------------------------------------------------------
@@ -287,21 +344,31 @@ def _double(value: Any) -> float | None:
 _CONVERT = {"string": _text, "int64": _long, "float64": _double}
 
 
-def _worker(work: WorkerPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _worker(
+    work: WorkerPlan, reading: direct_read.Reading | None = None
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The mapInArrow function: over Kafka rows (value, partition, offset), or with `reading`
+    over the indexes of ranges that it reads itself (tasks/direct_read.py)."""
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import gc
 
         import pyarrow as pa
 
+        python_worker.settle()
+
         # the rows are a few hundred thousand small lists kept to the end: a cyclic collection
         # would walk them again and again for nothing (a quarter of the loop's time)
         collecting = gc.isenabled()
         gc.disable()
+        if reading is not None:
+            batches = direct_read.read_ranges(reading, batches)
         try:
             yield from _run(work, batches)
-        except GiveUp as exc:
+        except (GiveUp, direct_read.ReadGiveUp) as exc:
+            kind = "giveUp" if isinstance(exc, GiveUp) else "readGiveUp"
             yield pa.RecordBatch.from_pylist(
-                [_result("giveUp", message=str(exc))], schema=_result_schema()
+                [_result(kind, message=str(exc))], schema=_result_schema()
             )
         finally:
             if collecting:

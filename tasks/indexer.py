@@ -17,8 +17,8 @@ from tasks import fast_batch
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan, RowStats
-from tasks.protocol import IndexKafkaTask, KafkaIndexTaskIOConfig, TaskState
-from tasks.reader import read_range
+from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.reader import KafkaBatch
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 
 log = logging.getLogger(__name__)
@@ -385,7 +385,7 @@ class KafkaIndexer:
             )
 
     def _read_batch(self, current: Offsets, batch_end: Offsets) -> None:
-        frame = read_task_range(self.spark, self.task.ioConfig, current, batch_end)
+        batch = KafkaBatch(self.spark, self.task.ioConfig, current, batch_end)
         sequence = self.sequences[-1]
         persist = str(
             self.work_dir / "persists" / f"{sequence.index:04d}-{len(sequence.persists):06d}"
@@ -397,7 +397,7 @@ class KafkaIndexer:
             if self.state.first_read_at is None:
                 self.state.first_read_at = time.time()
         result, fast = fast_batch.persist_batch(
-            self.plan, frame, persist, remaining, self.dimensions
+            self.plan, batch, persist, remaining, self.dimensions
         )
         with self.lock:
             self._count("persists", 1)
@@ -419,32 +419,6 @@ class KafkaIndexer:
                 f"Max parse exceptions [{tuning.maxParseExceptions}] exceeded: {failures} rows "
                 "failed to parse"
             )
-
-
-def read_task_range(spark: Any, io: KafkaIndexTaskIOConfig, start: Offsets, end: Offsets) -> Any:
-    """The records in [start, end) of the task's stream, read as its ioConfig says."""
-    return read_range(
-        spark,
-        str(io.consumerProperties["bootstrap.servers"]),
-        io.topic,
-        start,
-        end,
-        kafka_options(io.consumerProperties),
-        headers=io.inputFormat.type == "kafka",
-    )
-
-
-def kafka_options(props: dict[str, Any]) -> dict[str, str]:
-    skip = (
-        "bootstrap.servers",
-        "group.id",
-        "enable.auto.commit",
-        "auto.offset.reset",
-        "key.deserializer",
-        "value.deserializer",
-        "isolation.level",
-    )
-    return {k: str(v) for k, v in props.items() if k not in skip and not k.startswith("druid.")}
 
 
 def _time_window(task: IndexKafkaTask) -> tuple[int | None, int | None]:

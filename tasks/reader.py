@@ -6,9 +6,13 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from tasks.partitions import PartitionKey, split_key
+from tasks.partitions import Offsets, PartitionKey, split_key
+
+if TYPE_CHECKING:  # not at run time: Python workers import this module without pydantic
+    from tasks.protocol import KafkaIndexTaskIOConfig
 
 # An exact range is all there to read, so a fetch that finds nothing new has gone past its end
 # and the broker need not hold it: with Kafka's default of 500 ms, a range ending at the log end
@@ -80,3 +84,42 @@ def read_range(
         if key != "bootstrap.servers":
             reader = reader.option(f"kafka.{key}", value)
     return reader.load()
+
+
+@dataclass(frozen=True)
+class KafkaBatch:
+    """One micro-batch of a task: [start, end) of each partition of its stream, read as its
+    ioConfig says. tasks/fast_batch.py reads it in the Python workers where it can
+    (tasks/direct_read.py), else through `frame()`."""
+
+    spark: Any
+    io: KafkaIndexTaskIOConfig
+    start: Offsets
+    end: Offsets
+
+    def frame(self) -> Any:
+        """The records as a DataFrame from Spark's Kafka source."""
+        io = self.io
+        return read_range(
+            self.spark,
+            str(io.consumerProperties["bootstrap.servers"]),
+            io.topic,
+            self.start,
+            self.end,
+            kafka_options(io.consumerProperties),
+            headers=io.inputFormat.type == "kafka",
+        )
+
+
+def kafka_options(props: dict[str, Any]) -> dict[str, str]:
+    """A task's consumerProperties as the Kafka source's `kafka.` options."""
+    skip = (
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "auto.offset.reset",
+        "key.deserializer",
+        "value.deserializer",
+        "isolation.level",
+    )
+    return {k: str(v) for k, v in props.items() if k not in skip and not k.startswith("druid.")}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks import aggregators, fast_batch, granularity
+from tasks import aggregators, fast_batch, granularity, python_worker
 from tasks.columns import cols
 from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan, rollup
@@ -69,6 +69,8 @@ def _writer(
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
+
+        python_worker.settle()
 
         open_key: tuple[int, int] | None = None
         writer: Any = None
@@ -276,6 +278,8 @@ def _merger(
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
+        python_worker.settle()
+
         for batch in batches:
             for start, files in zip(
                 batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
@@ -284,13 +288,8 @@ def _merger(
                 keys = ["__time", *dims]
                 order = [(key, "ascending", "at_start") for key in keys]
                 table = table.sort_by(order)
-                # each persist is rolled up already: most intervals have no key twice, and
-                # finding that on sorted rows costs a fraction of a hash aggregation
-                if combine is not None and _repeats(table, keys):
-                    rolled = fast_batch.rollup(
-                        table, keys, [(name, op, name) for name, op in combine]
-                    )
-                    table = rolled.sort_by(order)
+                if combine is not None:
+                    table = _rollup_sorted(table, keys, combine, order)
                 time = pc.cast(table["__time"], pa.timestamp("ms", tz="UTC"))
                 columns = [time.cast(pa.timestamp("us", tz="UTC"))]
                 columns += [table[name] for name in names[1:-1]]
@@ -309,21 +308,49 @@ def _read(pq: Any, path: str) -> Any:
         return file.read()
 
 
-def _repeats(table: Any, keys: list[str]) -> bool:
-    """Whether rows sorted by `keys` hold two neighbours with equal keys (nulls equal)."""
+def _rollup_sorted(
+    table: Any, keys: list[str], combine: list[tuple[str, str]], order: list[Any]
+) -> Any:
+    """Rows sorted by `keys` rolled up (each metric combined by its op), still sorted. Each
+    persist is rolled up already, so equal keys sit next to each other in short runs: the runs
+    are found by comparing neighbours and each metric reduced over them with numpy, a fraction
+    of a hash aggregation and the sort after it. A metric column holding nulls takes the hash
+    aggregation (numpy has no null-skipping reduce)."""
+    import numpy as np
+    import pyarrow as pa
+
+    same = _same_as_previous(table, keys)
+    if same is None or not same.any():
+        return table
+    if any(table[name].null_count for name, _ in combine):
+        rolled = fast_batch.rollup(table, keys, [(name, op, name) for name, op in combine])
+        return rolled.sort_by(order)
+    starts = np.flatnonzero(~same)
+    reduce = {"sum": np.add, "min": np.minimum, "max": np.maximum}
+    columns = {key: table[key].take(starts) for key in keys}
+    for name, op in combine:
+        values = table[name].to_numpy()
+        columns[name] = pa.array(reduce[op].reduceat(values, starts), table[name].type)
+    return pa.table(columns)
+
+
+def _same_as_previous(table: Any, keys: list[str]) -> Any:
+    """For rows sorted by `keys`, a numpy bool array: whether each row's keys equal the row
+    before's (nulls equal; the first row never); None for fewer than two rows."""
+    import numpy as np
     import pyarrow.compute as pc
 
     if table.num_rows < 2:
-        return False
-    same = None
+        return None
+    same = np.ones(table.num_rows, bool)
+    same[0] = False
     for key in keys:
         column = table[key]
         after, before = column.slice(1), column.slice(0, table.num_rows - 1)
         equal = pc.fill_null(pc.equal(after, before), False)
         both_null = pc.and_(pc.is_null(after), pc.is_null(before))
-        equal = pc.or_(equal, both_null)
-        same = equal if same is None else pc.and_(same, equal)
-    return bool(pc.any(same).as_py())
+        same[1:] &= pc.or_(equal, both_null).to_numpy()
+    return same
 
 
 def _metric_columns(plan: RowPlan) -> list[str]:

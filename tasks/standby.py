@@ -154,8 +154,8 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
     then a handoff's merge of that persist into segments (nothing is published). Stop early
     once `done` is set (a task arrived). Best effort: a failure only means a colder start."""
     from tasks.fast_batch import persist_batch
-    from tasks.indexer import read_task_range
     from tasks.pipeline import RowPlan
+    from tasks.reader import KafkaBatch
     from tasks.segments import SegmentContext, merge_persists
 
     io = template.ioConfig
@@ -167,9 +167,8 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
     with _warming(spark, "warming a standby", scratch):
         began = time.monotonic()
         for round_ in range(WARM_BATCHES):
-            frame = read_task_range(spark, io, start, latest)
             persist = str(scratch / f"persist-{round_}")
-            batch, fast = persist_batch(plan, frame, persist, 0, [])
+            batch, fast = persist_batch(plan, KafkaBatch(spark, io, start, latest), persist, 0, [])
             if done.is_set():
                 return
         batch_s = time.monotonic() - began
@@ -203,8 +202,8 @@ def keep_warm(spark: Any, template: IndexKafkaTask, scratch: Path, done: threadi
     """Until `done` is set: every KEEP_WARM_S, the newest WARM_RECORDS of each partition through
     the task's batch path into `scratch` (thrown away). The batches run, how many."""
     from tasks.fast_batch import persist_batch
-    from tasks.indexer import read_task_range
     from tasks.pipeline import RowPlan
+    from tasks.reader import KafkaBatch
 
     io = template.ioConfig
     keys = sorted_keys(io.start_offsets())
@@ -215,7 +214,7 @@ def keep_warm(spark: Any, template: IndexKafkaTask, scratch: Path, done: threadi
         while not done.wait(KEEP_WARM_S):
             start, latest = _newest(reader, io.topic, keys)
             persist = scratch / f"keep-{batches}"
-            persist_batch(plan, read_task_range(spark, io, start, latest), str(persist), 0, [])
+            persist_batch(plan, KafkaBatch(spark, io, start, latest), str(persist), 0, [])
             shutil.rmtree(persist, ignore_errors=True)
             batches += 1
     return batches

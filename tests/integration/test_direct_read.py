@@ -1,0 +1,168 @@
+"""Batches read in Spark's Python workers with librdkafka (tasks/direct_read.py) against Spark's
+Kafka source, on the real broker: the same records of every range, transactions included, and
+the Kafka source wherever the direct read cannot promise that."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.topics import create_topic, produce
+from tasks import direct_read, fast_batch
+from tasks.pipeline import RowPlan
+from tasks.protocol import KafkaIndexTaskIOConfig
+from tasks.reader import GROUP_ID, KafkaBatch, read_range
+
+SCHEMA = {
+    "dataSource": "d",
+    "timestampSpec": {"column": "ts", "format": "iso"},
+    "dimensionsSpec": {"dimensions": ["word"]},
+    "metricsSpec": [
+        {"type": "count", "name": "count"},
+        {"type": "longSum", "name": "n", "fieldName": "n"},
+    ],
+    "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": False},
+}
+
+
+def _record(i: int) -> bytes:
+    return json.dumps(
+        {"ts": f"2026-11-24T08:{i % 60:02d}:00Z", "word": f"w{i % 7}", "n": i}
+    ).encode()
+
+
+def _transactional_topic(kafka: LocalKafka) -> str:
+    """Two partitions, each: 5 plain records, a committed transaction of 4, an aborted one of
+    3, a committed one of 2 (each transaction ends with a marker): offsets 0..16, 11 readable."""
+    topic = f"d-{uuid.uuid4().hex[:8]}"
+    bootstrap = kafka.bootstrap_servers
+    create_topic(bootstrap, topic, 2)
+    for partition in range(2):
+        produce(bootstrap, topic, ((None, _record(i)) for i in range(5)), partition=partition)
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-{partition}"}
+        )
+        producer.init_transactions()
+        for first, count, commit in ((5, 4, True), (100, 3, False), (9, 2, True)):
+            producer.begin_transaction()
+            for i in range(first, first + count):
+                producer.produce(topic, _record(i), partition=partition)
+            producer.flush()
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    return topic
+
+
+def _io(kafka: LocalKafka, topic: str, **props: Any) -> KafkaIndexTaskIOConfig:
+    return KafkaIndexTaskIOConfig.model_validate(
+        {
+            "startSequenceNumbers": {
+                "type": "start",
+                "stream": topic,
+                "partitionSequenceNumberMap": {"0": 0, "1": 0},
+            },
+            "consumerProperties": {"bootstrap.servers": kafka.bootstrap_servers, **props},
+            "inputFormat": {"type": "json"},
+        }
+    )
+
+
+def _directly(
+    kafka: LocalKafka, topic: str, partition: int, start: int, end: int
+) -> list[tuple[int, bytes]]:
+    config = direct_read.consumer_config({"bootstrap.servers": kafka.bootstrap_servers})
+    return [
+        (offset, value)
+        for batch in direct_read.read_range(config, topic, partition, start, end)
+        for offset, value in zip(
+            batch.column(2).to_pylist(), batch.column(0).to_pylist(), strict=True
+        )
+    ]
+
+
+def test_every_range_reads_what_the_kafka_source_reads(kafka: LocalKafka, spark: Any) -> None:
+    """Ranges that start or end on transaction markers and aborted records, read again out of
+    order by the same (kept) consumer, give the Kafka source's records exactly."""
+    topic = _transactional_topic(kafka)
+    ranges = [(0, 17), (3, 10), (9, 17), (10, 14), (0, 5), (14, 17), (16, 17), (12, 13), (0, 17)]
+    for start, end in ranges:
+        frame = read_range(spark, kafka.bootstrap_servers, topic, {0: start}, {0: end})
+        expected = sorted((r["offset"], bytes(r["value"])) for r in frame.collect())
+        assert _directly(kafka, topic, 0, start, end) == expected, (start, end)
+    assert len(_directly(kafka, topic, 1, 0, 17)) == 11
+    groups = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).list_consumer_groups()
+    assert GROUP_ID not in {group.group_id for group in groups.result(timeout=30).valid}
+
+
+def test_a_batch_persists_the_same_read_either_way(
+    kafka: LocalKafka, spark: Any, tmp_path: Path
+) -> None:
+    topic = _transactional_topic(kafka)
+    plan = RowPlan(_schema(), _io(kafka, topic).inputFormat)
+    batch = KafkaBatch(spark, _io(kafka, topic), {0: 2, 1: 0}, {0: 17, 1: 12})
+    direct = fast_batch.process_direct(plan, batch, str(tmp_path / "direct"), 5)
+    by_source = fast_batch.process(plan, batch.frame(), str(tmp_path / "source"), 5)
+    assert direct is not None and by_source is not None
+    assert direct.stats == by_source.stats and direct.stats.processed == 9 + 9
+    assert _rows(tmp_path / "direct") == _rows(tmp_path / "source")
+
+
+def test_properties_librdkafka_does_not_take_send_the_batch_to_the_kafka_source(
+    kafka: LocalKafka, spark: Any, tmp_path: Path
+) -> None:
+    """A Java-only consumer property: the workers give the read up, the Kafka source reads the
+    batch and the workers still build its persist."""
+    topic = _transactional_topic(kafka)
+    io = _io(kafka, topic, **{"ssl.truststore.type": "JKS"})
+    plan = RowPlan(_schema(), io.inputFormat)
+    batch = KafkaBatch(spark, io, {0: 0, 1: 0}, {0: 17, 1: 17})
+    with pytest.raises(direct_read.ReadGiveUp, match="consumer properties"):
+        fast_batch.process_direct(plan, batch, str(tmp_path / "direct"), 5)
+    persist = tmp_path / "persist"
+    (persist).mkdir()
+    (persist / "stale.parquet").write_bytes(b"left by a worker that read before another gave up")
+    result, fast = fast_batch.persist_batch(plan, batch, str(persist), 5, [])
+    assert fast and result.stats.processed == 22
+    assert sum(pq.read_table(path).num_rows for path in persist.glob("*.parquet")) == 22
+
+
+def test_offsets_gone_from_the_log_or_never_reached_give_the_read_up(
+    kafka: LocalKafka, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = f"d-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    produce(kafka.bootstrap_servers, topic, ((None, _record(i)) for i in range(10)), partition=0)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    for future in admin.delete_records([TopicPartition(topic, 0, 4)]).values():
+        future.result(30)
+    assert [o for o, _ in _directly(kafka, topic, 0, 4, 10)] == list(range(4, 10))
+    with pytest.raises(direct_read.ReadGiveUp):
+        _directly(kafka, topic, 0, 2, 10)
+    monkeypatch.setattr(direct_read, "STALL_S", 1.0)
+    with pytest.raises(direct_read.ReadGiveUp, match="no progress at 10"):
+        _directly(kafka, topic, 0, 6, 12)
+
+
+def _schema() -> Any:
+    from supervisor.schemas.data_schema import DataSchema
+
+    return DataSchema.model_validate(SCHEMA)
+
+
+def _rows(persist: Path) -> list[tuple[Any, ...]]:
+    rows = [
+        tuple(row.values())
+        for path in persist.glob("*.parquet")
+        for row in pq.read_table(path).to_pylist()
+    ]
+    return sorted(rows, key=repr)
