@@ -240,14 +240,15 @@ def build_segments_by_interval(
     ]
     merge = _merger(
         _writer(context, plan.segment_granularity, _metadata(context), names, max_rows_per_segment),
+        by_interval,
         names,
         dims,
         combine if plan.rollup else None,
     )
-    rows = [(start, json.dumps(files)) for start, files in by_interval]
-    jobs = spark.sparkContext.parallelize(rows, min(len(rows), 64))
-    frame = spark.createDataFrame(jobs, "interval long, files string")
-    written = frame.mapInArrow(merge, WRITTEN_SCHEMA).collect()
+    # the intervals' indexes, made in the JVM (a DataFrame of Python rows took a second Python
+    # pass per Spark task); each task looks its intervals up
+    jobs = spark.range(0, len(by_interval), 1, min(len(by_interval), 64))
+    written = jobs.mapInArrow(merge, WRITTEN_SCHEMA).collect()
     return _descriptors(written, context, dims, plan.metric_names)
 
 
@@ -267,11 +268,16 @@ def merge_persists(
 
 
 def _merger(
-    write: Any, names: list[str], dims: list[str], combine: list[tuple[str, str]] | None
+    write: Any,
+    by_interval: list[tuple[int, list[str]]],
+    names: list[str],
+    dims: list[str],
+    combine: list[tuple[str, str]] | None,
 ) -> Any:
-    """The mapInArrow function over (interval, files) rows: each interval's rows rolled up
-    (`combine`: each metric's combining aggregation, None without rollup), sorted by time then
-    dimensions (nulls first) and handed to the segment writer as the columns `names`."""
+    """The mapInArrow function over indexes into `by_interval` ((interval start, its files)):
+    each interval's rows rolled up (`combine`: each metric's combining aggregation, None
+    without rollup), sorted by time then dimensions (nulls first) and handed to the segment
+    writer as the columns `names`."""
 
     def merge(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -281,10 +287,9 @@ def _merger(
         python_worker.settle()
 
         for batch in batches:
-            for start, files in zip(
-                batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
-            ):
-                table = pa.concat_tables([_read(pq, path) for path in json.loads(files)])
+            for index in batch.column(0).to_pylist():
+                start, files = by_interval[index]
+                table = pa.concat_tables([_read(pq, path) for path in files])
                 keys = ["__time", *dims]
                 order = [(key, "ascending", "at_start") for key in keys]
                 table = table.sort_by(order)
