@@ -16,7 +16,9 @@ error, or no progress for STALL_S.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from tasks.kafka_offsets import client_config
 from tasks.partitions import PartitionKey, split_key
 from tasks.reader import GROUP_ID
 
+log = logging.getLogger(__name__)
 CHUNK = 10_000  # records per Arrow batch handed on
 WAIT_S = 0.5  # one consume() call's longest wait
 STALL_S = 30.0  # no record nor end-of-partition for this long: give the batch to Spark
@@ -45,6 +48,10 @@ class ReadGiveUp(Exception):
     """A range this path cannot read as Spark's Kafka source would."""
 
 
+class RefusedSettings(ReadGiveUp):
+    """Consumer settings librdkafka refuses (checked on the driver, once)."""
+
+
 def consumer_config(consumer_properties: Mapping[str, Any]) -> dict[str, Any]:
     """A librdkafka consumer's settings for exact reads: the task's brokers and security
     settings (as its offset lookups use them), read_committed, nothing committed, an error
@@ -58,6 +65,9 @@ def consumer_config(consumer_properties: Mapping[str, Any]) -> dict[str, Any]:
         "auto.offset.reset": "error",
         "enable.partition.eof": True,
         "fetch.wait.max.ms": 10,  # see tasks/reader.py CONSUMER_DEFAULTS
+        # prefetch a chunk ahead, not librdkafka's 100,000 messages: a range mostly ends
+        # before the log does, and what was fetched past it is thrown away
+        "queued.min.messages": CHUNK,
     }
 
 
@@ -96,7 +106,10 @@ def read_ranges(reading: Reading, batches: Iterator[Any]) -> Iterator[Any]:
 def read_range(
     config: dict[str, Any], topic: str, partition: int, start: int, end: int
 ) -> Iterator[Any]:
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    try:
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    except ImportError as exc:
+        raise ReadGiveUp(f"confluent-kafka is not importable here: {exc}") from exc
 
     key = json.dumps(config, sort_keys=True)
     consumer = _consumers.pop(key, None)
@@ -108,9 +121,12 @@ def read_range(
         offsets: list[int] = []
         position, progress = start, time.monotonic()
         while position < end:
-            # no more than the range can still hold: consume() waits out its timeout for as
-            # many messages as asked (an end-of-partition event counts as one)
-            messages = consumer.consume(min(CHUNK, end - position), WAIT_S)
+            # consume() waits out its timeout until it has as many messages as asked, and
+            # transaction markers, aborted records and compacted offsets never come: take what
+            # is queued now, and only wait (for one) when nothing is
+            messages = consumer.consume(min(CHUNK, end - position), 0) or consumer.consume(
+                1, WAIT_S
+            )
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -138,10 +154,10 @@ def read_range(
                 values, offsets = [], []
         consumer.unassign()  # no fetching past the range while the consumer waits
     except KafkaException as exc:
-        consumer.close()
+        _close(consumer)
         raise ReadGiveUp(f"{topic}/{partition}: {exc}") from exc
     except BaseException:
-        consumer.close()
+        _close(consumer)
         raise
     _keep(key, consumer)
 
@@ -153,6 +169,30 @@ def _consumer(config: dict[str, Any]) -> Any:
         return Consumer(config)
     except (KafkaException, ValueError, TypeError) as exc:
         raise ReadGiveUp(f"librdkafka does not take these consumer properties: {exc}") from exc
+
+
+def _close(consumer: Any) -> None:
+    """Close a consumer on the way out of an error without hiding that error."""
+    with contextlib.suppress(Exception):
+        consumer.close()
+
+
+_refused: dict[str, str] = {}  # settings (JSON) -> why librdkafka refused them (driver side)
+
+
+def check(config: dict[str, Any]) -> None:
+    """On the driver, before a Spark job: ReadGiveUp if librdkafka refuses the settings (Java-only
+    properties such as a JKS truststore), remembered so each batch does not find it again."""
+    key = json.dumps(config, sort_keys=True)
+    if key not in _refused:
+        try:
+            _close(_consumer(config))
+            _refused[key] = ""
+        except ReadGiveUp as exc:
+            _refused[key] = str(exc)
+            log.warning("batches are read by Spark's Kafka source: %s", exc)
+    if _refused[key]:
+        raise RefusedSettings(_refused[key])
 
 
 def _keep(key: str, consumer: Any) -> None:

@@ -155,7 +155,9 @@ def process_direct(
     if not ranges:
         write_empty(work)
         return BatchResult(RowStats(), [], plan.declared_dimensions())
-    reading = direct_read.Reading(direct_read.consumer_config(batch.io.consumerProperties), ranges)
+    config = direct_read.consumer_config(batch.io.consumerProperties)
+    direct_read.check(config)
+    reading = direct_read.Reading(config, ranges)
     rows = (
         direct_read.ranges_frame(batch.spark, ranges)
         .mapInArrow(_worker(work, reading), RESULT_SCHEMA)
@@ -210,31 +212,30 @@ def persist_batch(
     def frame() -> Any:
         return source.frame() if isinstance(source, KafkaBatch) else source
 
-    result = None
-    if supports(plan):
-        if isinstance(source, KafkaBatch):
-            try:
-                result = process_direct(plan, source, persist_path, max_samples)
-                return _handed_on(result, plan, frame, persist_path, max_samples, known_dims)
-            except direct_read.ReadGiveUp as exc:
-                log.info("batch read by Spark's Kafka source: %s", exc)
-                shutil.rmtree(persist_path, ignore_errors=True)
-        result = process(plan, frame(), persist_path, max_samples)
-    return _handed_on(result, plan, frame, persist_path, max_samples, known_dims)
-
-
-def _handed_on(
-    result: BatchResult | None,
-    plan: RowPlan,
-    frame: Callable[[], Any],
-    persist_path: str,
-    max_samples: int,
-    known_dims: list[tuple[str, str]],
-) -> tuple[BatchResult, bool]:
-    """This path's result, or the Spark pipeline's where it gave up or could not run."""
+    result = _by_workers(plan, source, frame, persist_path, max_samples) if supports(plan) else None
     if result is not None:
         return result, True
     return process_batch(plan, frame(), persist_path, max_samples, known_dims), False
+
+
+def _by_workers(
+    plan: RowPlan,
+    source: KafkaBatch | Any,
+    frame: Callable[[], Any],
+    persist_path: str,
+    max_samples: int,
+) -> BatchResult | None:
+    """The batch by this path: read by the workers themselves where they can, else from
+    Spark's Kafka source; None when a worker gave up on a value."""
+    if isinstance(source, KafkaBatch):
+        try:
+            return process_direct(plan, source, persist_path, max_samples)
+        except direct_read.ReadGiveUp as exc:
+            if not isinstance(exc, direct_read.RefusedSettings):  # said once, when found
+                log.info("batch read by Spark's Kafka source: %s", exc)
+            if Path(persist_path).exists():  # what other workers wrote must not stay
+                shutil.rmtree(persist_path)
+    return process(plan, frame(), persist_path, max_samples)
 
 
 # ---- in the Python worker -------------------------------------------------------------------

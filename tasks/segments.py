@@ -292,6 +292,8 @@ def _merger(
                 table = pa.concat_tables([_read(pq, path) for path in files])
                 keys = ["__time", *dims]
                 order = [(key, "ascending", "at_start") for key in keys]
+                if combine is not None:
+                    table = _signless_zeros(table, dims)
                 table = table.sort_by(order)
                 if combine is not None:
                     table = _rollup_sorted(table, keys, combine, order)
@@ -337,6 +339,20 @@ def _rollup_sorted(
         values = table[name].to_numpy()
         columns[name] = pa.array(reduce[op].reduceat(values, starts), table[name].type)
     return pa.table(columns)
+
+
+def _signless_zeros(table: Any, dims: list[str]) -> Any:
+    """Double dimensions with -0.0 as 0.0, so that both roll up into one row as Spark's
+    grouping does (it normalizes them; a sort sees them equal but not their bits)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name in dims:
+        column = table[name]
+        if pa.types.is_floating(column.type):
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, name, pc.add(column, pa.scalar(0.0, column.type)))
+    return table
 
 
 def _same_as_previous(table: Any, keys: list[str]) -> Any:
