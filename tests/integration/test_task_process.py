@@ -38,19 +38,19 @@ def topic_with(kafka: LocalKafka, partitions: int, per_partition: int) -> str:
     topic = f"task-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, topic, partitions)
     for p in range(partitions):
-        produce(
-            kafka.bootstrap_servers,
-            topic,
-            (
-                (
-                    None,
-                    json.dumps({"ts": "2026-11-22T10:00:00Z", "id": f"{p}-{i}", "n": 1}).encode(),
-                )
-                for i in range(per_partition)
-            ),
-            partition=p,
-        )
+        produce_to(kafka, topic, p, range(per_partition))
     return topic
+
+
+def produce_to(kafka: LocalKafka, topic: str, partition: int, numbers: range) -> None:
+    records = (
+        (
+            None,
+            json.dumps({"ts": "2026-11-22T10:00:00Z", "id": f"{partition}-{i}", "n": 1}).encode(),
+        )
+        for i in numbers
+    )
+    produce(kafka.bootstrap_servers, topic, records, partition=partition)
 
 
 def payload(
@@ -279,7 +279,9 @@ def test_checkpoint_closes_a_sequence_that_publishes_while_reading(
     kafka: LocalKafka, overlord: Any
 ) -> None:
     service, api = overlord
-    topic = topic_with(kafka, 1, 300)
+    # 100 records now and 200 once the first sequence is closed: a task can read all there is
+    # before the pause, so the second sequence needs records that come after it
+    topic = topic_with(kafka, 1, 100)
     api.post(f"{TASKS}/task", json=payload("t-seq", topic, kafka.bootstrap_servers, {0: 0}))
     with chat(service, "t-seq") as control:
         wait_for(lambda: (_get(control, "/offsets/current") or {}).get("0", 0) > 0, what="reading")
@@ -296,6 +298,7 @@ def test_checkpoint_closes_a_sequence_that_publishes_while_reading(
         # the first sequence is published while the task reads on
         wait_for(lambda: published(service)[1] == first_end, what="the first sequence to publish")
         assert task_status(api, "t-seq")["status"] == "RUNNING"
+        produce_to(kafka, topic, 0, range(100, 300))
         wait_for(lambda: _get(control, "/offsets/current")["0"] == 300, what="reading the rest")
         control.post("/pause")
         wait_for(lambda: _get(control, "/status") == "PAUSED", what="PAUSED again")
