@@ -66,8 +66,11 @@ def value_fields(value: Any, input_format: InputFormat) -> Any:
     if input_format.type == "json":
         text = _text(value)
         parsed = F.from_json(text, "map<string,string>", {"mode": "PERMISSIVE"})
+        # from_json keeps a repeated key twice and a lookup finds the first; rebuilt under the
+        # session's LAST_WIN policy the map keeps the last value, as Druid's Jackson map does.
+        fields = F.map_from_arrays(F.map_keys(parsed), F.map_values(parsed))
         # A JSON value that is not an object (an array, a number) is unparseable too.
-        return F.when(F.ltrim(text).startswith("{"), parsed)
+        return F.when(F.ltrim(text).startswith("{"), fields)
     return _delimited(_text(value), input_format)
 
 
