@@ -16,8 +16,8 @@ a fraction of the CPU, for the plans and values where that can be guaranteed:
 - while running, by value: a record the Spark pipeline might read differently (a JSON number
   with a fraction for a string dimension, a number written as text for a metric, a timestamp
   outside the canonical `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` form, a record orjson rejects that
-  starts like an object, bytes that are not UTF-8) makes the worker give up, and the whole batch
-  is run by the Spark pipeline instead (`process` answers None).
+  starts like an object other than by ending too soon, bytes that are not UTF-8) makes the worker
+  give up, and the whole batch is run by the Spark pipeline instead (`process` answers None).
 
 tests/integration/test_fast_batch.py runs both on the same records and compares the persists.
 """
@@ -327,6 +327,9 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
             try:
                 record = loads(raw)
             except decode_error as exc:
+                if _cut_short(exc, raw):
+                    unparseable(batch, index, raw, "Unable to parse row")
+                    continue
                 where = "partition {} offset {}".format(*_where(batch, index))
                 raise GiveUp(f"{where}: orjson: {exc}") from exc
             stamp = record.get(column)
@@ -351,6 +354,18 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
     yield pa.RecordBatch.from_pylist(
         [_result("stats", **counts), *samples], schema=_result_schema()
     )
+
+
+def _cut_short(error: Any, raw: bytes) -> bool:
+    """Whether orjson read all of `raw` as strict JSON and found it ended inside the object.
+    Spark's more lenient parser (single quotes, NaN) reads everything strict JSON does, so it
+    cannot finish the object either: the record is unparseable on both paths. Any other
+    rejection (or another orjson's wording) is left to Spark's judgement."""
+    try:
+        length = len(raw.decode())
+    except UnicodeDecodeError:
+        return False
+    return bool(error.msg == "unexpected end of data" and error.pos == length)
 
 
 def _where(batch: Any, index: int) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from tasks import direct_read, fast_batch
-from tasks.pipeline import RowPlan
+from tasks.pipeline import RowPlan, process_batch
 from tasks.protocol import KafkaIndexTaskIOConfig
 from tasks.reader import GROUP_ID, KafkaBatch, read_range
 
@@ -134,6 +134,29 @@ def test_properties_librdkafka_does_not_take_send_the_batch_to_the_kafka_source(
     result, fast = fast_batch.persist_batch(plan, batch, str(persist), 5, [])
     assert fast and result.stats.processed == 22
     assert sum(pq.read_table(path).num_rows for path in persist.glob("*.parquet")) == 22
+
+
+def test_records_cut_short_keep_the_batch_in_the_workers(
+    kafka: LocalKafka, spark: Any, tmp_path: Path
+) -> None:
+    """Records a producer cut off mid-object are counted and sampled by the workers reading the
+    broker, as the Spark pipeline counts them; the batch does not go to Spark."""
+    topic = f"d-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    for partition in range(2):
+        values = [_record(i) for i in range(8)]
+        values[3] = values[3][:20]
+        values[6] = values[6][:-1]
+        produce(kafka.bootstrap_servers, topic, ((None, v) for v in values), partition=partition)
+    io = _io(kafka, topic)
+    plan = RowPlan(_schema(), io.inputFormat)
+    batch = KafkaBatch(spark, io, {0: 0, 1: 0}, {0: 8, 1: 8})
+    direct = fast_batch.process_direct(plan, batch, str(tmp_path / "direct"), 5)
+    spark_made = process_batch(plan, batch.frame(), str(tmp_path / "spark"), 5, [])
+    assert direct is not None
+    assert direct.stats == spark_made.stats and direct.stats.unparseable == 4
+    assert direct.samples == spark_made.samples and len(direct.samples) == 4
+    assert len(_rows(tmp_path / "direct")) == direct.stats.processed == 12
 
 
 def test_offsets_gone_from_the_log_or_never_reached_give_the_read_up(

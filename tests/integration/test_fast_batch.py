@@ -187,10 +187,36 @@ def test_values_it_cannot_promise_send_the_batch_to_spark(
     assert got is None
 
 
+def test_records_cut_short_are_unparseable_on_both_paths(spark: Any, tmp_path: Path) -> None:
+    """A record that ends inside its object (a producer cut off mid-write) is counted and
+    sampled by the workers as the Spark pipeline does, without sending the batch to Spark."""
+    cut = [
+        b'{"timestamp": "2026-11-22T08:00:00Z", "page": ',
+        b'{"timestamp": "2026-11-22T08:00:00Z", "page": "\xc3\xa9t\xc3\xa9',
+        b'{"timestamp": "2026-11-22T08:00:00Z", "added": 1  ',
+        b'{"timestamp": "2026-11-22T08:00:00Z", "added": -',
+        b'{"page": "\\u12',
+        b"{",
+        b'  {"page": ["a", {"b": ',
+    ]
+    records = [edit(s) for s in range(20)] + cut
+    expected, got = both(spark, tmp_path, plan_of(WIKI), records)
+    assert got is not None
+    assert_same(expected, got)
+    assert got[0].stats.unparseable == len(cut)
+    assert got[0].stats.processed == 20
+    assert [s["message"] for s in got[0].samples] == ["Unable to parse row"] * 5
+
+
 @pytest.mark.parametrize(
     "record",
-    [b'{"timestamp": "2026-11-22T08:00:00Z", "page": ', b"{'page': 'single quotes'}"],
-    ids=["truncated", "single-quotes"],
+    [
+        b"{'page': 'single quotes'}",
+        b'{"timestamp": "2026-11-22T08:00:00Z", "page": NaN',
+        b'{"timestamp": "2026-11-22T08:00:00Z"} and more',
+        b'{"timestamp": "2026-11-22T08:00:00Z", "page": "\xc3',
+    ],
+    ids=["single-quotes", "nan-then-cut", "trailing-content", "cut-inside-a-character"],
 )
 def test_records_orjson_rejects_are_judged_by_spark(
     spark: Any, tmp_path: Path, record: bytes
