@@ -86,7 +86,8 @@ CONTENDERS = {
 
 class CpuMeter:
     """CPU seconds used by this process's descendants (and itself, with `own`) between start and
-    stop, sampled from /proc: a process's last sample counts after it has exited."""
+    stop, sampled from /proc: a process's last sample counts after it has exited. A descendant
+    already running at the start (the broker) counts only what it used after it."""
 
     def __init__(self, own: bool = False) -> None:
         self.own = own
@@ -94,8 +95,11 @@ class CpuMeter:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
         self.began = self._own()
+        self.before: dict[int, float] = {}
 
     def __enter__(self) -> CpuMeter:
+        self._sample()
+        self.before = dict(self.seen)
         self.thread.start()
         return self
 
@@ -107,7 +111,7 @@ class CpuMeter:
     @property
     def seconds(self) -> float:
         own = self._own() - self.began if self.own else 0.0
-        return own + sum(self.seen.values())
+        return own + sum(cpu - self.before.get(pid, 0.0) for pid, cpu in self.seen.items())
 
     def _own(self) -> float:
         times = os.times()
