@@ -1,4 +1,4 @@
-# The Sluicegate service with a JRE and the resolved Kafka/Spark jars.
+# The Sluicegate service with a JRE, the resolved Kafka/Spark jars and the Spark driver's class archive.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.devstack.jars import jars, spark_kafka_bundle
+from tasks import class_archive
 
 
 def build_session(
@@ -15,8 +16,11 @@ def build_session(
     master: str = "local[*]",
     app_name: str = "sluicegate",
     conf: dict[str, str] | None = None,
+    use_class_archive: bool = True,
 ) -> Any:
-    """Start (or reuse) a SparkSession that can read Kafka; no download happens at run time."""
+    """Start (or reuse) a SparkSession that can read Kafka; no download happens at run time.
+    Its driver maps the installation's class archive when there is one (tasks/class_archive.py;
+    not when training one)."""
     from pyspark.sql import SparkSession
 
     # Python workers must run the driver's interpreter (the venv), not whatever python3 is on
@@ -36,9 +40,15 @@ def build_session(
         # a schemaless batch's cache lives for two scans (tasks/pipeline.py): compressing it
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
-    for key, value in (conf or {}).items():
+    conf = dict(conf or {})
+    # The driver JVM's options: ours (the class archive, tasks/class_archive.py) then the caller's.
+    java = ["-Dlog4j2.level=WARN"]
+    if use_class_archive:
+        java.append(class_archive.java_options(jar_cache))
+    java.append(conf.pop("spark.driver.extraJavaOptions", ""))
+    builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in java if o))
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

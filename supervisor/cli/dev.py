@@ -98,7 +98,8 @@ def _kafka_version() -> str:
 
 @click.command("resolve-jars")
 def resolve_jars() -> None:
-    """Resolve the Kafka broker and spark-sql-kafka jars from Maven Central (idempotent)."""
+    """Resolve the Kafka broker and spark-sql-kafka jars from Maven Central, then archive the
+    Spark driver's classes so drivers start faster (idempotent)."""
     from supervisor.devstack.jars import (
         JarsMissingError,
         kafka_broker_bundle,
@@ -113,6 +114,28 @@ def resolve_jars() -> None:
         except JarsMissingError as exc:
             raise CliError(str(exc).replace("\n", " | "), EXIT_USAGE) from None
         click.echo(f"{bundle.name} {bundle.version}: {folder}")
+    _class_archive(cache)
+
+
+def _class_archive(cache: Path) -> None:
+    """Build the driver's class archive; without one, drivers only start slower, so a failed
+    build is reported and setup goes on."""
+    import subprocess
+
+    from tasks import class_archive
+
+    try:
+        built = class_archive.build(cache)
+    except (subprocess.SubprocessError, OSError, RuntimeError) as exc:
+        detail = getattr(exc, "stderr", None) or b""
+        last = detail.decode(errors="replace").strip().splitlines()[-1:] or [str(exc)]
+        click.echo(f"JVM class archive not built (drivers start slower): {last[0]}", err=True)
+        return
+    if built is None:
+        click.echo("JVM class archive: no java found", err=True)
+        return
+    path, seconds = built
+    click.echo(f"JVM class archive: {path}" + (f" (built in {seconds:.0f} s)" if seconds else ""))
 
 
 @click.command("quickstart")
