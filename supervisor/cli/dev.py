@@ -119,20 +119,16 @@ def resolve_jars() -> None:
 
 def _class_archive(cache: Path) -> None:
     """Build the driver's class archive; without one, drivers only start slower, so a failed
-    build is reported and setup goes on."""
-    import subprocess
-
+    build is reported (where its log is) and setup goes on."""
     from tasks import class_archive
 
     try:
         built = class_archive.build(cache)
-    except (subprocess.SubprocessError, OSError, RuntimeError) as exc:
-        detail = getattr(exc, "stderr", None) or b""
-        last = detail.decode(errors="replace").strip().splitlines()[-1:] or [str(exc)]
-        click.echo(f"JVM class archive not built (drivers start slower): {last[0]}", err=True)
+    except (RuntimeError, OSError) as exc:
+        click.echo(f"JVM class archive not built (drivers start slower): {exc}", err=True)
         return
     if built is None:
-        click.echo("JVM class archive: no java found", err=True)
+        click.echo("JVM class archive not built: no java on PATH or JAVA_HOME", err=True)
         return
     path, seconds = built
     click.echo(f"JVM class archive: {path}" + (f" (built in {seconds:.0f} s)" if seconds else ""))

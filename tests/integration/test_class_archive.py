@@ -8,6 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from supervisor.devstack.jars import JarsMissingError
 from tasks import class_archive
 
 DRIVER = textwrap.dedent(
@@ -56,10 +59,14 @@ def test_a_driver_loads_spark_from_the_archive_built_for_it(
     folder.mkdir()
     stale = folder / "spark-0.0.0-earlier.jsa"
     stale.write_bytes(b"an archive of this installation before a change")
-    built = class_archive.build(jar_cache, folder)
-    assert built is not None
-    path, seconds = built
-    assert path.parent == folder and path.is_file() and seconds > 0
+    path = class_archive.archive_path(jar_cache, folder)
+    assert path is not None
+    path.write_bytes(bytes(4096))  # a JVM killed while dumping: its header never written
+    assert not class_archive.is_complete(path)
+
+    built = class_archive.build(jar_cache, folder, timeout=300)
+    assert built is not None and built[0] == path
+    assert class_archive.is_complete(path)
     assert not stale.exists()
     assert class_archive.build(jar_cache, folder) == (path, 0.0)  # idempotent
     assert f"-XX:SharedArchiveFile={path}" in class_archive.java_options(jar_cache, folder)
@@ -67,11 +74,30 @@ def test_a_driver_loads_spark_from_the_archive_built_for_it(
     with_archive = _sources(jar_cache, tmp_path, folder)
     assert set(with_archive) == set(without)
     assert all(s == "shared objects file (top)" for s in with_archive.values()), with_archive
+    path.unlink()  # ~160 MB that pytest's kept temp directories need not hold
+
+
+def test_nothing_is_built_for_a_connector_not_resolved(jar_cache: Path, tmp_path: Path) -> None:
+    unresolved = tmp_path / "jars"
+    (unresolved / "spark-sql-kafka-0.0.0").mkdir(parents=True)
+    folder = tmp_path / "archive"
+    with pytest.raises(JarsMissingError):
+        class_archive.build(unresolved, folder)
+    assert class_archive.java_options(unresolved, folder) == ""
+
+
+def test_a_training_run_over_its_time_is_stopped(jar_cache: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "archive"
+    with pytest.raises(RuntimeError, match=r"took over 1 s; see .*training\.log"):
+        class_archive.build(jar_cache, folder, timeout=1)
+    path = class_archive.archive_path(jar_cache, folder)
+    assert path is not None and not path.exists()
+    assert list(folder.glob("tmp*")) == []  # the scratch directory went with its JVM
 
 
 def test_setup_built_the_archive_every_driver_here_maps(jar_cache: Path, tmp_path: Path) -> None:
     """`make setup` (resolve-jars) leaves this installation's archive, and build_session's
-    drivers load Spark from it."""
+    drivers load Spark from it. Setup goes past a failed build; this is where CI catches one."""
     path = class_archive.archive_path(jar_cache)
     assert path is not None and path.is_file()
     sources = _sources(jar_cache, tmp_path)
