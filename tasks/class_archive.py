@@ -11,7 +11,7 @@ the size and mtime of every jar on the driver's classpath): a changed installati
 archive and starts as before until the next `resolve-jars` builds one. Only an archive whose
 header was written is built or kept. Deleting the folder turns the archive off.
 
-    python -m tasks.class_archive ARCHIVE   # the training run resolve-jars starts
+    python -m tasks.class_archive ARCHIVE JAR_CACHE   # the training run build() starts
 """
 
 from __future__ import annotations
