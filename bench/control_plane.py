@@ -2,7 +2,7 @@
 simulated stream metadata (bench/simulated.py; no Kafka, no Spark).
 
 The service is the real app (uvicorn in a thread of this process, SQLite metadata DB, one
-reconcile loop per supervisor); only its task runner and its StreamReader are simulated. The
+reconciler per supervisor); only its task runner and its StreamReader are simulated. The
 simulated tasks answer from a process of their own and publish through the real publish
 endpoint; the REST load comes from a process of its own too, so the CPU this process spends
 is the service's. Phases, in one run:
@@ -47,11 +47,11 @@ from bench.rest_load import BASE, MIX, TASKS, Requests  # noqa: E402
 from bench.simulated import SimulatedRunner, SimulatedStream  # noqa: E402
 from supervisor import heap  # noqa: E402
 from supervisor.app import create_app  # noqa: E402
-from supervisor.controller.loop import SupervisorManager  # noqa: E402
-from supervisor.devstack.ports import free_port, wait_for_port  # noqa: E402
+from supervisor.controller.manager import SupervisorManager  # noqa: E402
 from supervisor.devstack.specs import supervisor_spec  # noqa: E402
-from supervisor.schemas.periods import duration_millis  # noqa: E402
+from supervisor.net import free_port, wait_for_port  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
+from tasks.spec.periods import duration_millis  # noqa: E402
 
 TARGET_PASS_P99_MS = 100.0
 TARGET_REST_P99_MS = 50.0
@@ -99,7 +99,7 @@ class Service:
     def __init__(self, settings: Settings, runner: SimulatedRunner) -> None:
         self.settings = settings
         self.app = create_app(settings)
-        self.app.state.runner = runner
+        self.app.state.context.runner = runner
         self.url = f"http://127.0.0.1:{settings.port}"
         config = uvicorn.Config(
             self.app, host="127.0.0.1", port=settings.port, log_level="warning", access_log=False
@@ -118,7 +118,8 @@ class Service:
 
     @property
     def manager(self) -> SupervisorManager:
-        manager: SupervisorManager = self.app.state.supervisors
+        manager = self.app.state.context.manager
+        assert isinstance(manager, SupervisorManager)
         return manager
 
     def stop(self) -> None:
@@ -142,7 +143,8 @@ def in_child(mode: str, url: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 class PassSamples:
-    """Pass durations of every loop since `mark`, from the loops' recent-pass buffers."""
+    """Pass durations of every supervisor since `mark`, from their statuses' recent-pass
+    buffers."""
 
     def __init__(self, manager: SupervisorManager) -> None:
         self.manager = manager
@@ -150,18 +152,19 @@ class PassSamples:
         self.began = time.monotonic()
 
     def mark(self) -> None:
-        self.counts = {sid: loop.status.pass_count for sid, loop in self.manager.loops.items()}
+        statuses = self.manager.statuses
+        self.counts = {sid: status.pass_count for sid, status in statuses.items()}
         self.began = time.monotonic()
 
     def take(self) -> dict[str, Any]:
         durations: list[float] = []
         truncated = failed = 0
-        for sid, loop in list(self.manager.loops.items()):
-            new = loop.status.pass_count - self.counts.get(sid, 0)
-            recent = list(loop.status.recent_passes)
+        for sid, status in self.manager.statuses.items():
+            new = status.pass_count - self.counts.get(sid, 0)
+            recent = list(status.recent_passes)
             truncated += max(0, new - len(recent))
             durations += recent[len(recent) - min(new, len(recent)) :] if new > 0 else []
-            failed += loop.status.pass_count - loop.status.passes
+            failed += status.pass_count - status.passes
         seconds = time.monotonic() - self.began
         return {
             "passes": len(durations),
@@ -335,7 +338,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     service = Service(settings, runner)
     service.start()
     stream = SimulatedStream(args.partitions, args.rate, epoch)
-    service.manager.stream = stream  # before any supervisor exists, so every loop gets it
+    service.manager.reconciler.stream = stream  # before any supervisor exists
     results: dict[str, Any] = {"memory_idle": memory()}
     try:
         with httpx.Client(base_url=sim_url, timeout=60) as sim:
@@ -357,7 +360,7 @@ def measure(args: argparse.Namespace, service: Service, sim: httpx.Client) -> di
     submit_all(service.url, args)
     results["submit_s"] = time.monotonic() - began
     results["ramp_s"] = wait_reading(sim, groups, 600) + results["submit_s"]
-    ids = sorted(service.manager.loops)
+    ids = sorted(service.manager.known)
     passes = PassSamples(service.manager)
     calls_before = sum(sim.get("/sim/stats").json()["requests"].values())
     progress(f"every group reading after {results['ramp_s']:.1f} s; loops alone")

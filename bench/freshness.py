@@ -38,7 +38,7 @@ from sqlalchemy import select
 from supervisor.db.models import SegmentRow
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
-from supervisor.schemas.periods import duration_millis
+from tasks.spec.periods import duration_millis
 
 SUPERVISOR = "fresh"
 CAUGHT_UP_S = 3.0  # the steady state: lag at most this many seconds of records

@@ -26,7 +26,7 @@ from supervisor.app import create_app  # noqa: E402
 from supervisor.db.engine import make_engine  # noqa: E402
 from supervisor.db.models import TaskRow  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
-from supervisor.devstack.ports import free_port  # noqa: E402
+from supervisor.net import free_port  # noqa: E402
 from supervisor.settings import Settings, default_jar_cache  # noqa: E402
 
 BASE = "/druid/indexer/v1/supervisor"

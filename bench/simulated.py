@@ -20,7 +20,7 @@ import httpx
 
 from bench.simulated_tasks import latest_offset
 from supervisor.controller.observe import StreamReader
-from supervisor.runner.local import Exited, Launched, LocalProcessRunner
+from supervisor.runner.protocol import Exited, Launched
 from supervisor.settings import Settings
 
 
@@ -46,11 +46,13 @@ class SimulatedStream(StreamReader):
         )
 
 
-class SimulatedRunner(LocalProcessRunner):
-    """Launches simulated tasks on the simulated task server (no process, no Spark)."""
+class SimulatedRunner:
+    """The service's Runner (supervisor/runner/protocol.py): launches simulated tasks on the
+    simulated task server (no process, no Spark, no standbys)."""
 
     def __init__(self, settings: Settings, server_url: str) -> None:
-        super().__init__(settings)
+        self.settings = settings
+        self.lock = threading.Lock()
         parts = urlsplit(server_url)
         self.host, self.port = parts.hostname or "127.0.0.1", int(parts.port or 80)
         self.http = httpx.Client(base_url=server_url, timeout=30)
@@ -85,7 +87,16 @@ class SimulatedRunner(LocalProcessRunner):
         with self.lock:
             self.running.add(task_id)
             self.launches += 1
-        return Launched(self.host, self.port, str(self.work_dir(task_id) / "task.log"), token)
+        log_path = self.settings.work_dir / "tasks" / task_id / "task.log"
+        return Launched(self.host, self.port, str(log_path), token)
+
+    def reserve_standbys(
+        self, supervisor_id: str, group: int, count: int, payload: dict[str, Any], ttl_s: float
+    ) -> int:
+        return 0  # simulated tasks read at once: nothing to warm
+
+    def stop_standbys(self) -> None:
+        pass
 
     def adopt(self, task_id: str) -> bool:
         return False  # a fresh service: no earlier overlord left tasks behind

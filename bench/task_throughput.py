@@ -41,7 +41,9 @@ from supervisor.db.engine import make_engine, migrate, session_factory  # noqa: 
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
 from supervisor.services.publish import PublishService  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
-from tasks import fast_batch, pipeline, sequences  # noqa: E402
+from tasks import pipeline  # noqa: E402
+from tasks.engines.choice import Engines  # noqa: E402
+from tasks.engines.python_workers import PythonWorkerEngine  # noqa: E402
 from tasks.indexer import KafkaIndexer  # noqa: E402
 from tasks.protocol import IndexKafkaTask, TaskState  # noqa: E402
 from tasks.reader import KafkaBatch, read_range  # noqa: E402
@@ -119,8 +121,8 @@ def sluicegate_run(
     run = KafkaIndexer(task, spark, work / "task", work / "deep", publisher)
     if steps is not None:
         steps.wrap(run.offsets, "latest", "latest offsets")
-        steps.wrap(fast_batch, "persist_batch", "micro-batch persists")
-        steps.wrap(sequences, "merge_persists", "merge persists into segments")
+        steps.wrap(Engines, "persist", "micro-batch persists")
+        steps.wrap(Engines, "merge", "merge persists into segments")
         steps.wrap(run, "publisher", "publish transaction")
     try:
         state = run.run()
@@ -159,12 +161,13 @@ def batch_stages(
     began = time.perf_counter()
     pipeline.process_batch(plan, frame(), str(work / "spark-persist"), 100, [])
     stages["persist by Spark SQL"] = time.perf_counter() - began
+    workers = PythonWorkerEngine(spark, plan)
     began = time.perf_counter()
-    fast_batch.process(plan, frame(), str(work / "fast-persist"), 100)
+    workers.persist(frame(), str(work / "fast-persist"), 100, [])
     stages["persist by Python workers"] = time.perf_counter() - began
     began = time.perf_counter()
     direct = KafkaBatch(spark, task.ioConfig, start, stop)
-    fast_batch.process_direct(plan, direct, str(work / "direct-persist"), 100)
+    workers.persist(workers.read(direct), str(work / "direct-persist"), 100, [])
     stages["the same, reading with librdkafka"] = time.perf_counter() - began
     return stages
 

@@ -17,15 +17,16 @@ from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
 from supervisor.api import coordinator, supervisors, tasks
+from supervisor.api.context import AppContext
 from supervisor.clock import Clock, utc_now
-from supervisor.controller.loop import SupervisorManager
-from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.controller.manager import SupervisorManager
+from supervisor.db.engine import SessionFactory, make_engine, migrate, session_factory
 from supervisor.errors import DomainError
 from supervisor.runner.local import LocalProcessRunner
-from supervisor.schemas.errors import SpecError
-from supervisor.services.metrics import Metrics
+from supervisor.runner.protocol import Runner
 from supervisor.services.tasks import TaskService
 from supervisor.settings import Settings
+from tasks.spec.errors import SpecError
 
 log = logging.getLogger(__name__)
 CONSOLE = Path(__file__).parent / "console"  # the web console: static files, no build step
@@ -69,7 +70,7 @@ class TaskMonitor:
     """Records ended task processes in the DB, a few times a second, in a thread."""
 
     def __init__(
-        self, sessions: Any, clock: Clock, runner: LocalProcessRunner, manager: SupervisorManager
+        self, sessions: SessionFactory, clock: Clock, runner: Runner, manager: SupervisorManager
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -103,21 +104,23 @@ class TaskMonitor:
 def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> FastAPI:
     settings = settings or Settings()
 
+    context = AppContext(settings, clock, LocalProcessRunner(settings))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.prepare_dirs()
         engine = make_engine(settings.metadata_url)
         migrate(engine)
-        app.state.engine = engine
-        app.state.sessions = session_factory(engine)
+        sessions = context.started_sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
-        with app.state.sessions() as session:  # tasks an earlier overlord left running
-            TaskService(session, clock, app.state.runner).recover()
-        manager = SupervisorManager(app.state.sessions, clock, app.state.runner)
-        app.state.supervisors = manager
+        runner = context.runner
+        with sessions() as session:  # tasks an earlier overlord left running
+            TaskService(session, clock, runner).recover()
+        manager = SupervisorManager(sessions, clock, runner, settings, statuses=context.statuses)
+        context.manager = manager
         if settings.run_supervisors:
             manager.sync()
-        monitor = TaskMonitor(app.state.sessions, clock, app.state.runner, manager)
+        monitor = TaskMonitor(sessions, clock, runner, manager)
         monitor.start()
         try:
             yield
@@ -125,9 +128,9 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
             monitor.stop()
             manager.stop()
             if settings.kill_tasks_on_exit:
-                app.state.runner.kill_all()
+                runner.kill_all()
             else:
-                app.state.runner.standbys.stop_all()  # tasks outlive the service; standbys don't
+                runner.stop_standbys()  # tasks outlive the service; standbys don't
             engine.dispose()
 
     app = FastAPI(
@@ -137,10 +140,7 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         "driven through Apache Druid's supervisor API.",
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.clock = clock
-    app.state.runner = LocalProcessRunner(settings)
-    app.state.metrics = Metrics()
+    app.state.context = context
     _install_error_handlers(app)
     app.include_router(supervisors.router)
     app.include_router(tasks.router)
@@ -158,8 +158,8 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         response_class=PlainTextResponse,
     )
     def metrics(request: Request) -> PlainTextResponse:
-        with request.app.state.sessions() as session:
-            text = app.state.metrics.render(session, app.state.supervisors)
+        with context.sessions() as session:
+            text = context.metrics.render(session, context.statuses)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/status", tags=["service"], summary="Version of the service")

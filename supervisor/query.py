@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.cli.client import DEFAULT_URL, ApiClient
+from supervisor.clients.service import DEFAULT_URL, ServiceClient
 
 METADATA = "/druid/coordinator/v1/metadata/datasources"
 
 
 def published_files(url: str = DEFAULT_URL) -> dict[str, list[str]]:
     """The Parquet files of every datasource's used segments, from the service at `url`."""
-    client = ApiClient(url)
-    try:
+    with ServiceClient(url) as client:
         return {
             datasource: [
                 segment["loadSpec"]["path"]
@@ -25,8 +24,6 @@ def published_files(url: str = DEFAULT_URL) -> dict[str, list[str]]:
             ]
             for datasource in client.get(METADATA)
         }
-    finally:
-        client.http.close()
 
 
 def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:

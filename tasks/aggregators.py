@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from supervisor.schemas.data_schema import Aggregator
 from tasks.columns import col
+from tasks.spec.data_schema import Aggregator
 
 _TYPES = {"long": "bigint", "double": "double", "float": "float", "string": "string"}
 SUPPORTED = (

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from supervisor.devstack.jars import (
+from tasks.jars import (
     installed_spark_version,
     jars,
     pyspark_jar_dir,

@@ -1,5 +1,5 @@
 """A micro-batch's exact offset ranges read inside Spark's Python workers with librdkafka
-(confluent-kafka), for the Python-worker batch (tasks/fast_batch.py): one Spark task per
+(confluent-kafka), for the Python-worker batch (tasks/worker_batch.py): one Spark task per
 partition range, each consuming its range and handing the values on as Arrow record batches.
 
 Spark's Kafka source decodes every record into a row in the JVM, converts the rows to Arrow

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from supervisor.schemas.data_schema import GRANULARITIES
+from tasks.spec.data_schema import GRANULARITIES
 
 CALENDAR = {"week", "month", "quarter", "year"}
 # Fixed-length buckets (second ... day) are floored arithmetically; calendar ones with date_trunc.

@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor.schemas.periods import duration_millis
-from tasks import fast_batch
+from tasks.engines.base import EngineName
+from tasks.engines.choice import Engines
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan, RowStats
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reader import KafkaBatch
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
+from tasks.spec.periods import duration_millis
 
 log = logging.getLogger(__name__)
 Checkpointer = Callable[[Offsets], None]
@@ -60,7 +61,7 @@ class IndexerState:
         """Druid's task metrics as totals: persists and handoffs with their seconds, pauses."""
         names = (
             "persists",
-            "fastPersists",  # built by the Python workers (tasks/fast_batch.py), not Spark SQL
+            "fastPersists",  # written by the Python-worker engine (tasks/engines/)
             "persistSeconds",
             "handoffs",
             "handoffSeconds",
@@ -112,6 +113,7 @@ class KafkaIndexer:
             first.end = io.end_offsets()
         self.sequences = [first]
         self.sequence_publisher: SequencePublisher | None = None
+        self.engines: Engines | None = None  # once Spark runs (run())
         self.pause_requested = False
         self.stop_requested = False
         self.state.end_is_final = task.ioConfig.endSequenceNumbers is not None
@@ -215,9 +217,10 @@ class KafkaIndexer:
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self) -> IndexerState:
+        engines = self.engines = Engines(self.spark, self.plan)
         publisher = SequencePublisher(
             self.task,
-            self.spark,
+            engines,
             self.plan,
             self.deep_storage,
             self.publisher,
@@ -396,15 +399,15 @@ class KafkaIndexer:
         with self.lock:
             if self.state.first_read_at is None:
                 self.state.first_read_at = time.time()
-        result, fast = fast_batch.persist_batch(
-            self.plan, batch, persist, remaining, self.dimensions
-        )
+        assert self.engines is not None
+        persisted = self.engines.persist(batch, persist, remaining, self.dimensions)
+        result = persisted.result
         with self.lock:
             self._count("persists", 1)
-            self._count("fastPersists", int(fast))
+            self._count("fastPersists", int(persisted.engine is EngineName.PYTHON_WORKERS))
             self._count("persistSeconds", self.clock() - began)
             sequence.persists.append(persist)
-            sequence.fast = sequence.fast and fast
+            sequence.written_by.add(persisted.engine)
             sequence.rows += result.stats.processed + result.stats.processedWithError
             self.dimensions = result.dimensions
             self.state.stats.add(result.stats)

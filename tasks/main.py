@@ -21,9 +21,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from supervisor.logs import configure_logging
 from tasks.control import ControlServer, create_control_app
 from tasks.indexer import IndexerState, KafkaIndexer
+from tasks.logs import configure_logging
 from tasks.overlord import OverlordClient
 from tasks.partitions import Offsets, offsets_json
 from tasks.priority import step_back

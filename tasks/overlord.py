@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import httpx
 
 from tasks.partitions import Offsets, offsets_json
@@ -11,16 +9,11 @@ from tasks.protocol import (
     TOKEN_HEADER,
     CheckpointAction,
     PublishAction,
+    PublishOutcome,
+    PublishResult,
     SequenceNumbers,
     TaskActionRequest,
 )
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    outcome: str
-    reason: str = ""
-
 
 # httpx's default TLS context, built once: each client builds its own otherwise (~20 ms of
 # loading CA certificates), and a standby builds its task's client while the group waits.
@@ -34,18 +27,20 @@ class OverlordClient:
             base_url=url.rstrip("/"), timeout=timeout, headers={TOKEN_HEADER: token}, verify=TLS
         )
 
-    def publish(self, action: PublishAction) -> ActionResult:
+    def publish(self, action: PublishAction) -> PublishResult:
         body = TaskActionRequest(task=self.task_id, action=action).model_dump(mode="json")
         try:
             response = self.http.post("/druid/indexer/v1/action", json=body)
         except httpx.TransportError as exc:
-            return ActionResult("retry", f"overlord unreachable: {type(exc).__name__}")
+            return PublishResult(
+                PublishOutcome.RETRY, f"overlord unreachable: {type(exc).__name__}"
+            )
+        if response.status_code >= 500:
+            return PublishResult(PublishOutcome.RETRY, f"overlord error {response.status_code}")
         payload = response.json() if response.content else {}
         if response.status_code == 200:
-            return ActionResult(str(payload["result"]["outcome"]))
-        if response.status_code >= 500:
-            return ActionResult("retry", f"overlord error {response.status_code}")
-        return ActionResult(str(payload.get("outcome", "failed")), str(payload.get("error", "")))
+            return PublishResult(_outcome(payload["result"]["outcome"]))
+        return PublishResult(_outcome(payload.get("outcome")), str(payload.get("error", "")))
 
     def request_checkpoint(
         self, supervisor_id: str, group_id: int | None, topic: str, start: Offsets
@@ -67,3 +62,11 @@ class OverlordClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+def _outcome(value: object) -> PublishOutcome:
+    """The overlord's word for a publish; anything it should not have said is a failure."""
+    try:
+        return PublishOutcome(str(value))
+    except ValueError:
+        return PublishOutcome.FAILED

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.schemas.io_config import InputFormat
+from tasks.spec.io_config import InputFormat
 
 SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka"}
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from supervisor.schemas.data_schema import DataSchema
-from supervisor.schemas.io_config import InputFormat
 from tasks import aggregators, expressions, filters, granularity, parsing, timestamps
 from tasks.columns import cols
+from tasks.spec.data_schema import DataSchema
+from tasks.spec.io_config import InputFormat
 
 OK, UNPARSEABLE, THROWN_AWAY = "ok", "unparseable", "thrownAway"
 _SPARK_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}

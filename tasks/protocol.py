@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from supervisor.schemas.base import DruidModel
-from supervisor.schemas.data_schema import DataSchema
-from supervisor.schemas.errors import field_error
-from supervisor.schemas.io_config import InputFormat
-from supervisor.schemas.tuning_config import KafkaTuningConfig
 from tasks.partitions import Offsets, offsets_from_json, offsets_json, parse_key
+from tasks.spec.base import DruidModel
+from tasks.spec.data_schema import DataSchema
+from tasks.spec.errors import field_error
+from tasks.spec.io_config import InputFormat
+from tasks.spec.tuning_config import KafkaTuningConfig
 
 END_OF_PARTITION = 2**63 - 1  # Druid's Long.MAX_VALUE: read until told where to end
 TOKEN_HEADER = "X-Sluicegate-Task-Token"
 
 
 class TaskState(StrEnum):
+    """Where a task's own run is, as its control API's `status` answers (Druid's
+    SeekableStreamIndexTaskRunner.Status, with the task's end)."""
+
     NOT_STARTED = "NOT_STARTED"
     STARTING = "STARTING"
     READING = "READING"
@@ -29,6 +33,38 @@ class TaskState(StrEnum):
     PUBLISHING = "PUBLISHING"
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
+
+
+class TaskStatusCode(StrEnum):
+    """A task's status as the overlord records it (Druid's TaskState, the `statusCode` of its
+    task API). A task's report names its end in these words too."""
+
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+
+
+class PublishOutcome(StrEnum):
+    """How the overlord answered a publish (the segment transactional insert)."""
+
+    PUBLISHED = "published"
+    ALREADY_PUBLISHED = "alreadyPublished"  # a replica published this range first
+    RETRY = "retry"  # the previous range is still publishing (or a race): ask again
+    FAILED = "failed"
+
+    @property
+    def success(self) -> bool:
+        return self in (PublishOutcome.PUBLISHED, PublishOutcome.ALREADY_PUBLISHED)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    outcome: PublishOutcome
+    reason: str = ""
+
+    @property
+    def success(self) -> bool:
+        return self.outcome.success
 
 
 class SequenceNumbers(DruidModel):

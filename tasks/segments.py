@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks import aggregators, fast_batch, granularity, python_worker
+from tasks import aggregators, granularity, python_worker, worker_batch
 from tasks.columns import cols
 from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan, rollup
@@ -210,7 +210,7 @@ def _metadata(context: SegmentContext) -> dict[str, str]:
 
 
 def interval_files(persists: list[str]) -> dict[int, list[str]]:
-    """The files of persists written by interval (tasks/fast_batch.py), by interval start."""
+    """The files of persists written by interval (tasks/worker_batch.py), by interval start."""
     files: dict[int, list[str]] = {}
     for persist in persists:
         for path in sorted(Path(persist).glob("*.parquet")):
@@ -228,7 +228,7 @@ def build_segments_by_interval(
     context: SegmentContext,
     max_rows_per_segment: int,
 ) -> list[SegmentDescriptor]:
-    """Merge persists whose files are split by segment interval (tasks/fast_batch.py) into the
+    """Merge persists whose files are split by segment interval (tasks/worker_batch.py) into the
     same segments build_segments makes, without a shuffle: one Spark job whose Python workers
     each take whole intervals, read their files with Arrow, roll up, sort and write."""
     by_interval = sorted(interval_files(persists).items())
@@ -236,7 +236,7 @@ def build_segments_by_interval(
         return []
     names = ["__time", *dims, *plan.metric_names, INTERVAL]
     combine = [
-        (m.name, fast_batch.METRIC_OPS[aggregators.op_of(m)]) for m in plan.schema.metricsSpec
+        (m.name, worker_batch.METRIC_OPS[aggregators.op_of(m)]) for m in plan.schema.metricsSpec
     ]
     merge = _merger(
         _writer(context, plan.segment_granularity, _metadata(context), names, max_rows_per_segment),
@@ -250,21 +250,6 @@ def build_segments_by_interval(
     jobs = spark.range(0, len(by_interval), 1, min(len(by_interval), 64))
     written = jobs.mapInArrow(merge, WRITTEN_SCHEMA).collect()
     return _descriptors(written, context, dims, plan.metric_names)
-
-
-def merge_persists(
-    spark: Any,
-    plan: RowPlan,
-    persists: list[str],
-    dims: list[str],
-    context: SegmentContext,
-    max_rows_per_segment: int,
-    by_interval: bool,
-) -> list[SegmentDescriptor]:
-    """A sequence's persists into segments: by interval when every persist was written split by
-    interval (tasks/fast_batch.py), else with Spark's shuffle."""
-    build = build_segments_by_interval if by_interval else build_segments
-    return build(spark, plan, persists, dims, context, max_rows_per_segment)
 
 
 def _merger(
@@ -330,7 +315,7 @@ def _rollup_sorted(
     if same is None or not same.any():
         return table
     if any(table[name].null_count for name, _ in combine):
-        rolled = fast_batch.rollup(table, keys, [(name, op, name) for name, op in combine])
+        rolled = worker_batch.rollup(table, keys, [(name, op, name) for name, op in combine])
         return rolled.sort_by(order)
     starts = np.flatnonzero(~same)
     reduce = {"sum": np.add, "min": np.minimum, "max": np.maximum}

@@ -16,12 +16,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
+from tasks.engines.base import EngineName
+from tasks.engines.choice import Engines
 from tasks.partitions import Offsets, offsets_json
 from tasks.pipeline import RowPlan
-from tasks.protocol import IndexKafkaTask, PublishAction, SequenceNumbers
-from tasks.segments import SegmentContext, merge_persists
+from tasks.protocol import (
+    IndexKafkaTask,
+    PublishAction,
+    PublishOutcome,
+    PublishResult,
+    SequenceNumbers,
+)
+from tasks.segments import SegmentContext
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +37,7 @@ class TaskFailedError(RuntimeError):
     """The task cannot go on; the message is recorded as its failure reason."""
 
 
-class PublishOutcome(Protocol):
-    @property
-    def outcome(self) -> str: ...
-
-    @property
-    def reason(self) -> str: ...
-
-
-Publisher = Callable[[PublishAction], PublishOutcome]
+Publisher = Callable[[PublishAction], PublishResult]
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Sequence:
     rows: int = 0
     opened_at: float = field(default_factory=time.monotonic)
     checkpoint_requested: bool = False
-    fast: bool = True  # every persist was written by interval (tasks/fast_batch.py)
+    written_by: set[EngineName] = field(default_factory=set)  # the engines of its persists
 
 
 def sequence_numbers(kind: str, topic: str, offsets: Offsets) -> SequenceNumbers:
@@ -68,7 +67,7 @@ class SequencePublisher:
     def __init__(
         self,
         task: IndexKafkaTask,
-        spark: Any,
+        engines: Engines,
         plan: RowPlan,
         deep_storage: Path,
         publisher: Publisher,
@@ -77,7 +76,7 @@ class SequencePublisher:
         on_published: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self.task = task
-        self.spark = spark
+        self.engines = engines
         self.on_published = on_published  # told how long each sequence took to hand off
         self.plan = plan
         self.deep_storage = deep_storage
@@ -133,14 +132,12 @@ class SequencePublisher:
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
         began = self.clock()
-        segments = merge_persists(
-            self.spark,
-            self.plan,
+        segments = self.engines.merge(
             sequence.persists,
+            sequence.written_by,
             [name for name, _ in declared],
             context,
             task.tuningConfig.maxRowsPerSegment,
-            by_interval=sequence.fast,
         )
         merged = self.clock()
         action = PublishAction(
@@ -150,7 +147,7 @@ class SequencePublisher:
             startMetadata=sequence_numbers("start", topic, sequence.start),
             endMetadata=sequence_numbers("end", topic, sequence.end),
         )
-        if self._publish_with_retries(action) == "alreadyPublished":
+        if self._publish_with_retries(action) is PublishOutcome.ALREADY_PUBLISHED:
             for segment in segments:  # a replica won: our copies are not needed
                 shutil.rmtree(Path(segment.path).parent, ignore_errors=True)
         log.info(
@@ -162,15 +159,15 @@ class SequencePublisher:
         )
         return [s.id for s in segments]
 
-    def _publish_with_retries(self, action: PublishAction) -> str:
+    def _publish_with_retries(self, action: PublishAction) -> PublishOutcome:
         timeout_ms = self.task.tuningConfig.handoffConditionTimeout
         deadline = None if timeout_ms == 0 else self.clock() + timeout_ms / 1000
         delay = 0.2
         while True:
             result = self.publisher(action)
-            if result.outcome in ("published", "alreadyPublished"):
-                return str(result.outcome)
-            if result.outcome != "retry":
+            if result.success:
+                return result.outcome
+            if result.outcome is not PublishOutcome.RETRY:
                 raise TaskFailedError(f"publish failed: {result.reason}")
             if deadline is not None and self.clock() >= deadline:
                 raise TaskFailedError(

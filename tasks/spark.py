@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from supervisor.devstack.jars import jars, spark_kafka_bundle
 from tasks import class_archive
+from tasks.jars import jars, spark_kafka_bundle
 
 
 def build_session(

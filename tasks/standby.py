@@ -150,13 +150,13 @@ def _warming(spark: Any, description: str, scratch: Path) -> Iterator[None]:
 def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> None:
     """Run the task's two Spark paths once over the newest few records of the template's
     partitions, in a scratch directory, and throw the result away: a batch (read, parse,
-    roll up, persist; in the Python workers where the task's will be, tasks/fast_batch.py),
+    roll up, persist; by the engine the task's will run on, tasks/engines/),
     then a handoff's merge of that persist into segments (nothing is published). Stop early
     once `done` is set (a task arrived). Best effort: a failure only means a colder start."""
-    from tasks.fast_batch import persist_batch
+    from tasks.engines.choice import Engines
     from tasks.pipeline import RowPlan
     from tasks.reader import KafkaBatch
-    from tasks.segments import SegmentContext, merge_persists
+    from tasks.segments import SegmentContext
 
     io = template.ioConfig
     stream = io.topic
@@ -164,11 +164,12 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
         OffsetReader(io.consumerProperties), stream, sorted_keys(io.start_offsets())
     )
     plan = RowPlan(template.dataSchema, io.inputFormat)
+    engines = Engines(spark, plan)  # the task's seam: the same engines run its batches
     with _warming(spark, "warming a standby", scratch):
         began = time.monotonic()
         for round_ in range(WARM_BATCHES):
             persist = str(scratch / f"persist-{round_}")
-            batch, fast = persist_batch(plan, KafkaBatch(spark, io, start, latest), persist, 0, [])
+            persisted = engines.persist(KafkaBatch(spark, io, start, latest), persist, 0, [])
             if done.is_set():
                 return
         batch_s = time.monotonic() - began
@@ -181,15 +182,13 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
             spec_version="",
             deep_storage=str(scratch / "segments"),
         )
-        dims = batch.dimensions or plan.declared_dimensions()
-        merge_persists(
-            spark,
-            plan,
+        dims = persisted.result.dimensions or plan.declared_dimensions()
+        engines.merge(
             [persist],
+            {persisted.engine},
             [name for name, _ in dims],
             context,
             template.tuningConfig.maxRowsPerSegment,
-            by_interval=fast,
         )
         log.info(
             f"standby: warm-up {WARM_BATCHES} batches %.1f s, handoff merge %.1f s",
@@ -201,20 +200,20 @@ def warm_up(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading
 def keep_warm(spark: Any, template: IndexKafkaTask, scratch: Path, done: threading.Event) -> int:
     """Until `done` is set: every KEEP_WARM_S, the newest WARM_RECORDS of each partition through
     the task's batch path into `scratch` (thrown away). The batches run, how many."""
-    from tasks.fast_batch import persist_batch
+    from tasks.engines.choice import Engines
     from tasks.pipeline import RowPlan
     from tasks.reader import KafkaBatch
 
     io = template.ioConfig
     keys = sorted_keys(io.start_offsets())
     reader = OffsetReader(io.consumerProperties)
-    plan = RowPlan(template.dataSchema, io.inputFormat)
+    engines = Engines(spark, RowPlan(template.dataSchema, io.inputFormat))
     batches = 0
     with _warming(spark, "keeping a standby warm", scratch):
         while not done.wait(KEEP_WARM_S):
             start, latest = _newest(reader, io.topic, keys)
             persist = scratch / f"keep-{batches}"
-            persist_batch(plan, KafkaBatch(spark, io, start, latest), str(persist), 0, [])
+            engines.persist(KafkaBatch(spark, io, start, latest), str(persist), 0, [])
             shutil.rmtree(persist, ignore_errors=True)
             batches += 1
     return batches

@@ -3,10 +3,10 @@ refused when it is submitted (a 400 naming each field), never silently ignored."
 
 from __future__ import annotations
 
-from supervisor.schemas.data_schema import DataSchema
-from supervisor.schemas.errors import FieldError
-from supervisor.schemas.io_config import InputFormat
 from tasks import aggregators, expressions, filters, granularity, parsing
+from tasks.spec.data_schema import DataSchema
+from tasks.spec.errors import FieldError
+from tasks.spec.io_config import InputFormat
 
 
 def unsupported(

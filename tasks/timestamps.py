@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.schemas.data_schema import TimestampSpec
+from tasks.spec.data_schema import TimestampSpec
 
 # Joda pattern letters that java.time (Spark's datetime patterns) reads differently.
 _JODA_TO_JAVA = {"ZZ": "XXX", "ZZZ": "VV"}

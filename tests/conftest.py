@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.app import create_app
 from supervisor.db.engine import make_engine, migrate, session_factory
-from supervisor.devstack.jars import kafka_broker_bundle, resolve, spark_kafka_bundle
 from supervisor.devstack.kafka import LocalKafka
-from supervisor.devstack.ports import free_port
 from supervisor.devstack.postgres import LocalPostgres
+from supervisor.net import free_port
 from supervisor.settings import Settings
+from tasks.jars import kafka_broker_bundle, resolve, spark_kafka_bundle
 
 _db_counter = itertools.count()
 

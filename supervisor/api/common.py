@@ -10,6 +10,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
+from supervisor.api.context import context
 from supervisor.errors import BadRequestError, PayloadTooLargeError
 from supervisor.services.supervisors import Actor
 
@@ -33,7 +34,7 @@ async def in_session(
     sync session dependency costs FastAPI four or five hops to its thread pool per request
     (the dependency's enter and exit, the route, the answer's validation), each a thread
     wake-up and a GIL hand-over, which were most of a request's CPU time."""
-    sessions = request.app.state.sessions
+    sessions = context(request).sessions
 
     def run() -> T:
         with sessions() as session:  # closing rolls back whatever was not committed
@@ -47,7 +48,7 @@ async def in_session(
 
 
 async def json_body(request: Request) -> Any:
-    limit: int = request.app.state.settings.max_request_bytes
+    limit = context(request).settings.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLargeError(f"body: larger than the limit of {limit} bytes")

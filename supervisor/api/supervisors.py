@@ -12,12 +12,11 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, in_session, json_body
+from supervisor.api.context import context
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
-from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import (
-    loop_status,
     parse_errors,
     states,
     stats_report,
@@ -25,6 +24,7 @@ from supervisor.services.status import (
 )
 from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService
 from supervisor.services.tasks import TaskService
+from tasks.spec.errors import SpecError
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
@@ -38,7 +38,7 @@ async def with_service(
     then: Callable[[T], None] | None = None,
 ) -> T:
     """`work` with a SupervisorService on a session of its own (api.common.in_session)."""
-    clock = request.app.state.clock
+    clock = context(request).clock
     return await in_session(request, lambda session: work(SupervisorService(session, clock)), then)
 
 
@@ -47,9 +47,9 @@ def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]
     hop to the thread pool as the change."""
 
     def wake(_: Any) -> None:
-        if not request.app.state.settings.run_supervisors:
+        manager = context(request).supervisors
+        if manager is None:
             return
-        manager = request.app.state.supervisors
         try:
             if supervisor_id is None:
                 manager.sync()
@@ -67,7 +67,7 @@ def _summary(
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "id": row.supervisor_id,
-        **states(loop_status(request.app.state, row.supervisor_id), row.suspended),
+        **states(context(request).status(row.supervisor_id), row.suspended),
         "dataSource": row.datasource,
         "suspended": row.suspended,
     }
@@ -115,7 +115,7 @@ def _states(request: Request, session: Session) -> list[dict[str, Any]]:
     return [
         {
             "id": supervisor_id,
-            **states(loop_status(request.app.state, supervisor_id), suspended),
+            **states(context(request).status(supervisor_id), suspended),
             "dataSource": datasource,
             "suspended": suspended,
         }
@@ -227,32 +227,35 @@ async def shutdown(
 
 @router.get("/{supervisor_id}/status", summary="Live status: state, tasks, offsets and lag")
 async def supervisor_status(supervisor_id: str, request: Request) -> dict[str, Any]:
-    state = request.app.state
-    return await in_session(request, lambda s: status_report(s, state, supervisor_id))
+    return await in_session(request, lambda s: _status(request, s, supervisor_id))
+
+
+def _status(request: Request, session: Session, supervisor_id: str) -> dict[str, Any]:
+    app = context(request)
+    return status_report(session, app.status(supervisor_id), app.clock(), supervisor_id)
 
 
 @router.get("/{supervisor_id}/stats", summary="Row counts of each running task, by task group")
 async def supervisor_stats(supervisor_id: str, request: Request) -> dict[str, Any]:
-    state = request.app.state
-    return await in_session(request, lambda s: stats_report(s, state, supervisor_id))
+    clock = context(request).clock
+    return await in_session(request, lambda s: stats_report(s, clock(), supervisor_id))
 
 
 @router.get("/{supervisor_id}/parseErrors", summary="Sampled unparseable records of running tasks")
 async def supervisor_parse_errors(supervisor_id: str, request: Request) -> list[dict[str, Any]]:
-    state = request.app.state
-    return await in_session(request, lambda s: parse_errors(s, state, supervisor_id))
+    clock = context(request).clock
+    return await in_session(request, lambda s: parse_errors(s, clock(), supervisor_id))
 
 
 def _kill_tasks(
     request: Request, session: Session, supervisor_id: str, groups: set[int] | None
 ) -> None:
-    """The supervisor's loop kills them at its next pass (one writer per supervisor), so a
-    pass planned on the old offsets cannot leave a task behind; with no loop, at once."""
-    if request.app.state.settings.run_supervisors and request.app.state.supervisors.request_restart(
-        supervisor_id, groups
-    ):
+    """The supervisor's next pass kills them (one writer per supervisor), so a pass planned
+    on the old offsets cannot leave a task behind; with no supervisors running, at once."""
+    app = context(request)
+    if app.supervisors is not None and app.supervisors.request_restart(supervisor_id, groups):
         return
-    tasks = TaskService(session, request.app.state.clock, request.app.state.runner)
+    tasks = TaskService(session, app.clock, app.runner)
     tasks.kill_running(supervisor_id, groups, RESET_REASON)
 
 
@@ -311,8 +314,9 @@ async def handoff(
     def work(svc: SupervisorService) -> None:
         svc.get(supervisor_id)  # 404 for unknown ids
         groups = _handoff_groups(raw)
-        if request.app.state.settings.run_supervisors:
-            request.app.state.supervisors.request_handoff(supervisor_id, groups)
+        manager = context(request).supervisors
+        if manager is not None:
+            manager.request_handoff(supervisor_id, groups)
 
     await with_service(request, work)
     return {}
@@ -322,8 +326,7 @@ async def handoff(
     "/{supervisor_id}/health", summary="200 when healthy, 503 when not", response_model=None
 )
 async def health(supervisor_id: str, request: Request) -> JSONResponse | dict[str, bool]:
-    state = request.app.state
-    report = await in_session(request, lambda s: status_report(s, state, supervisor_id))
+    report = await in_session(request, lambda s: _status(request, s, supervisor_id))
     if report["payload"]["healthy"]:
         return {"healthy": True}
     return JSONResponse(status_code=503, content={"healthy": False})

@@ -14,14 +14,21 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, in_session, json_body
+from supervisor.api.context import context
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import TaskRepository
 from supervisor.errors import DomainError, NotFoundError
-from supervisor.schemas.errors import from_validation_error
 from supervisor.services.checkpoint import checkpoint_requested
 from supervisor.services.publish import PublishService
-from supervisor.services.tasks import RUNNING, TaskService
-from tasks.protocol import TOKEN_HEADER, CheckpointAction, TaskActionRequest
+from supervisor.services.tasks import TaskService
+from tasks.protocol import (
+    TOKEN_HEADER,
+    CheckpointAction,
+    PublishOutcome,
+    TaskActionRequest,
+    TaskStatusCode,
+)
+from tasks.spec.errors import from_validation_error
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1", tags=["tasks"])
@@ -34,8 +41,10 @@ class ForbiddenError(DomainError):
 
 async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
     """`work` with a TaskService on a session of its own (api.common.in_session)."""
-    clock, runner = request.app.state.clock, request.app.state.runner
-    return await in_session(request, lambda session: work(TaskService(session, clock, runner)))
+    app = context(request)
+    return await in_session(
+        request, lambda session: work(TaskService(session, app.clock, app.runner))
+    )
 
 
 @router.post("/task", openapi_extra=JSON_BODY, summary="Submit an index_kafka task")
@@ -108,10 +117,14 @@ def _act(
     expected_key = task.supervisor_id or task.datasource
     if act.supervisorId != expected_key:
         raise ForbiddenError("the action names another supervisor than the task")
-    if task.status != RUNNING:
+    if task.status != TaskStatusCode.RUNNING:
         return JSONResponse(
             status_code=409,
-            content={"error": f"task is {task.status}", "outcome": "failed", "retryable": False},
+            content={
+                "error": f"task is {task.status}",
+                "outcome": str(PublishOutcome.FAILED),
+                "retryable": False,
+            },
         )
     if isinstance(act, CheckpointAction):
         replicas = TaskRepository(session).replicas(task)
@@ -121,10 +134,9 @@ def _act(
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
     began = time.monotonic()
-    result = PublishService(session, request.app.state.clock).publish(task.id, act)
-    request.app.state.metrics.publish.observe(
-        act.dataSource, str(result.outcome), time.monotonic() - began
-    )
+    app = context(request)
+    result = PublishService(session, app.clock).publish(task.id, act)
+    app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}
     return JSONResponse(
@@ -132,7 +144,7 @@ def _act(
         content={
             "error": result.reason,
             "outcome": str(result.outcome),
-            "retryable": result.outcome == "retry",
+            "retryable": result.outcome is PublishOutcome.RETRY,
         },
     )
 
@@ -144,12 +156,11 @@ def start_checkpoint(
     requester: str,
     start: dict[str, int],
 ) -> None:
-    """Hand the checkpoint to the supervisor's loop (one writer per supervisor); a task with no
-    running supervisor gets it in a thread of its own. The task does not wait either way."""
-    manager = request.app.state.supervisors
-    if request.app.state.settings.run_supervisors and manager.request_checkpoint(
-        supervisor_id, requester, start
-    ):
+    """Hand the checkpoint to the supervisor's next pass (one writer per supervisor); a task
+    with no running supervisor gets it in a thread of its own. The task does not wait either
+    way."""
+    manager = context(request).supervisors
+    if manager is not None and manager.request_checkpoint(supervisor_id, requester, start):
         return
     threading.Thread(
         target=checkpoint_requested,

@@ -10,15 +10,16 @@ from typing import Any, TypeVar
 
 import click
 
-from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, ApiClient, CliError
+from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, CliError
 from supervisor.cli.output import emit_json
+from supervisor.clients.service import ServiceClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Context:
     def __init__(self, url: str, output: str) -> None:
-        self.client = ApiClient(url)
+        self.client = ServiceClient(url)
         self.output = output
 
     @property

@@ -38,7 +38,7 @@ def serve(**options: Any) -> None:
 
     from supervisor import heap
     from supervisor.app import create_app
-    from supervisor.logs import configure_logging
+    from tasks.logs import configure_logging
 
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = Settings(**overrides)
@@ -60,8 +60,8 @@ def serve(**options: Any) -> None:
 )
 def kafka_local(port: int, data_dir: Path) -> None:
     """Run a real single-node Apache Kafka broker (KRaft) on 127.0.0.1 until SIGINT/SIGTERM."""
-    from supervisor.devstack.jars import JarsMissingError
     from supervisor.devstack.kafka import BrokerError, LocalKafka
+    from tasks.jars import JarsMissingError
 
     broker = LocalKafka(data_dir, Settings().jar_cache, port=port)
     stopping: list[int] = []
@@ -91,7 +91,7 @@ def kafka_local(port: int, data_dir: Path) -> None:
 
 
 def _kafka_version() -> str:
-    from supervisor.devstack.jars import KAFKA_VERSION
+    from tasks.jars import KAFKA_VERSION
 
     return KAFKA_VERSION
 
@@ -100,7 +100,7 @@ def _kafka_version() -> str:
 def resolve_jars() -> None:
     """Resolve the Kafka broker and spark-sql-kafka jars from Maven Central, then archive the
     Spark driver's classes so drivers start faster (idempotent)."""
-    from supervisor.devstack.jars import (
+    from tasks.jars import (
         JarsMissingError,
         kafka_broker_bundle,
         resolve,
@@ -169,6 +169,10 @@ def _class_archive(cache: Path) -> None:
 def quickstart(**options: Any) -> None:
     """Start the local broker and the service, load sample edits and stream more, submit the
     example spec, and show live progress until Ctrl-C."""
+    from supervisor.devstack import DevstackError
     from supervisor.devstack.quickstart import Quickstart
 
-    Quickstart(**options, jar_cache=Settings().jar_cache).run()
+    try:
+        Quickstart(**options, jar_cache=Settings().jar_cache).run()
+    except DevstackError as exc:
+        raise CliError(exc.message, EXIT_USAGE if exc.usage else 1) from None

@@ -11,6 +11,7 @@ import click
 from supervisor.cli.client import EXIT_REFUSED, CliError
 from supervisor.cli.common import Context, pass_context
 from supervisor.cli.output import emit_json, table
+from supervisor.clients.service import ServiceError
 from tasks.partitions import order, parse_key
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -110,8 +111,8 @@ def health(ctx: Context, supervisor_id: str) -> None:
     """Exit 0 when the supervisor is healthy; 1 (saying why) when it is not."""
     try:
         result = ctx.client.get(f"{BASE}/{supervisor_id}/health")
-    except CliError as exc:
-        if not exc.message.startswith("503"):
+    except ServiceError as exc:
+        if exc.status_code != 503:
             raise
         detail = ctx.client.get(f"{BASE}/{supervisor_id}/status")["payload"]
         if ctx.json:

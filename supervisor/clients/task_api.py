@@ -1,18 +1,20 @@
-"""The overlord's client of a task's control API (Druid's chat endpoints)."""
+"""The overlord's client of a task's control API (Druid's chat endpoints), in httpx's terms:
+requests and responses are httpx's, and the transport is the seam (tests hand in an
+httpx.MockTransport). The default transport keeps HTTP/1.1 connections to the tasks alive
+and shares them between threads."""
 
 from __future__ import annotations
 
 import http.client
-import json
 import select
 import threading
-from dataclasses import dataclass
 from time import monotonic
-from typing import Any
-from urllib.parse import urlencode
+from typing import Any, Protocol
+
+import httpx
 
 from supervisor.db.models import TaskRow
-from tasks.protocol import TOKEN_HEADER
+from tasks.protocol import TOKEN_HEADER, TaskStatusCode
 
 # An idle connection is closed after this: under the 5 s keep-alive of the tasks' servers
 # (uvicorn's default), so no request is sent on a connection the task is closing.
@@ -25,15 +27,6 @@ class TaskApiError(Exception):
     def __init__(self, status_code: int | None, message: str) -> None:
         super().__init__(message)
         self.status_code = status_code
-
-
-@dataclass(frozen=True)
-class TaskResponse:
-    status_code: int
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
 
 
 def _stale(connection: http.client.HTTPConnection) -> bool:
@@ -51,10 +44,10 @@ class _Connections:
     """Keep-alive HTTP/1.1 connections to tasks, shared by every thread: each request takes an
     idle connection to its task (or opens one) and gives it back when the answer is read.
 
-    The loops ask every running task for its offsets and counters on each pass; httpx's client
-    spent ~1.5 ms of CPU (and GIL) per request in its layers, which with a thousand
-    supervisors was the largest share of the loops' CPU. http.client is a thin layer over the
-    socket."""
+    The passes ask every running task for its offsets and counters; httpx's own client and
+    connection pool spent ~1.5 ms of CPU (and GIL) per request in their layers, which with a
+    thousand supervisors was the largest share of the passes' CPU. http.client is a thin
+    layer over the socket."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -110,7 +103,7 @@ class _Connections:
         headers: dict[str, str],
         body: bytes | None,
         timeout: float,
-    ) -> TaskResponse:
+    ) -> tuple[int, bytes]:
         connection = self._take(address, timeout)
         try:
             connection.request(method, path, body=body, headers=headers)
@@ -123,30 +116,82 @@ class _Connections:
             connection.close()
         else:
             self._give(address, connection)
-        return TaskResponse(response.status, content)
+        return response.status, content
 
 
 _connections = _Connections()
 
 
+class PooledTransport(httpx.BaseTransport):
+    """httpx's transport over the shared keep-alive connections (`_connections`). The
+    request's `timeout` extension (httpx's) bounds each socket operation."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        timeout = request.extensions.get("timeout", {}).get("read") or 10.0
+        headers = {key: value for key, value in request.headers.items() if key != "host"}
+        body = request.read() or None
+        try:
+            status, content = _connections.request(
+                (url.host, url.port or 80),
+                request.method,
+                url.raw_path.decode("ascii"),
+                headers,
+                body,
+                timeout,
+            )
+        except (OSError, http.client.HTTPException) as exc:
+            raise httpx.ConnectError(f"task unreachable: {type(exc).__name__}") from exc
+        return httpx.Response(status, content=content, request=request)
+
+
+POOLED = PooledTransport()
+
+
+class TaskClient(Protocol):
+    """What the overlord's code asks of a task's control API (TaskApiClient; tests' fakes)."""
+
+    def call(
+        self, method: str, path: str, *, params: dict[str, str] | None = None, json: Any = None
+    ) -> httpx.Response:
+        """The answer of a call; TaskApiError for an error status or no answer."""
+        ...
+
+    def get(self, path: str) -> Any:
+        """The JSON answer of a GET."""
+        ...
+
+
 def reachable(row: TaskRow) -> bool:
     """A running task with a location and a token: its control API can be asked."""
-    return row.status == "RUNNING" and row.location_port is not None and row.token is not None
+    return (
+        row.status == TaskStatusCode.RUNNING
+        and row.location_port is not None
+        and row.token is not None
+    )
 
 
 class TaskApiClient:
     """A task's control API, at /druid/worker/v1/chat/{task id}, with its token."""
 
     def __init__(
-        self, host: str, port: int, task_id: str, token: str, timeout: float = 10.0
+        self,
+        host: str,
+        port: int,
+        task_id: str,
+        token: str,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport = POOLED,
     ) -> None:
-        self.address = (host, port)
-        self.base = f"/druid/worker/v1/chat/{task_id}"
+        self.base = f"http://{host}:{port}/druid/worker/v1/chat/{task_id}"
         self.headers = {TOKEN_HEADER: token}
-        self.timeout = timeout
+        self.timeouts = {"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)}
+        self.transport = transport
 
     @classmethod
-    def for_task(cls, row: TaskRow, timeout: float = 10.0) -> TaskApiClient:
+    def for_task(
+        cls, row: TaskRow, timeout: float = 10.0, transport: httpx.BaseTransport = POOLED
+    ) -> TaskApiClient:
         """The client of a recorded task, at its location and with its token."""
         return cls(
             row.location_host or "127.0.0.1",
@@ -154,34 +199,25 @@ class TaskApiClient:
             row.id,
             row.token or "",
             timeout,
+            transport,
         )
 
-    def __enter__(self) -> TaskApiClient:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        pass  # the connection stays in the shared pool
-
     def call(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        json: Any = None,  # a body to send as JSON (httpx's name for it)
-    ) -> TaskResponse:
-        target = self.base + path + (f"?{urlencode(params)}" if params else "")
-        headers = dict(self.headers)
-        body = None
-        if json is not None:
-            body = _json_bytes(json)
-            headers["Content-Type"] = "application/json"
+        self, method: str, path: str, *, params: dict[str, str] | None = None, json: Any = None
+    ) -> httpx.Response:
+        request = httpx.Request(
+            method,
+            self.base + path,
+            params=params,
+            json=json,
+            headers=self.headers,
+            extensions=self.timeouts,
+        )
         try:
-            response = _connections.request(
-                self.address, method, target, headers, body, self.timeout
-            )
-        except (OSError, http.client.HTTPException) as exc:
-            raise TaskApiError(None, f"task unreachable: {type(exc).__name__}") from None
+            response = self.transport.handle_request(request)
+            response.read()
+        except httpx.TransportError as exc:
+            raise TaskApiError(None, str(exc) or type(exc).__name__) from None
         if response.status_code >= 400:
             raise TaskApiError(response.status_code, _error_message(response))
         return response
@@ -190,11 +226,7 @@ class TaskApiClient:
         return self.call("GET", path).json()
 
 
-def _json_bytes(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
-
-
-def _error_message(response: TaskResponse) -> str:
+def _error_message(response: httpx.Response) -> str:
     if not response.content:
         return ""
     try:

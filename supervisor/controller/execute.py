@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,23 +11,23 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
-from supervisor.controller.model import (
-    RUNNING,
-    Action,
-    CreateTask,
-    KillTasks,
-    ReserveStandbys,
-    Rollover,
-)
+from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
 from supervisor.db.repositories import TaskRepository
-from supervisor.logs import log_context
-from supervisor.runner.local import LocalProcessRunner
-from supervisor.schemas.periods import duration_millis
+from supervisor.runner.protocol import Runner
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
 from supervisor.services.tasks import TaskService
+from tasks.logs import log_context
 from tasks.partitions import offsets_json
-from tasks.protocol import END_OF_PARTITION
+from tasks.protocol import (
+    END_OF_PARTITION,
+    IndexKafkaTask,
+    KafkaIndexTaskIOConfig,
+    SequenceNumbers,
+    TaskState,
+    TaskStatusCode,
+)
+from tasks.spec.periods import duration_millis
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ STANDBY_TTL_S = 60.0  # a reservation lasts this long unless a later pass renews
 
 def _reading(client: TaskApiClient) -> bool:
     try:
-        return client.get("/status") in ("READING", "PAUSED")
+        return client.get("/status") in (TaskState.READING, TaskState.PAUSED)
     except TaskApiError:
         return False
 
@@ -46,52 +47,60 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def task_payload(
+def index_task(
     spec: SupervisorSpec, spec_version: int, action: CreateTask, now: datetime
-) -> dict[str, Any]:
+) -> IndexKafkaTask:
     """Druid's index_kafka task for one replica of a group, from the supervisor spec."""
     sid = spec.supervisor_id
     io = spec.spec.ioConfig
-    stream = io.topic or io.topicPattern or ""  # "topic:partition" keys with a pattern
-    task_io: dict[str, Any] = {
-        "type": "kafka",
-        "taskGroupId": action.group,
-        "baseSequenceName": f"index_kafka_{sid}_{action.identity}",
-        "startSequenceNumbers": {
-            "type": "start",
-            "stream": stream,
-            "partitionSequenceNumberMap": offsets_json(action.start),
-        },
-        "consumerProperties": io.consumerProperties,
-        "pollTimeout": io.pollTimeout,
-        "inputFormat": io.inputFormat.to_json() if io.inputFormat else None,
-    }
+    if io.inputFormat is None:  # a stored spec has one: its submission checked
+        raise ValueError(f"supervisor {sid}: ioConfig.inputFormat is not set")
+    minimum = maximum = None
     if io.lateMessageRejectionStartDateTime:
-        task_io["minimumMessageTime"] = io.lateMessageRejectionStartDateTime
+        minimum = io.lateMessageRejectionStartDateTime
     elif io.lateMessageRejectionPeriod:
-        late = timedelta(milliseconds=duration_millis(io.lateMessageRejectionPeriod))
-        task_io["minimumMessageTime"] = _iso(now - late)
+        minimum = _iso(now - timedelta(milliseconds=duration_millis(io.lateMessageRejectionPeriod)))
     if io.earlyMessageRejectionPeriod:
         early = duration_millis(io.earlyMessageRejectionPeriod) + duration_millis(io.taskDuration)
-        task_io["maximumMessageTime"] = _iso(now + timedelta(milliseconds=early))
-    return {
-        "type": "index_kafka",
-        "id": action.task_id,
-        "supervisorId": sid,
-        "groupId": f"index_kafka_{sid}",
-        "dataSchema": spec.spec.dataSchema.to_json(),
-        "tuningConfig": spec.spec.tuningConfig.to_json(),
-        "ioConfig": task_io,
-        "context": {
+        maximum = _iso(now + timedelta(milliseconds=early))
+    return IndexKafkaTask(
+        type="index_kafka",
+        id=action.task_id,
+        supervisorId=sid,
+        groupId=f"index_kafka_{sid}",
+        dataSchema=spec.spec.dataSchema,
+        tuningConfig=spec.spec.tuningConfig,
+        ioConfig=KafkaIndexTaskIOConfig(
+            type="kafka",
+            taskGroupId=action.group,
+            baseSequenceName=f"index_kafka_{sid}_{action.identity}",
+            # a topicPattern's tasks key their partitions "topic:partition"
+            startSequenceNumbers=SequenceNumbers(
+                type="start",
+                stream=io.topic or io.topicPattern or "",
+                partitionSequenceNumberMap=offsets_json(action.start),
+            ),
+            consumerProperties=io.consumerProperties,
+            pollTimeout=io.pollTimeout,
+            inputFormat=io.inputFormat,
+            minimumMessageTime=minimum,
+            maximumMessageTime=maximum,
+        ),
+        context={
             **(spec.context or {}),
             "specVersion": str(spec_version),
             "identity": action.identity,
         },
-    }
+    )
+
+
+def payload(task: IndexKafkaTask) -> dict[str, Any]:
+    """A task as JSON, as it is stored and handed to its process."""
+    return task.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class Executor:
-    def __init__(self, session: Session, clock: Clock, runner: LocalProcessRunner) -> None:
+    def __init__(self, session: Session, clock: Clock, runner: Runner) -> None:
         self.session = session
         self.clock = clock
         self.runner = runner
@@ -114,7 +123,7 @@ class Executor:
                     spec.supervisor_id,
                     action.group,
                     action.count,
-                    task_payload(spec, spec_version, template, self.clock()),
+                    payload(index_task(spec, spec_version, template, self.clock())),
                     STANDBY_TTL_S,
                 )
                 if started:
@@ -123,8 +132,7 @@ class Executor:
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
                 with log_context(task=action.task_id, group=action.group):
                     log.info("creating %s from %s", action.task_id, offsets_json(action.start))
-                    payload = task_payload(spec, spec_version, action, self.clock())
-                    self.tasks.submit(payload)
+                    self.tasks.launch(index_task(spec, spec_version, action, self.clock()))
 
     def adopt(self, supervisor_id: str) -> None:
         """Take over reading tasks an earlier overlord left: resume the ones left paused
@@ -135,11 +143,11 @@ class Executor:
             if not reachable(row) or row.end_offsets is not None:
                 continue
             try:
-                with TaskApiClient.for_task(row) as client:
-                    if client.get("/status") == "PAUSED":
-                        log.info("resuming %s, left paused by an earlier overlord", row.id)
-                        client.call("POST", "/resume")
-                    end = {str(p): int(o) for p, o in client.get("/offsets/end").items()}
+                client = TaskApiClient.for_task(row)
+                if client.get("/status") == TaskState.PAUSED:
+                    log.info("resuming %s, left paused by an earlier overlord", row.id)
+                    client.call("POST", "/resume")
+                end = {str(p): int(o) for p, o in client.get("/offsets/end").items()}
             except TaskApiError as exc:
                 log.info("task %s not reachable at adoption: %s", row.id, exc)
                 continue
@@ -148,13 +156,15 @@ class Executor:
                 row.end_offsets, row.rolled_at = end, self.clock()
         self.session.commit()
 
-    def checkpoints(self, requested: dict[str, dict[str, int]], skip_groups: set[int]) -> None:
+    def checkpoints(
+        self, requested: Mapping[str, Mapping[str, int]], skip_groups: set[int]
+    ) -> None:
         """Close the current sequence of each requesting task's group (finish=false), unless
         the group was just rolled over, which ends it anyway."""
         repo = TaskRepository(self.session)
         for task_id, start in requested.items():
             row = repo.get(task_id)
-            if row is None or row.status != RUNNING or row.end_offsets is not None:
+            if row is None or row.status != TaskStatusCode.RUNNING or row.end_offsets is not None:
                 continue
             if row.group_id in skip_groups:
                 continue

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
-from supervisor.controller.model import RUNNING, Snapshot, SpecView, TaskView
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import (
     OffsetsRepository,
@@ -20,48 +19,16 @@ from supervisor.db.repositories import (
     TaskRepository,
 )
 from supervisor.lru import Lru
-from supervisor.schemas.periods import duration_millis
+from supervisor.model.views import Snapshot, spec_view, task_view
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
+from tasks.protocol import TaskStatusCode
 
 CLUSTERS_KEPT = 64  # Kafka clusters whose admin client a StreamReader keeps
 
 
 class StreamError(RuntimeError):
     """Kafka could not be reached or the topic could not be described."""
-
-
-def spec_view(row: SpecVersion, spec: SupervisorSpec) -> SpecView:
-    io = spec.spec.ioConfig
-    return SpecView(
-        version=row.id,
-        task_count=io.taskCount,
-        replicas=io.replicas,
-        task_duration_s=duration_millis(io.taskDuration) / 1000,
-        completion_timeout_s=duration_millis(io.completionTimeout) / 1000,
-        use_earliest_offset=io.useEarliestOffset,
-        stop_task_count=io.stopTaskCount,
-        repartition_transition_s=duration_millis(io.repartitionTransitionDuration) / 1000,
-    )
-
-
-def _offsets(raw: dict[str, Any] | None) -> Offsets | None:
-    return None if raw is None else offsets_from_json(raw)
-
-
-def task_view(row: TaskRow) -> TaskView:
-    io = row.payload["ioConfig"]
-    start = _offsets(io["startSequenceNumbers"]["partitionSequenceNumberMap"]) or {}
-    return TaskView(
-        id=row.id,
-        group=row.group_id or 0,
-        identity=str(row.payload.get("context", {}).get("identity", "")),
-        start=start,
-        status=row.status,
-        created_at=row.created_at,
-        end=_offsets(row.end_offsets),
-        rolled_at=row.rolled_at,
-    )
 
 
 class StreamReader:
@@ -142,21 +109,21 @@ class TaskProbe:
             if not reachable(row):
                 continue
             try:
-                with TaskApiClient.for_task(row, timeout=2.0) as client:
-                    answer = dict(client.get("/metrics"))
-                    offsets = answer.pop("currentOffsets", None)
-                    if offsets is None:  # a task of an earlier version, adopted: ask
-                        offsets = client.get("/offsets/current")
-                    metrics[row.id] = answer
-                    if row.id not in self.started:
-                        since = client.get("/time/start")
-                        if since:
-                            self.started[row.id] = datetime.fromisoformat(since)
+                client = TaskApiClient.for_task(row, timeout=2.0)
+                answer = dict(client.get("/metrics"))
+                offsets = answer.pop("currentOffsets", None)
+                if offsets is None:  # a task of an earlier version, adopted: ask
+                    offsets = client.get("/offsets/current")
+                metrics[row.id] = answer
+                if row.id not in self.started:
+                    since = client.get("/time/start")
+                    if since:
+                        self.started[row.id] = datetime.fromisoformat(since)
             except TaskApiError:
                 continue
             current[row.id] = offsets_from_json(offsets)
         self.current, self.metrics = current, metrics
-        running = {row.id for row in rows if row.status == RUNNING}
+        running = {row.id for row in rows if row.status == TaskStatusCode.RUNNING}
         self.started = {k: v for k, v in self.started.items() if k in running}
 
 
@@ -184,7 +151,7 @@ def observe(
         row = SpecVersion.of(history[0])
     spec = stored_spec(row.id, row.payload)
     view = spec_view(row, spec)
-    committed = _offsets(OffsetsRepository(session).offsets(supervisor_id)) or {}
+    committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     since = now - timedelta(seconds=view.completion_timeout_s + 60)
     rows = TaskRepository(session).of_supervisor(supervisor_id, since)
     # The DB is read: end the read transaction, so that no DB connection stays checked out

@@ -26,18 +26,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from supervisor.controller.model import (
-    SUCCESS,
-    Action,
-    CreateTask,
-    KillTasks,
-    ReserveStandbys,
-    Rollover,
-    Snapshot,
-    TaskView,
-    identity,
-)
+from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
+from supervisor.model.views import Snapshot, TaskView, identity
 from tasks.partitions import Offsets, PartitionKey, order, sorted_keys, task_group
+from tasks.protocol import TaskStatusCode
 
 
 def groups_of(
@@ -108,7 +100,7 @@ class _Planner:
         timeout = timedelta(seconds=self.s.spec.completion_timeout_s)
         ends = []
         for gen in _generations(tasks).values():
-            succeeded = any(t.status == SUCCESS for t in gen)
+            succeeded = any(t.status == TaskStatusCode.SUCCESS for t in gen)
             running = [t for t in gen if t.running]
             rolled = min((t.rolled_at or t.created_at) for t in gen)
             if succeeded:

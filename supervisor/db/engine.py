@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,9 @@ def migrate(engine: Engine) -> None:
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+SessionFactory = Callable[[], Session]  # a sessionmaker, or what tests give in its place
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

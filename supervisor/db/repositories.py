@@ -19,6 +19,7 @@ from supervisor.db.models import (
     TaskRow,
 )
 from supervisor.lru import Lru
+from tasks.protocol import TaskStatusCode
 
 # The statements every loop pass and status request runs, built once with bound parameters:
 # building a select costs SQLAlchemy about as much CPU as running it.
@@ -89,7 +90,7 @@ _TASKS_OF_SUPERVISOR = (
     select(TaskRow)
     .where(
         TaskRow.supervisor_id == bindparam("supervisor_id"),
-        (TaskRow.status == "RUNNING") | (TaskRow.updated_at >= bindparam("since")),
+        (TaskRow.status == TaskStatusCode.RUNNING) | (TaskRow.updated_at >= bindparam("since")),
     )
     .order_by(TaskRow.created_at, TaskRow.id)
 )
@@ -340,7 +341,7 @@ class TaskRepository:
         on one of its partitions: an earlier generation that has not published yet."""
         query = select(TaskRow).where(
             TaskRow.supervisor_id == supervisor_id,
-            TaskRow.status == "RUNNING",
+            TaskRow.status == TaskStatusCode.RUNNING,
             TaskRow.id != task_id,
         )
         for row in self.session.scalars(query):
@@ -355,7 +356,7 @@ class TaskRepository:
         if task.group_id is None:
             return [task]
         query = select(TaskRow).where(
-            TaskRow.status == "RUNNING",
+            TaskRow.status == TaskStatusCode.RUNNING,
             TaskRow.datasource == task.datasource,
             TaskRow.supervisor_id == task.supervisor_id,
             TaskRow.group_id == task.group_id,
@@ -370,7 +371,7 @@ class TaskRepository:
     def finished_since(self, supervisor_id: str, since: datetime | None) -> list[TaskRow]:
         """Ended tasks of a supervisor (those that ended at or after `since`), oldest first."""
         query = select(TaskRow).where(
-            TaskRow.supervisor_id == supervisor_id, TaskRow.status != "RUNNING"
+            TaskRow.supervisor_id == supervisor_id, TaskRow.status != TaskStatusCode.RUNNING
         )
         if since is not None:
             query = query.where(TaskRow.updated_at >= since)
@@ -386,7 +387,11 @@ class TaskRepository:
         )
         counts = {"reading": 0, "publishing": 0, "success": 0, "failed": 0}
         for status, rolled, count in self.session.execute(query):
-            name = ("publishing" if rolled else "reading") if status == "RUNNING" else status
+            name = (
+                ("publishing" if rolled else "reading")
+                if status == TaskStatusCode.RUNNING
+                else status
+            )
             counts[name.lower()] = counts.get(name.lower(), 0) + count
         return counts
 

@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from supervisor.devstack.jars import jars, kafka_broker_bundle
-from supervisor.devstack.ports import free_port
+from supervisor.net import free_port
+from tasks.jars import jars, kafka_broker_bundle
 
 HOST = "127.0.0.1"
 

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from supervisor.devstack.ports import free_port
+from supervisor.net import free_port
 
 
 class PostgresError(RuntimeError):

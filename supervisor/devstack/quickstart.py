@@ -17,11 +17,11 @@ from typing import Any
 import click
 import httpx
 
-from supervisor.cli.client import EXIT_USAGE, CliError
+from supervisor.devstack import DevstackError
 from supervisor.devstack.generator import EditStream
 from supervisor.devstack.kafka import LocalKafka
-from supervisor.devstack.ports import wait_for_port
 from supervisor.devstack.topics import create_topic, produce
+from supervisor.net import wait_for_port
 
 PARTITIONS = 3
 SUPERVISORS = "/druid/indexer/v1/supervisor"
@@ -103,7 +103,7 @@ class Quickstart:
         try:
             spec: dict[str, Any] = json.loads(self.spec_path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise CliError(f"cannot load {self.spec_path}: {exc}", EXIT_USAGE) from None
+            raise DevstackError(f"cannot load {self.spec_path}: {exc}", usage=True) from None
         spec["spec"]["ioConfig"]["consumerProperties"]["bootstrap.servers"] = bootstrap
         return spec
 
@@ -136,13 +136,13 @@ class Quickstart:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.service.poll() is not None:
-                raise CliError(f"the service exited; see {self.var_dir / 'service.log'}", 1)
+                raise DevstackError(f"the service exited; see {self.var_dir / 'service.log'}")
             try:
                 if httpx.get(f"{self.url}/status/health", timeout=1).status_code == 200:
                     return
             except httpx.TransportError:
                 time.sleep(0.2)
-        raise CliError(f"the service did not come up; see {self.var_dir / 'service.log'}", 1)
+        raise DevstackError(f"the service did not come up; see {self.var_dir / 'service.log'}")
 
     def _stop_service(self) -> None:
         service, self.service = self.service, None
@@ -155,7 +155,7 @@ class Quickstart:
 
     def run(self) -> None:
         if wait_for_port("127.0.0.1", self.port, 0.2):
-            raise CliError(f"port {self.port} is taken; pass --port", EXIT_USAGE)
+            raise DevstackError(f"port {self.port} is taken; pass --port", usage=True)
         interrupted: list[int] = []
 
         def _interrupt(signum: int, _frame: FrameType | None) -> None:
@@ -178,7 +178,7 @@ class Quickstart:
             self._start_service()
             response = httpx.post(f"{self.url}/druid/indexer/v1/supervisor", json=spec, timeout=30)
             if response.status_code != 200:
-                raise CliError(f"submitting the spec failed: {response.text}", 1)
+                raise DevstackError(f"submitting the spec failed: {response.text}")
             supervisor_id = response.json()["id"]
             states = httpx.get(f"{self.url}/druid/indexer/v1/supervisor", params={"state": "true"})
             state = {entry["id"]: entry["state"] for entry in states.json()}.get(supervisor_id)
@@ -197,7 +197,7 @@ class Quickstart:
             progress = Progress(self.url, supervisor_id, datasource, edits)
             while not interrupted:
                 if self.service is not None and self.service.poll() is not None:
-                    raise CliError(f"the service stopped; see {self.var_dir / 'service.log'}", 1)
+                    raise DevstackError(f"the service stopped; see {self.var_dir / 'service.log'}")
                 progress.show()
                 time.sleep(0.5)
         finally:

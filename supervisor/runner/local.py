@@ -11,31 +11,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.devstack.ports import free_port
+from supervisor.net import free_port
+from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.standby import Standby, StandbyPool
 from supervisor.settings import Settings
 
 HOST = "127.0.0.1"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Launched:
-    host: str
-    port: int
-    log_path: str
-    token: str
-
-
-@dataclass(frozen=True)
-class Exited:
-    task_id: str
-    exit_code: int | None  # None: a process adopted from an earlier overlord (not our child)
-    report: dict[str, Any] | None
 
 
 def _alive(pid: int, work: Path) -> bool:
@@ -240,6 +225,9 @@ class LocalProcessRunner:
         while _alive(pid, self.work_dir(task_id)) and time.monotonic() < deadline:
             time.sleep(0.05)
         return True
+
+    def stop_standbys(self) -> None:
+        self.standbys.stop_all()
 
     def kill_all(self) -> None:
         self.standbys.stop_all()

@@ -6,7 +6,7 @@ import copy
 import re
 from typing import Any
 
-from supervisor.schemas.errors import SpecError
+from tasks.spec.errors import SpecError
 
 MASK = "<masked>"
 _SECRET_KEY = re.compile(

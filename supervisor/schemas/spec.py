@@ -7,11 +7,11 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from supervisor.lru import Lru
-from supervisor.schemas.base import DruidModel
-from supervisor.schemas.data_schema import DataSchema
-from supervisor.schemas.errors import SpecError, field_error, from_validation_error
-from supervisor.schemas.io_config import KafkaIOConfig
-from supervisor.schemas.tuning_config import KafkaTuningConfig
+from tasks.spec.base import DruidModel
+from tasks.spec.data_schema import DataSchema
+from tasks.spec.errors import SpecError, field_error, from_validation_error
+from tasks.spec.io_config import KafkaIOConfig
+from tasks.spec.tuning_config import KafkaTuningConfig
 
 SUPPORTED_TYPES = ("kafka",)
 STORED_SPECS_KEPT = 4096  # parsed stored spec versions kept (a few MB for a thousand)

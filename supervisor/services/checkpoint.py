@@ -16,8 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, TaskClient, reachable
 from supervisor.db.models import TaskRow
+from tasks.protocol import TaskState
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class CheckpointResult:
 
 
 def _pause(
-    client: TaskApiClient,
+    client: TaskClient,
     deadline: float,
     sleep: Callable[[float], None],
     alive: Callable[[], bool],
@@ -47,7 +48,7 @@ def _pause(
             # 409: not pausable right now (still starting, or a racing state); unreachable:
             # maybe restarting its control server. Both are retried until the deadline.
         try:
-            if client.get("/status") == "PAUSED":
+            if client.get("/status") == TaskState.PAUSED:
                 return {str(k): int(v) for k, v in client.get("/offsets/current").items()}
         except TaskApiError:
             pass
@@ -79,7 +80,7 @@ def _each(
 
 
 def checkpoint_group(
-    clients: dict[str, TaskApiClient],
+    clients: Mapping[str, TaskClient],
     finish: bool,
     timeout: float = 30.0,
     sleep: Callable[[float], None] = time.sleep,
@@ -121,7 +122,7 @@ def checkpoint_group(
 def checkpoint_requested(
     replicas: list[TaskRow],
     requester: str,
-    start: dict[str, int],
+    start: Mapping[str, int],
     alive: Callable[[str], bool] = lambda _: True,
 ) -> None:
     """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began

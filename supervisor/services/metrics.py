@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
+from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.services.status import partition_lag
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, sorted_keys
@@ -143,7 +145,7 @@ class FinishedTotals:
             return dict(done.totals)
 
 
-def _add(totals: dict[str, float], values: dict[str, Any]) -> None:
+def _add(totals: dict[str, float], values: Mapping[str, Any]) -> None:
     for name, value in values.items():
         if isinstance(value, int | float):
             totals[name] = totals.get(name, 0) + value
@@ -156,10 +158,10 @@ class Metrics:
         self.publish = PublishLatency()
         self.finished = FinishedTotals()
 
-    def render(self, session: Session, supervisors: Any) -> str:
+    def render(self, session: Session, statuses: StatusStore) -> str:
         families = _families()
         for row in SpecRepository(session).all_active():
-            loop = supervisors.status(row.supervisor_id)
+            loop = statuses.get(row.supervisor_id)
             io = row.payload["spec"]["ioConfig"]
             labels = {
                 "supervisor": row.supervisor_id,
@@ -249,7 +251,7 @@ def _lag_family(
 def _supervisor(
     families: dict[str, Family],
     session: Session,
-    loop: Any,
+    loop: SupervisorStatus | None,
     labels: dict[str, Any],
     io: dict[str, Any],
 ) -> None:

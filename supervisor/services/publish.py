@@ -12,9 +12,7 @@ not published). Anything else fails with the reason.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -23,26 +21,9 @@ from supervisor.clock import Clock
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import OffsetsRepository, SegmentRepository, TaskRepository
 from tasks.partitions import offsets_json
-from tasks.protocol import PublishAction, SegmentDescriptor
+from tasks.protocol import PublishAction, PublishOutcome, PublishResult, SegmentDescriptor
 
 log = logging.getLogger(__name__)
-
-
-class Outcome(StrEnum):
-    PUBLISHED = "published"
-    ALREADY_PUBLISHED = "alreadyPublished"
-    RETRY = "retry"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    outcome: Outcome
-    reason: str = ""
-
-    @property
-    def success(self) -> bool:
-        return self.outcome in (Outcome.PUBLISHED, Outcome.ALREADY_PUBLISHED)
 
 
 def _segment_row(segment: SegmentDescriptor, task_id: str, now: datetime) -> SegmentRow:
@@ -62,16 +43,18 @@ def _segment_row(segment: SegmentDescriptor, task_id: str, now: datetime) -> Seg
     )
 
 
-def _compare(stored: dict[str, int], start: dict[str, int], end: dict[str, int]) -> Outcome | None:
+def _compare(
+    stored: dict[str, int], start: dict[str, int], end: dict[str, int]
+) -> PublishOutcome | None:
     """None when the start matches what is stored; else why not."""
     overlapping = [p for p in start if p in stored]
     if all(stored[p] == start[p] for p in overlapping):
         return None
     if all(stored[p] == end[p] for p in start if p in stored) and len(overlapping) == len(start):
-        return Outcome.ALREADY_PUBLISHED
+        return PublishOutcome.ALREADY_PUBLISHED
     if all(stored[p] <= start[p] for p in overlapping):
-        return Outcome.RETRY
-    return Outcome.FAILED
+        return PublishOutcome.RETRY
+    return PublishOutcome.FAILED
 
 
 class PublishService:
@@ -87,8 +70,10 @@ class PublishService:
             result = self._transaction(task_id, action)
         except IntegrityError:
             self.session.rollback()
-            return PublishResult(Outcome.RETRY, "another publish of these offsets raced this one")
-        if result.outcome is Outcome.PUBLISHED:
+            return PublishResult(
+                PublishOutcome.RETRY, "another publish of these offsets raced this one"
+            )
+        if result.outcome is PublishOutcome.PUBLISHED:
             self.session.commit()
         else:
             self.session.rollback()
@@ -100,30 +85,35 @@ class PublishService:
         end = offsets_json(action.endMetadata.offsets())
         stream = action.startMetadata.stream
         if action.endMetadata.stream != stream or set(start) != set(end):
-            return PublishResult(Outcome.FAILED, "start and end metadata name different partitions")
+            return PublishResult(
+                PublishOutcome.FAILED, "start and end metadata name different partitions"
+            )
         now = self.clock()
         row = self.offsets.get(action.supervisorId)
         stored: dict[str, int] = dict(row.offsets) if row is not None else {}
         if row is not None and row.stream != stream:
             return PublishResult(
-                Outcome.FAILED, f"committed offsets are for stream '{row.stream}', not '{stream}'"
+                PublishOutcome.FAILED,
+                f"committed offsets are for stream '{row.stream}', not '{stream}'",
             )
         verdict = _compare(stored, start, end)
         ids = [segment.id for segment in action.segments]
-        if verdict is Outcome.ALREADY_PUBLISHED:
+        if verdict is PublishOutcome.ALREADY_PUBLISHED:
             missing = set(ids) - self.segments.existing_ids(ids)
             if not missing:
-                return PublishResult(Outcome.ALREADY_PUBLISHED, "a replica published this range")
-            verdict = Outcome.FAILED
-        if verdict is Outcome.RETRY:
+                return PublishResult(
+                    PublishOutcome.ALREADY_PUBLISHED, "a replica published this range"
+                )
+            verdict = PublishOutcome.FAILED
+        if verdict is PublishOutcome.RETRY:
             return PublishResult(
-                Outcome.RETRY,
+                PublishOutcome.RETRY,
                 f"start offsets {start} are ahead of the committed offsets {stored}; "
                 "the previous task is still publishing",
             )
-        if verdict is Outcome.FAILED:
+        if verdict is PublishOutcome.FAILED:
             return PublishResult(
-                Outcome.FAILED,
+                PublishOutcome.FAILED,
                 f"inconsistency between the committed offsets {stored} and the task's "
                 f"start offsets {start}",
             )
@@ -135,18 +125,20 @@ class PublishService:
             # Nothing committed for these partitions yet, so any start would match: an earlier
             # generation still running must publish first (its range comes before this one).
             return PublishResult(
-                Outcome.RETRY,
+                PublishOutcome.RETRY,
                 f"task {behind.id} starts before {fresh} and has not published yet; "
                 "the previous task is still publishing",
             )
         if self.segments.existing_ids(ids):
             # Segments and offsets commit together, so this is a concurrent publish that committed
             # after the offsets were read: the retry will see it.
-            return PublishResult(Outcome.RETRY, "these segments were published concurrently")
+            return PublishResult(PublishOutcome.RETRY, "these segments were published concurrently")
         new_offsets = {**stored, **end}
         if row is None:
             self.offsets.insert(action.supervisorId, action.dataSource, stream, new_offsets, now)
         elif not self.offsets.compare_and_swap(action.supervisorId, row.version, new_offsets, now):
-            return PublishResult(Outcome.RETRY, "the committed offsets changed during the publish")
+            return PublishResult(
+                PublishOutcome.RETRY, "the committed offsets changed during the publish"
+            )
         self.segments.insert([_segment_row(s, task_id, now) for s in action.segments])
-        return PublishResult(Outcome.PUBLISHED)
+        return PublishResult(PublishOutcome.PUBLISHED)

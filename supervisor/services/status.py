@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,18 +10,19 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
-from supervisor.controller.model import RUNNING, TaskView
-from supervisor.controller.observe import task_view
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
 from supervisor.errors import NotFoundError
-from supervisor.schemas.periods import duration_millis
+from supervisor.model.status import SupervisorState, SupervisorStatus
+from supervisor.model.views import TaskView, task_view
 from supervisor.schemas.spec import stored_spec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
+from tasks.protocol import TaskStatusCode
+from tasks.spec.periods import duration_millis
 
 
 def partition_lag(
-    committed: Offsets, current: dict[str, Offsets], latest: Offsets
+    committed: Offsets, current: Mapping[str, Offsets], latest: Offsets
 ) -> dict[PartitionKey, int]:
     """Druid's lag: how far each partition's latest offset is behind the furthest any task has
     read (else the committed offset)."""
@@ -31,42 +33,44 @@ def partition_lag(
     return {p: max(0, latest[p] - furthest.get(p, 0)) for p in latest}
 
 
-def loop_status(state: Any, supervisor_id: str) -> Any:
-    """The supervisor's loop status (LoopStatus), None when it has no loop or loops are off."""
-    return state.supervisors.status(supervisor_id) if state.settings.run_supervisors else None
-
-
-def states(loop: Any, suspended: bool) -> dict[str, Any]:
-    """Druid's state, detailedState and healthy of a supervisor, from its loop's last pass."""
+def states(loop: SupervisorStatus | None, suspended: bool) -> dict[str, Any]:
+    """Druid's state, detailedState and healthy of a supervisor, from its last pass."""
+    if suspended:
+        state = detailed = SupervisorState.SUSPENDED
+    elif loop is None:
+        state = detailed = SupervisorState.PENDING
+    else:
+        state, detailed = loop.state, loop.detailed_state
     return {
         "healthy": loop.healthy if loop else True,
-        "state": "SUSPENDED" if suspended else (loop.state if loop else "PENDING"),
-        "detailedState": "SUSPENDED" if suspended else (loop.detailed_state if loop else "PENDING"),
+        "state": str(state),
+        "detailedState": str(detailed),
     }
 
 
 def _running_tasks(
-    session: Session, loop: Any, supervisor_id: str, now: datetime
+    session: Session, loop: SupervisorStatus | None, supervisor_id: str, now: datetime
 ) -> list[TaskView]:
-    """The running tasks as the loop's last pass saw them (Druid's status is its supervisor's
-    view in memory too; a change wakes the loop, which passes at once), else (no loop, or none
-    passed yet) as the DB has them."""
+    """The running tasks as the last pass saw them (Druid's status is its supervisor's view
+    in memory too; a change wakes the supervisor, which passes at once), else (no pass yet)
+    as the DB has them."""
     snapshot = loop.snapshot if loop else None
     if snapshot is not None:
         return [task for task in snapshot.tasks if task.running]
     rows = TaskRepository(session).of_supervisor(supervisor_id, now)
-    return [task_view(row) for row in rows if row.status == RUNNING]
+    return [task_view(row) for row in rows if row.status == TaskStatusCode.RUNNING]
 
 
-def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
+def status_report(
+    session: Session, loop: SupervisorStatus | None, now: datetime, supervisor_id: str
+) -> dict[str, Any]:
+    """Druid's supervisor status; `loop`: the supervisor's status from its last pass."""
     row = SpecRepository(session).active(supervisor_id)
     if row is None:
         raise NotFoundError(f"[{supervisor_id}] does not exist")
     spec = stored_spec(row.id, row.payload)
     io = spec.spec.ioConfig
-    now = state.clock()
     duration = timedelta(milliseconds=duration_millis(io.taskDuration))
-    loop = loop_status(state, supervisor_id)
     # read on each call, not from the last pass: a reset shows at once
     committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     tasks = _running_tasks(session, loop, supervisor_id, now)
@@ -117,39 +121,39 @@ def status_report(session: Session, state: Any, supervisor_id: str) -> dict[str,
             "offsetsLastUpdated": loop.offsets_updated if loop else None,
             "suspended": suspended,
             **states(loop, suspended),
-            "recentErrors": list(loop.recent_errors) if loop else [],
+            "recentErrors": [e.to_json() for e in loop.recent_errors] if loop else [],
         },
     }
 
 
 def _ask_running_tasks(
-    session: Session, state: Any, supervisor_id: str, path: str
+    session: Session, now: datetime, supervisor_id: str, path: str
 ) -> list[tuple[TaskRow, Any]]:
     """GET `path` of every running task of the supervisor; tasks that do not answer are left
     out (as Druid does). 404 for an unknown supervisor."""
     if SpecRepository(session).active(supervisor_id) is None:
         raise NotFoundError(f"[{supervisor_id}] does not exist")
     answers = []
-    for row in TaskRepository(session).of_supervisor(supervisor_id, state.clock()):
+    for row in TaskRepository(session).of_supervisor(supervisor_id, now):
         if not reachable(row):
             continue
         try:
-            with TaskApiClient.for_task(row, timeout=5.0) as client:
-                answers.append((row, client.get(path)))
+            client = TaskApiClient.for_task(row, timeout=5.0)
+            answers.append((row, client.get(path)))
         except TaskApiError:
             continue
     return answers
 
 
-def stats_report(session: Session, state: Any, supervisor_id: str) -> dict[str, Any]:
+def stats_report(session: Session, now: datetime, supervisor_id: str) -> dict[str, Any]:
     """Druid's supervisor stats: row counts of each running task, by task group."""
     report: dict[str, dict[str, Any]] = {}
-    for row, stats in _ask_running_tasks(session, state, supervisor_id, "/rowStats"):
+    for row, stats in _ask_running_tasks(session, now, supervisor_id, "/rowStats"):
         report.setdefault(str(row.group_id), {})[row.id] = {"totals": stats["totals"]}
     return report
 
 
-def parse_errors(session: Session, state: Any, supervisor_id: str) -> list[dict[str, Any]]:
+def parse_errors(session: Session, now: datetime, supervisor_id: str) -> list[dict[str, Any]]:
     """Druid's supervisor parseErrors: the sampled unparseable records of running tasks."""
     return [
         {
@@ -160,6 +164,6 @@ def parse_errors(session: Session, state: Any, supervisor_id: str) -> list[dict[
             "partition": sample.get("partition"),
             "offset": sample.get("offset"),
         }
-        for row, events in _ask_running_tasks(session, state, supervisor_id, "/unparseableEvents")
+        for row, events in _ask_running_tasks(session, now, supervisor_id, "/unparseableEvents")
         for sample in events["buildSegments"]
     ]

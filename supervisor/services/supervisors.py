@@ -23,10 +23,10 @@ from supervisor.db.repositories import (
 )
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.lru import Lru
-from supervisor.schemas.errors import SpecError
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
 from tasks.partitions import PartitionKey, parse_key, split_key, task_group
+from tasks.spec.errors import SpecError
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)

@@ -15,15 +15,19 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
-from supervisor.runner.local import Exited, LocalProcessRunner
-from supervisor.schemas.errors import SpecError, from_validation_error
+from supervisor.runner.protocol import Exited, Runner
 from supervisor.schemas.secrets import mask_task
-from tasks.protocol import IndexKafkaTask
+from tasks.protocol import IndexKafkaTask, TaskStatusCode
+from tasks.spec.errors import SpecError, from_validation_error
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
-RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
-STATE_FILTERS = {"running": (RUNNING,), "complete": (SUCCESS, FAILED), "waiting": (), "pending": ()}
+STATE_FILTERS = {
+    "running": (TaskStatusCode.RUNNING,),
+    "complete": (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED),
+    "waiting": (),
+    "pending": (),
+}
 
 
 def parse_task(raw: Any) -> IndexKafkaTask:
@@ -46,7 +50,7 @@ def parse_task(raw: Any) -> IndexKafkaTask:
 
 def status_of(row: TaskRow, now: datetime) -> dict[str, Any]:
     """Druid's TaskStatusPlus."""
-    finished = row.status in (SUCCESS, FAILED)
+    finished = row.status in (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED)
     duration = int(((row.updated_at if finished else now) - row.created_at).total_seconds() * 1000)
     return {
         "id": row.id,
@@ -65,7 +69,7 @@ def status_of(row: TaskRow, now: datetime) -> dict[str, Any]:
 
 
 class TaskService:
-    def __init__(self, session: Session, clock: Clock, runner: LocalProcessRunner) -> None:
+    def __init__(self, session: Session, clock: Clock, runner: Runner) -> None:
         self.session = session
         self.clock = clock
         self.runner = runner
@@ -81,6 +85,11 @@ class TaskService:
         task = parse_task(raw)
         if self.tasks.get(task.id) is not None:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
+        return self.launch(task)
+
+    def launch(self, task: IndexKafkaTask) -> str:
+        """Record a task and start it (the supervisors' tasks come here directly, built by
+        their reconciler; a user's through `submit`)."""
         payload = task.model_dump(mode="json", by_alias=True, exclude_none=True)
         now = self.clock()
         row = TaskRow(
@@ -90,7 +99,7 @@ class TaskService:
             datasource=task.datasource,
             group_id=task.ioConfig.taskGroupId,
             payload=payload,
-            status=RUNNING,
+            status=TaskStatusCode.RUNNING,
             created_at=now,
             updated_at=now,
         )
@@ -101,7 +110,9 @@ class TaskService:
         try:
             launched = self.runner.launch(task.id, payload)
         except Exception as exc:
-            self._finish(row, FAILED, f"the task process could not be started: {exc}", None)
+            self._finish(
+                row, TaskStatusCode.FAILED, f"the task process could not be started: {exc}", None
+            )
             self.session.commit()
             if not isinstance(exc, OSError):
                 raise
@@ -136,13 +147,13 @@ class TaskService:
         if not reachable(row):
             return None
         try:
-            with TaskApiClient.for_task(row) as client:
-                return {
-                    "status": client.get("/status"),
-                    "rowStats": client.get("/rowStats")["totals"]["buildSegments"],
-                    "unparseableEvents": client.get("/unparseableEvents")["buildSegments"],
-                    "errorMsg": None,
-                }
+            client = TaskApiClient.for_task(row)
+            return {
+                "status": client.get("/status"),
+                "rowStats": client.get("/rowStats")["totals"]["buildSegments"],
+                "unparseableEvents": client.get("/unparseableEvents")["buildSegments"],
+                "errorMsg": None,
+            }
         except TaskApiError:
             return None
 
@@ -172,29 +183,29 @@ class TaskService:
     def kill(self, task_id: str, reason: str) -> None:
         """Kill a running task and record why (the supervisor's kills, a user's shutdown)."""
         row = self.require(task_id)
-        if row.status == RUNNING:
+        if row.status == TaskStatusCode.RUNNING:
             self.runner.kill(task_id)
-            self._finish(row, FAILED, reason, None)
+            self._finish(row, TaskStatusCode.FAILED, reason, None)
             self.session.commit()
 
     def kill_running(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
         """Kill the running tasks of a supervisor's groups (None: every group)."""
         for row in self.tasks.of_supervisor(supervisor_id, self.clock()):
-            if row.status == RUNNING and (groups is None or row.group_id in groups):
+            if row.status == TaskStatusCode.RUNNING and (groups is None or row.group_id in groups):
                 log.info("killing %s: %s", row.id, reason)
                 self.kill(row.id, reason)
 
     def shutdown(self, task_id: str) -> dict[str, str]:
         row = self.require(task_id)
-        if row.status == RUNNING and self.runner.kill(task_id):
-            self._finish(row, FAILED, "Shutdown request from user", None)
+        if row.status == TaskStatusCode.RUNNING and self.runner.kill(task_id):
+            self._finish(row, TaskStatusCode.FAILED, "Shutdown request from user", None)
             self.session.commit()
         return {"task": task_id}
 
     def _finish(
         self, row: TaskRow, status: str, error: str | None, report: dict[str, Any] | None
     ) -> None:
-        if row.status != RUNNING:
+        if row.status != TaskStatusCode.RUNNING:
             return
         row.status, row.error_msg, row.updated_at = status, error, self.clock()
         if report is not None:
@@ -204,7 +215,7 @@ class TaskService:
         """At start-up: adopt the task processes an earlier overlord left running and record
         the ones that ended meanwhile. Returns the ids adopted."""
         adopted, gone = [], []
-        for row in self.tasks.find((RUNNING,), None, None):
+        for row in self.tasks.find((TaskStatusCode.RUNNING,), None, None):
             if self.runner.is_running(row.id):
                 continue
             if self.runner.adopt(row.id):
@@ -225,16 +236,16 @@ class TaskService:
             report = exited.report
             if (
                 report is not None
-                and report.get("status") == SUCCESS
+                and report.get("status") == TaskStatusCode.SUCCESS
                 and exited.exit_code in (0, None)
             ):
-                self._finish(row, SUCCESS, None, report)
+                self._finish(row, TaskStatusCode.SUCCESS, None, report)
             else:
                 reason = (report or {}).get("errorMsg") or (
                     "task process ended without a report"
                     if exited.exit_code is None
                     else f"task process exited with code {exited.exit_code}"
                 )
-                self._finish(row, FAILED, reason, report)
+                self._finish(row, TaskStatusCode.FAILED, reason, report)
             log.info("task %s ended: %s", row.id, row.status)
         self.session.commit()

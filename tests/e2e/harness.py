@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
-from supervisor.devstack.ports import free_port
+from supervisor.net import free_port
 from tasks.protocol import TOKEN_HEADER
 from tests.conftest import wait_for
 

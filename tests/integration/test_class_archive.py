@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.devstack.jars import JarsMissingError
 from tasks import class_archive
+from tasks.jars import JarsMissingError
 
 DRIVER = textwrap.dedent(
     """

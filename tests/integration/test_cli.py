@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from supervisor.cli import main
-from supervisor.devstack.ports import free_port, wait_for_port
+from supervisor.net import free_port, wait_for_port
 from tests.conftest import RunningService, wait_for
 from tests.specs import spec
 

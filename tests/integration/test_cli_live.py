@@ -17,9 +17,9 @@ import pytest
 from supervisor.cli import main
 from supervisor.cli import supervisor_status as status_module
 from supervisor.devstack.kafka import LocalKafka
-from supervisor.devstack.ports import free_port
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
+from supervisor.net import free_port
 from tests.conftest import RunningService, overlord_with_tasks, wait_for
 
 BASE = "/druid/indexer/v1/supervisor"

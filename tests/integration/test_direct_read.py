@@ -16,7 +16,10 @@ from confluent_kafka.admin import AdminClient
 
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
-from tasks import direct_read, fast_batch
+from tasks import direct_read
+from tasks.engines.base import EngineName
+from tasks.engines.choice import Engines
+from tasks.engines.python_workers import PythonWorkerEngine
 from tasks.pipeline import RowPlan, process_batch
 from tasks.protocol import KafkaIndexTaskIOConfig
 from tasks.reader import GROUP_ID, KafkaBatch, read_range
@@ -110,9 +113,9 @@ def test_a_batch_persists_the_same_read_either_way(
     topic = _transactional_topic(kafka)
     plan = RowPlan(_schema(), _io(kafka, topic).inputFormat)
     batch = KafkaBatch(spark, _io(kafka, topic), {0: 2, 1: 0}, {0: 17, 1: 12})
-    direct = fast_batch.process_direct(plan, batch, str(tmp_path / "direct"), 5)
-    by_source = fast_batch.process(plan, batch.frame(), str(tmp_path / "source"), 5)
-    assert direct is not None and by_source is not None
+    workers = PythonWorkerEngine(spark, plan)
+    direct = workers.persist(workers.read(batch), str(tmp_path / "direct"), 5, [])
+    by_source = workers.persist(batch.frame(), str(tmp_path / "source"), 5, [])
     assert direct.stats == by_source.stats and direct.stats.processed == 9 + 9
     assert _rows(tmp_path / "direct") == _rows(tmp_path / "source")
 
@@ -127,12 +130,14 @@ def test_properties_librdkafka_does_not_take_send_the_batch_to_the_kafka_source(
     plan = RowPlan(_schema(), io.inputFormat)
     batch = KafkaBatch(spark, io, {0: 0, 1: 0}, {0: 17, 1: 17})
     with pytest.raises(direct_read.ReadGiveUp, match="consumer properties"):
-        fast_batch.process_direct(plan, batch, str(tmp_path / "direct"), 5)
+        PythonWorkerEngine(spark, plan).read(batch)
     persist = tmp_path / "persist"
     (persist).mkdir()
     (persist / "stale.parquet").write_bytes(b"left by a worker that read before another gave up")
-    result, fast = fast_batch.persist_batch(plan, batch, str(persist), 5, [])
-    assert fast and result.stats.processed == 22
+    persisted = Engines(spark, plan).persist(batch, str(persist), 5, [])
+    assert persisted.engine is EngineName.PYTHON_WORKERS
+    result = persisted.result
+    assert result.stats.processed == 22
     assert sum(pq.read_table(path).num_rows for path in persist.glob("*.parquet")) == 22
 
 
@@ -151,9 +156,9 @@ def test_records_cut_short_keep_the_batch_in_the_workers(
     io = _io(kafka, topic)
     plan = RowPlan(_schema(), io.inputFormat)
     batch = KafkaBatch(spark, io, {0: 0, 1: 0}, {0: 8, 1: 8})
-    direct = fast_batch.process_direct(plan, batch, str(tmp_path / "direct"), 5)
+    workers = PythonWorkerEngine(spark, plan)
+    direct = workers.persist(workers.read(batch), str(tmp_path / "direct"), 5, [])
     spark_made = process_batch(plan, batch.frame(), str(tmp_path / "spark"), 5, [])
-    assert direct is not None
     assert direct.stats == spark_made.stats and direct.stats.unparseable == 4
     assert direct.samples == spark_made.samples and len(direct.samples) == 4
     assert len(_rows(tmp_path / "direct")) == direct.stats.processed == 12
@@ -177,7 +182,7 @@ def test_offsets_gone_from_the_log_or_never_reached_give_the_read_up(
 
 
 def _schema() -> Any:
-    from supervisor.schemas.data_schema import DataSchema
+    from tasks.spec.data_schema import DataSchema
 
     return DataSchema.model_validate(SCHEMA)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from supervisor.schemas.data_schema import DataSchema
-from supervisor.schemas.io_config import InputFormat
 from tasks.pipeline import RowPlan, process_batch
+from tasks.spec.data_schema import DataSchema
+from tasks.spec.io_config import InputFormat
 
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from supervisor.clock import utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
-from supervisor.services.publish import Outcome, PublishService
+from supervisor.services.publish import PublishService
 from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
+from tasks.protocol import PublishOutcome as Outcome
 
 
 @pytest.fixture

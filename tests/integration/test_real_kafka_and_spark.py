@@ -11,8 +11,8 @@ from confluent_kafka.admin import AdminClient
 
 from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.devstack.kafka import LocalKafka
-from supervisor.devstack.ports import free_port
 from supervisor.devstack.topics import create_topic, produce
+from supervisor.net import free_port
 from tasks.reader import GROUP_ID, read_range
 
 

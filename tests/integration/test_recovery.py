@@ -56,8 +56,8 @@ def test_restart_records_ended_tasks_and_adopts_live_ones(settings: Settings) ->
         with RunningService(settings) as service:
             rows = dict(db_rows(service, select(TaskRow.id, TaskRow.status)))
             assert rows == {"published": "SUCCESS", "vanished": "FAILED", "alive": "RUNNING"}
-            assert service.app.state.runner.is_running("alive")
-            service.app.state.runner.kill("alive")  # adopted: the new service can stop it
+            assert service.app.state.context.runner.is_running("alive")
+            service.app.state.context.runner.kill("alive")  # adopted: the new service can stop it
             assert alive.wait(10) == -9
     finally:
         alive.kill()

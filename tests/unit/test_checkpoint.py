@@ -48,7 +48,7 @@ class FakeTask:
 def test_maximum_offsets_win_and_races_are_retried() -> None:
     a = FakeTask({"0": 10, "1": 7}, answers=[409, 200])
     b = FakeTask({"0": 8, "1": 9}, answers=[202])
-    result = checkpoint_group({"a": a, "b": b}, finish=True, sleep=lambda _: None)  # type: ignore[dict-item]
+    result = checkpoint_group({"a": a, "b": b}, finish=True, sleep=lambda _: None)
     assert result.end_offsets == {"0": 10, "1": 9} and result.failed == []
     assert a.end == b.end == {"0": 10, "1": 9}
 
@@ -58,7 +58,7 @@ def test_a_dead_replica_is_given_up_at_once() -> None:
     dead.reachable = False
     began = time.monotonic()
     result = checkpoint_group(
-        {"alive": alive, "dead": dead},  # type: ignore[dict-item]
+        {"alive": alive, "dead": dead},
         finish=True,
         timeout=30,
         alive=lambda task_id: task_id != "dead",
@@ -71,7 +71,7 @@ def test_a_dead_replica_is_given_up_at_once() -> None:
 def test_an_unreachable_replica_is_retried_until_the_deadline() -> None:
     gone = FakeTask({"0": 1})
     gone.reachable = False
-    result = checkpoint_group({"gone": gone}, finish=False, timeout=0.3)  # type: ignore[dict-item]
+    result = checkpoint_group({"gone": gone}, finish=False, timeout=0.3)
     assert result.end_offsets is None and result.failed == ["gone"]
 
 
@@ -85,7 +85,7 @@ def test_a_single_replica_is_paused_in_the_callers_thread() -> None:
         return paused(method, path, **kwargs)
 
     task.call = call  # type: ignore[method-assign]
-    result = checkpoint_group({"only": task}, finish=True, sleep=lambda _: None)  # type: ignore[dict-item]
+    result = checkpoint_group({"only": task}, finish=True, sleep=lambda _: None)
     assert result.end_offsets == {"0": 4, "1": 6} and result.failed == []
     assert task.end == {"0": 4, "1": 6}
     assert threads == {threading.current_thread()}  # no pool started for one replica

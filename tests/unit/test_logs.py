@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from supervisor.logs import ContextFilter, JsonFormatter, log_context
+from tasks.logs import ContextFilter, JsonFormatter, log_context
 
 
 def record(message: str, **extra: object) -> logging.LogRecord:

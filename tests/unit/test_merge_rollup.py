@@ -1,5 +1,5 @@
 """The merge's roll-up of sorted runs (tasks/segments.py) against a hash roll-up of the same
-rows (tasks/fast_batch.py rollup), on tables like a sequence's concatenated persists."""
+rows (tasks/worker_batch.py rollup), on tables like a sequence's concatenated persists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pyarrow as pa
 
-from tasks import fast_batch, segments
+from tasks import segments, worker_batch
 
 KEYS = ["__time", "channel", "n"]
 ORDER = [(key, "ascending", "at_start") for key in KEYS]
@@ -36,7 +36,7 @@ def test_sorted_runs_roll_up_as_a_hash_aggregation_does() -> None:
         table = pa.concat_tables([table.slice(0, rows // 2), table.slice(rows // 2)])
         table = table.sort_by(ORDER)
         got = segments._rollup_sorted(table, KEYS, COMBINE, ORDER)
-        expected = fast_batch.rollup(table, KEYS, [(name, op, name) for name, op in COMBINE])
+        expected = worker_batch.rollup(table, KEYS, [(name, op, name) for name, op in COMBINE])
         assert got.to_pylist() == expected.sort_by(ORDER).to_pylist(), seed
 
 

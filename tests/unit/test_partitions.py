@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.controller.model import CreateTask
+from supervisor.controller.actions import CreateTask
 from supervisor.controller.plan import groups_of, plan
 from tasks.partitions import (
     by_topic,

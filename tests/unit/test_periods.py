@@ -1,6 +1,6 @@
 import pytest
 
-from supervisor.schemas.periods import duration_millis, parse_period
+from tasks.spec.periods import duration_millis, parse_period
 
 
 @pytest.mark.parametrize(

@@ -5,20 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from supervisor.controller.model import (
-    FAILED,
-    RUNNING,
-    SUCCESS,
-    CreateTask,
-    KillTasks,
-    ReserveStandbys,
-    Rollover,
-    Snapshot,
-    SpecView,
-    TaskView,
-    identity,
-)
+from supervisor.controller.actions import CreateTask, KillTasks, ReserveStandbys, Rollover
 from supervisor.controller.plan import next_deadline, plan
+from supervisor.model.views import Snapshot, SpecView, TaskView, identity
+from tasks.protocol import TaskStatusCode
+
+RUNNING, SUCCESS, FAILED = TaskStatusCode.RUNNING, TaskStatusCode.SUCCESS, TaskStatusCode.FAILED
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SPEC = SpecView(

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from supervisor.runner.local import Exited, LocalProcessRunner
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.runner.protocol import Exited
 from supervisor.settings import Settings
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.schemas.errors import SpecError
 from supervisor.schemas.spec import parse_supervisor_spec
+from tasks.spec.errors import SpecError
 from tests.specs import set_path, spec
 
 IO = "spec.ioConfig"

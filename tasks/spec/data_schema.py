@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from supervisor.schemas.base import DruidModel, check_period
-from supervisor.schemas.errors import field_error
+from tasks.spec.base import DruidModel, check_period
+from tasks.spec.errors import field_error
 
 TIMESTAMP_FORMATS = {"auto", "iso", "posix", "millis", "micro", "nano", "ruby"}
 _JODA_LETTERS = set("GCYxwweEyDMdaKhHkmsSzZ")
@@ -88,7 +88,7 @@ def granularity_millis(name: str, value: str | dict[str, Any]) -> int:
         if not isinstance(period, str):
             raise field_error(f"{name}.period", "is required for a period granularity")
         check_period(f"{name}.period", period, positive=False)
-        from supervisor.schemas.periods import parse_period
+        from tasks.spec.periods import parse_period
 
         parsed = parse_period(period)
         approx = parsed.years * GRANULARITIES["year"] + parsed.months * GRANULARITIES["month"]

@@ -1,4 +1,5 @@
-"""What a reconcile pass sees and what it decides: frozen data, no I/O."""
+"""What a reconcile pass sees of a supervisor, as frozen data: its spec, its tasks, the
+stream's offsets. The status API reads the same views."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from tasks.partitions import Offsets, PartitionKey, order
-
-RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
+from supervisor.db.models import TaskRow
+from supervisor.db.repositories import SpecVersion
+from supervisor.schemas.spec import SupervisorSpec
+from tasks.partitions import Offsets, PartitionKey, offsets_from_json, order
+from tasks.protocol import TaskStatusCode
+from tasks.spec.periods import duration_millis
 
 
 @dataclass(frozen=True)
@@ -18,7 +23,7 @@ class TaskView:
     group: int
     identity: str
     start: Offsets
-    status: str  # RUNNING, SUCCESS, FAILED (as recorded)
+    status: TaskStatusCode  # as recorded
     created_at: datetime
     end: Offsets | None = None  # final end offsets, once the group was rolled over
     rolled_at: datetime | None = None
@@ -27,7 +32,7 @@ class TaskView:
 
     @property
     def running(self) -> bool:
-        return self.status == RUNNING
+        return self.status == TaskStatusCode.RUNNING
 
     @property
     def reading(self) -> bool:
@@ -66,42 +71,6 @@ class Snapshot:
     standby_lead_s: float = 0.0  # warm the successors' processes this long before a rollover
 
 
-@dataclass(frozen=True)
-class CreateTask:
-    task_id: str
-    group: int
-    start: Offsets
-    identity: str
-
-
-@dataclass(frozen=True)
-class Rollover:
-    """Pause the group's reading replicas, agree on end offsets (finish=true), resume."""
-
-    group: int
-    task_ids: tuple[str, ...]
-    reason: str
-
-
-@dataclass(frozen=True)
-class ReserveStandbys:
-    """Keep `count` warm standby processes for the group's next generation (which starts
-    where the current one ends; `start` only picks what the standbys warm up on)."""
-
-    group: int
-    count: int
-    start: Offsets
-
-
-@dataclass(frozen=True)
-class KillTasks:
-    task_ids: tuple[str, ...]
-    reason: str
-
-
-Action = CreateTask | Rollover | KillTasks | ReserveStandbys
-
-
 def identity(spec_version: int, group: int, start: Offsets) -> str:
     """Who a task is: spec version, group and start offsets. Adoption compares it."""
     text = json.dumps(
@@ -109,3 +78,36 @@ def identity(spec_version: int, group: int, start: Offsets) -> str:
         separators=(",", ":"),
     )
     return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def spec_view(row: SpecVersion, spec: SupervisorSpec) -> SpecView:
+    io = spec.spec.ioConfig
+    return SpecView(
+        version=row.id,
+        task_count=io.taskCount,
+        replicas=io.replicas,
+        task_duration_s=duration_millis(io.taskDuration) / 1000,
+        completion_timeout_s=duration_millis(io.completionTimeout) / 1000,
+        use_earliest_offset=io.useEarliestOffset,
+        stop_task_count=io.stopTaskCount,
+        repartition_transition_s=duration_millis(io.repartitionTransitionDuration) / 1000,
+    )
+
+
+def _offsets(raw: dict[str, Any] | None) -> Offsets | None:
+    return None if raw is None else offsets_from_json(raw)
+
+
+def task_view(row: TaskRow) -> TaskView:
+    io = row.payload["ioConfig"]
+    start = _offsets(io["startSequenceNumbers"]["partitionSequenceNumberMap"]) or {}
+    return TaskView(
+        id=row.id,
+        group=row.group_id or 0,
+        identity=str(row.payload.get("context", {}).get("identity", "")),
+        start=start,
+        status=TaskStatusCode(row.status),
+        created_at=row.created_at,
+        end=_offsets(row.end_offsets),
+        rolled_at=row.rolled_at,
+    )

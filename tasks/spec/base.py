@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from supervisor.schemas.errors import field_error
-from supervisor.schemas.periods import duration_millis, parse_period
+from tasks.spec.errors import field_error
+from tasks.spec.periods import duration_millis, parse_period
 
 
 class DruidModel(BaseModel):

@@ -1,31 +1,20 @@
-"""The common micro-batch without Spark SQL's row pipeline: JSON records are parsed, timed,
-typed and rolled up inside Spark's Python workers (orjson and Arrow), one mapInArrow and no
-shuffle, over partition ranges the workers read themselves with librdkafka
-(tasks/direct_read.py; `process_direct`) or over Kafka rows from Spark's Kafka source
-(`process`); each worker writes its share of the persist as one Parquet file per segment
-interval, so that a sequence of such persists is merged interval by interval
-(tasks/segments.py build_segments_by_interval).
+"""The Python-worker engine's work inside Spark's Python workers (tasks/engines/
+python_workers.py runs it): JSON records are parsed, timed, typed and rolled up with orjson and
+Arrow, one mapInArrow and no shuffle, over partition ranges the workers read themselves with
+librdkafka (tasks/direct_read.py) or over Kafka rows from Spark's Kafka source; each worker
+writes its share of the persist as one Parquet file per segment interval, so that a sequence of
+such persists is merged interval by interval (tasks/segments.py build_segments_by_interval).
 
-It yields the very persist, counts and samples that tasks/pipeline.py's Spark pipeline does, at
-a fraction of the CPU, for the plans and values where that can be guaranteed:
-
-- up front, by the plan (`supports`): JSON input without flattenSpec; an iso, millis, posix or
-  auto timestampSpec without missingValue; no transforms and no filter; declared string, long
-  and double dimensions; count and long/double Sum, Min and Max metrics; a fixed-length (or
-  no) query granularity;
-- while running, by value: a record the Spark pipeline might read differently (a JSON number
-  with a fraction for a string dimension, a number written as text for a metric, a timestamp
-  outside the canonical `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` form, a record orjson rejects that
-  starts like an object other than by ending too soon, bytes that are not UTF-8) makes the worker
-  give up, and the whole batch is run by the Spark pipeline instead (`process` answers None).
-
-tests/integration/test_fast_batch.py runs both on the same records and compares the persists.
+A record the Spark SQL engine might read differently (a JSON number with a fraction for a
+string dimension, a number written as text for a metric, a timestamp outside the canonical
+`YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` form, a record orjson rejects that starts like an object
+other than by ending too soon, bytes that are not UTF-8) makes the worker give up: it answers a
+`giveUp` row instead of its counts, and the batch goes to the Spark SQL engine
+(tasks/engines/choice.py).
 """
 
 from __future__ import annotations
 
-import logging
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +22,6 @@ from typing import Any
 
 from tasks import direct_read, granularity, python_worker
 from tasks.json_values import CONVERT, GiveUp, time_reader
-from tasks.pipeline import BatchResult, RowPlan, RowStats, process_batch
-from tasks.reader import KafkaBatch
-
-log = logging.getLogger(__name__)
 
 TIME_FORMATS = {"iso", "millis", "posix", "auto"}
 DIMENSION_TYPES = {"string": "string", "long": "int64", "double": "float64"}
@@ -83,165 +68,7 @@ class WorkerPlan:
     max_samples: int
 
 
-def supports(plan: RowPlan) -> bool:
-    """Whether this path can run the plan (values may still send a batch to Spark)."""
-    schema = plan.schema
-    extra = plan.input_format.model_extra or {}
-    dims = plan.declared_dimensions()
-    return (
-        plan.input_format.type == "json"
-        and not extra.get("flattenSpec")
-        and schema.timestampSpec.format.lower() in TIME_FORMATS
-        and schema.timestampSpec.missingValue is None
-        and not schema.transformSpec.transforms
-        and schema.transformSpec.filter is None
-        and bool(dims)
-        and all(kind in DIMENSION_TYPES and name != "__time" for name, kind in dims)
-        and all(_metric(m) is not None for m in schema.metricsSpec)
-        and (plan.query_granularity == "none" or plan.query_granularity in granularity.FIXED_MS)
-    )
-
-
-def _metric(aggregator: Any) -> Metric | None:
-    if aggregator.type == "count":
-        return Metric(aggregator.name, "count", "int64", None)
-    for prefix, kind in METRIC_TYPES.items():
-        for op, function in METRIC_OPS.items():
-            if aggregator.type == f"{prefix}{op}" and aggregator.fieldName:
-                return Metric(aggregator.name, function, kind, aggregator.fieldName)
-    return None
-
-
-def worker_plan(plan: RowPlan, persist_path: str, max_samples: int) -> WorkerPlan:
-    metrics = tuple(m for m in map(_metric, plan.schema.metricsSpec) if m is not None)
-    query = plan.query_granularity
-    return WorkerPlan(
-        time_column=plan.schema.timestampSpec.column,
-        time_format=plan.schema.timestampSpec.format.lower(),
-        query_ms=None if query == "none" else granularity.FIXED_MS[query],
-        dimensions=tuple(
-            (name, DIMENSION_TYPES[kind]) for name, kind in plan.declared_dimensions()
-        ),
-        metrics=metrics,
-        rollup=plan.rollup,
-        min_ms=plan.min_time_ms,
-        max_ms=plan.max_time_ms,
-        segment_granularity=plan.segment_granularity,
-        persist_path=persist_path,
-        max_samples=max_samples,
-    )
-
-
-def process(plan: RowPlan, frame: Any, persist_path: str, max_samples: int) -> BatchResult | None:
-    """Run one batch of Kafka rows here; None when a worker gave up (what other workers wrote
-    is left for the Spark pipeline's write to the same persist path to overwrite)."""
-    work = worker_plan(plan, persist_path, max_samples)
-    rows = (
-        frame.select("value", "partition", "offset")
-        .mapInArrow(_worker(work), RESULT_SCHEMA)
-        .collect()
-    )
-    return _outcome(plan, work, rows)
-
-
-def process_direct(
-    plan: RowPlan, batch: KafkaBatch, persist_path: str, max_samples: int
-) -> BatchResult | None:
-    """Run one batch here, its ranges read by the workers themselves (tasks/direct_read.py);
-    None when a worker gave up on a value; ReadGiveUp when one could not read its range as
-    the Kafka source would (the persist path may hold other workers' files)."""
-    work = worker_plan(plan, persist_path, max_samples)
-    ranges = direct_read.ranges(batch.io.topic, batch.start, batch.end)
-    if not ranges:
-        write_empty(work)
-        return BatchResult(RowStats(), [], plan.declared_dimensions())
-    config = direct_read.consumer_config(batch.io.consumerProperties)
-    direct_read.check(config)
-    reading = direct_read.Reading(config, ranges)
-    rows = (
-        direct_read.ranges_frame(batch.spark, ranges)
-        .mapInArrow(_worker(work, reading), RESULT_SCHEMA)
-        .collect()
-    )
-    unread = [r["message"] for r in rows if r["kind"] == "readGiveUp"]
-    if unread:
-        raise direct_read.ReadGiveUp(unread[0])
-    return _outcome(plan, work, rows)
-
-
-def _outcome(plan: RowPlan, work: WorkerPlan, rows: list[Any]) -> BatchResult | None:
-    """The batch's counts and samples from the workers' result rows; None if one gave up."""
-    gave_up = [r["message"] for r in rows if r["kind"] == "giveUp"]
-    if gave_up:
-        log.info("batch handed to the Spark pipeline: %s", gave_up[0])
-        return None
-    stats = RowStats()
-    for row in rows:
-        if row["kind"] == "stats":
-            stats.add(
-                RowStats(
-                    processed=row["processed"],
-                    processedBytes=row["processedBytes"],
-                    unparseable=row["unparseable"],
-                    thrownAway=row["thrownAway"],
-                )
-            )
-    if not any(Path(work.persist_path).glob("*.parquet")):  # no Kafka partition had a row
-        write_empty(work)
-    samples = [
-        {name: r[name] for name in ("partition", "offset", "input", "message")}
-        for r in rows
-        if r["kind"] == "sample"
-    ]
-    _first(samples, work.max_samples)
-    return BatchResult(stats, samples, plan.declared_dimensions())
-
-
-def persist_batch(
-    plan: RowPlan,
-    source: KafkaBatch | Any,
-    persist_path: str,
-    max_samples: int,
-    known_dims: list[tuple[str, str]],
-) -> tuple[BatchResult, bool]:
-    """One micro-batch into a persist: by this path where it can, else by the Spark pipeline;
-    and whether this path wrote it (its files are then split by interval). `source` is a
-    task's KafkaBatch (read by the workers where they can, else by Spark's Kafka source) or a
-    DataFrame of Kafka rows."""
-
-    def frame() -> Any:
-        return source.frame() if isinstance(source, KafkaBatch) else source
-
-    result = _by_workers(plan, source, frame, persist_path, max_samples) if supports(plan) else None
-    if result is not None:
-        return result, True
-    return process_batch(plan, frame(), persist_path, max_samples, known_dims), False
-
-
-def _by_workers(
-    plan: RowPlan,
-    source: KafkaBatch | Any,
-    frame: Callable[[], Any],
-    persist_path: str,
-    max_samples: int,
-) -> BatchResult | None:
-    """The batch by this path: read by the workers themselves where they can, else from
-    Spark's Kafka source; None when a worker gave up on a value."""
-    if isinstance(source, KafkaBatch):
-        try:
-            return process_direct(plan, source, persist_path, max_samples)
-        except direct_read.ReadGiveUp as exc:
-            if not isinstance(exc, direct_read.RefusedSettings):  # said once, when found
-                log.info("batch read by Spark's Kafka source: %s", exc)
-            if Path(persist_path).exists():  # what other workers wrote must not stay
-                shutil.rmtree(persist_path)
-    return process(plan, frame(), persist_path, max_samples)
-
-
-# ---- in the Python worker -------------------------------------------------------------------
-
-
-def _worker(
+def worker_function(
     work: WorkerPlan, reading: direct_read.Reading | None = None
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: over Kafka rows (value, partition, offset), or with `reading`
@@ -315,7 +142,7 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
             _result("sample", partition=partition, offset=offset, input=text, message=message)
         )
         if len(samples) > 2 * work.max_samples:
-            _first(samples, work.max_samples)
+            first_samples(samples, work.max_samples)
 
     for batch in batches:
         values = batch.column(0)
@@ -350,7 +177,7 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
     counts["processed"] = len(rows)
     transposed = list(zip(*rows, strict=True)) if rows else [() for _ in range(len(fields) + 1)]
     _write(work, [transposed[-1], *transposed[:-1]], len(rows))
-    _first(samples, work.max_samples)
+    first_samples(samples, work.max_samples)
     yield pa.RecordBatch.from_pylist(
         [_result("stats", **counts), *samples], schema=_result_schema()
     )
@@ -373,7 +200,7 @@ def _where(batch: Any, index: int) -> tuple[int, int]:
     return batch.column(1)[index].as_py(), batch.column(2)[index].as_py()
 
 
-def _first(samples: list[dict[str, Any]], limit: int) -> None:
+def first_samples(samples: list[dict[str, Any]], limit: int) -> None:
     samples.sort(key=lambda sample: (sample["partition"], sample["offset"]))
     del samples[limit:]
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from supervisor.schemas.base import DruidModel, PositivePeriod
+from tasks.spec.base import DruidModel, PositivePeriod
 
 INT_MAX = 2_147_483_647
 

@@ -1,4 +1,4 @@
-"""The reconcile loop's states over a real metadata DB: the stream unreachable from the start
+"""The reconciler's states over a real metadata DB: the stream unreachable from the start
 or lost later, idleness, and what a pass starts meanwhile. The runner is a fake that records
 launches (no Spark here); the dead-port case uses the real Kafka client."""
 
@@ -14,12 +14,14 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from supervisor.controller.loop import SLOW_PASS_S, SupervisorLoop
 from supervisor.controller.observe import StreamError, StreamReader
+from supervisor.controller.reconciler import SLOW_PASS_S, Reconciler, RequeueAfter, Retry
+from supervisor.controller.requests import RequestInbox
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
-from supervisor.devstack.ports import free_port
-from supervisor.runner.local import Launched
+from supervisor.model.status import StatusStore, SupervisorStatus
+from supervisor.net import free_port
+from supervisor.runner.protocol import Launched
 from supervisor.services.supervisors import Actor, SupervisorService
 from supervisor.settings import Settings
 
@@ -80,46 +82,54 @@ def submit(sessions: sessionmaker[Session], clock: Clock, bootstrap: str, **io: 
         session.commit()
 
 
-def loop(sessions: Any, clock: Clock, stream: StreamReader, runner: Any) -> SupervisorLoop:
-    return SupervisorLoop("events", sessions, clock, runner, stream)
+class Passes:
+    """A supervisor's passes through the reconciler, and its status after each."""
 
+    def __init__(self, sessions: Any, clock: Clock, stream: StreamReader, runner: Any) -> None:
+        self.statuses = StatusStore()
+        self.reconciler = Reconciler(sessions, clock, runner, stream, self.statuses, RequestInbox())
 
-def run(the_loop: SupervisorLoop) -> None:
-    try:
-        the_loop.run_once()
-    except Exception as exc:  # what the loop's thread does with a failed pass
-        the_loop._failed_pass(exc)
+    def run(self) -> RequeueAfter | Retry:
+        result = self.reconciler.reconcile("events")
+        assert isinstance(result, RequeueAfter | Retry)
+        return result
+
+    @property
+    def status(self) -> SupervisorStatus:
+        status = self.statuses.get("events")
+        assert status is not None
+        return status
 
 
 def test_stream_lost_after_a_healthy_pass_then_back(sessions: Any) -> None:
     clock, stream, runner = Clock(), ScriptedStream(), RecordingRunner()
     submit(sessions, clock, "127.0.0.1:1")
-    the_loop = loop(sessions, clock, stream, runner)
-    run(the_loop)
-    assert the_loop.status.state == "RUNNING" and len(runner.launched) == 1
+    passes = Passes(sessions, clock, stream, runner)
+    passes.run()
+    assert passes.status.state == "RUNNING" and len(runner.launched) == 1
     stream.down = True
     for expected in ("RUNNING", "RUNNING", "UNHEALTHY_SUPERVISOR"):
-        run(the_loop)
-        assert the_loop.status.state == expected  # Druid's unhealthinessThreshold is 3
-    assert the_loop.status.detailed_state == "LOST_CONTACT_WITH_STREAM"
-    assert not the_loop.status.healthy
-    assert "broker down" in the_loop.status.recent_errors[-1]["message"]
+        passes.run()
+        assert passes.status.state == expected  # Druid's unhealthinessThreshold is 3
+    assert passes.status.detailed_state == "LOST_CONTACT_WITH_STREAM"
+    assert not passes.status.healthy
+    assert "broker down" in passes.status.recent_errors[-1].message
     stream.down = False
-    run(the_loop)
-    assert the_loop.status.state == the_loop.status.detailed_state == "RUNNING"
-    assert the_loop.status.healthy and len(runner.launched) == 1  # the task is still there
+    passes.run()
+    assert passes.status.state == passes.status.detailed_state == "RUNNING"
+    assert passes.status.healthy and len(runner.launched) == 1  # the task is still there
 
 
 def test_a_dead_broker_address_is_unable_to_connect(sessions: Any) -> None:
     clock, runner = Clock(), RecordingRunner()
     dead = f"127.0.0.1:{free_port()}"
     submit(sessions, clock, dead)
-    the_loop = loop(sessions, clock, StreamReader(timeout_s=1.0), runner)
+    passes = Passes(sessions, clock, StreamReader(timeout_s=1.0), runner)
     for _ in range(3):
-        run(the_loop)
-    assert the_loop.status.detailed_state == "UNABLE_TO_CONNECT_TO_STREAM"
-    assert the_loop.status.state == "UNHEALTHY_SUPERVISOR"
-    assert dead in the_loop.status.recent_errors[-1]["message"]
+        passes.run()
+    assert passes.status.detailed_state == "UNABLE_TO_CONNECT_TO_STREAM"
+    assert passes.status.state == "UNHEALTHY_SUPERVISOR"
+    assert dead in passes.status.recent_errors[-1].message
     assert runner.launched == []
 
 
@@ -130,24 +140,24 @@ def test_idle_after_inactivity_starts_nothing_and_new_data_wakes_it(sessions: An
     with sessions() as session:  # everything was read and published already
         OffsetsRepository(session).insert("events", "events", "events", stream.latest, clock())
         session.commit()
-    the_loop = loop(sessions, clock, stream, runner)
-    run(the_loop)  # new to this loop: not idle yet
-    assert the_loop.status.state == "RUNNING" and len(runner.launched) == 1
+    passes = Passes(sessions, clock, stream, runner)
+    passes.run()  # new to this reconciler: not idle yet
+    assert passes.status.state == "RUNNING" and len(runner.launched) == 1
     with sessions() as session:  # that task ends, having found nothing to read
         session.execute(update(TaskRow).values(status="SUCCESS"))
         session.commit()
     clock.now += timedelta(seconds=59)
-    run(the_loop)
-    assert the_loop.status.state == "RUNNING" and len(runner.launched) == 2
+    passes.run()
+    assert passes.status.state == "RUNNING" and len(runner.launched) == 2
     with sessions() as session:
         session.execute(update(TaskRow).values(status="SUCCESS"))
         session.commit()
     clock.now += timedelta(seconds=2)
-    run(the_loop)
-    assert the_loop.status.state == "IDLE" and len(runner.launched) == 2
+    passes.run()
+    assert passes.status.state == "IDLE" and len(runner.launched) == 2
     stream.latest = {0: 11, 1: 10, 2: 10}  # new data
-    run(the_loop)
-    assert the_loop.status.state == "RUNNING" and len(runner.launched) == 3
+    passes.run()
+    assert passes.status.state == "RUNNING" and len(runner.launched) == 3
 
 
 def test_a_slow_pass_is_logged_with_where_its_time_went(
@@ -162,9 +172,9 @@ def test_a_slow_pass_is_logged_with_where_its_time_went(
 
     clock, runner = Clock(), RecordingRunner()
     submit(sessions, clock, "127.0.0.1:1")
-    the_loop = loop(sessions, clock, SlowStream(), runner)
-    with caplog.at_level(logging.WARNING, logger="supervisor.controller.loop"):
-        the_loop.step()
+    passes = Passes(sessions, clock, SlowStream(), runner)
+    with caplog.at_level(logging.WARNING, logger="supervisor.controller.reconciler"):
+        passes.run()
     assert runner.launched  # the pass did its work
     [line] = [r.getMessage() for r in caplog.records if "slow pass" in r.getMessage()]
     laps = dict(re.findall(r"(\w+) (\d+\.\d+) s", line.split("(", 1)[1]))

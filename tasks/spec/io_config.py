@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
-from supervisor.schemas.base import DruidModel, FixedPeriod, IsoDateTime, PositivePeriod
-from supervisor.schemas.errors import field_error
+from tasks.spec.base import DruidModel, FixedPeriod, IsoDateTime, PositivePeriod
+from tasks.spec.errors import field_error
 
 INPUT_FORMATS = {
     "json",

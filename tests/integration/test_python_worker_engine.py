@@ -1,6 +1,6 @@
-"""The Python-worker batch (tasks/fast_batch.py) against the Spark pipeline (tasks/pipeline.py)
-on real Spark: the same Kafka-shaped rows through both must give the same persist rows, counts
-and samples, or the fast path must give the batch up."""
+"""The Python-worker engine (tasks/engines/python_workers.py) against the Spark SQL engine
+(tasks/pipeline.py) on real Spark: the same Kafka-shaped rows through both must give the same
+persist rows, counts and samples, or the Python-worker engine must hand the batch on."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from supervisor.schemas.data_schema import DataSchema
-from supervisor.schemas.io_config import InputFormat
-from tasks import fast_batch
+from tasks.engines.base import EngineName, FallBack
+from tasks.engines.choice import Engines
+from tasks.engines.python_workers import PythonWorkerEngine, unsupported
 from tasks.pipeline import RowPlan, process_batch
+from tasks.spec.data_schema import DataSchema
+from tasks.spec.io_config import InputFormat
 
 KAFKA_SCHEMA = "key binary, value binary, topic string, partition int, offset long"
 WIKI = {
@@ -64,8 +66,9 @@ def both(spark: Any, tmp_path: Path, plan: Any, records: list[Any]) -> tuple[Any
     """(Spark pipeline result and rows, fast path result and rows or None if it gave up)."""
     spark_out, fast_out = tmp_path / "spark", tmp_path / "fast"
     expected = process_batch(plan, frame(spark, records), str(spark_out), 5, [])
-    got = fast_batch.process(plan, frame(spark, records), str(fast_out), 5)
-    if got is None:
+    try:
+        got = PythonWorkerEngine(spark, plan).persist(frame(spark, records), str(fast_out), 5, [])
+    except FallBack:
         return (expected, persisted(spark, spark_out)), None
     return (expected, persisted(spark, spark_out)), (got, persisted(spark, fast_out))
 
@@ -119,7 +122,7 @@ TRICKY = [
 
 def test_the_same_persist_as_the_spark_pipeline(spark: Any, tmp_path: Path) -> None:
     plan = plan_of(WIKI)
-    assert fast_batch.supports(plan)
+    assert unsupported(plan) is None
     expected, got = both(spark, tmp_path, plan, TRICKY)
     assert got is not None, "the fast path gave up"
     assert_same(expected, got)
@@ -159,7 +162,7 @@ def test_the_same_persist_for_other_plans(
     if schema["timestampSpec"]["format"] == "auto":
         records.append({"t": "2026-11-22T08:00:00.5Z", "page": "auto reads ISO too"})
     plan = plan_of(schema, window)
-    assert fast_batch.supports(plan)
+    assert unsupported(plan) is None
     expected, got = both(spark, tmp_path, plan, records)
     assert got is not None, "the fast path gave up"
     assert_same(expected, got)
@@ -249,8 +252,8 @@ def test_a_key_twice_is_read_last_as_druid_does(spark: Any, tmp_path: Path) -> N
     ],
 )
 def test_plans_it_does_not_run(change: dict[str, Any]) -> None:
-    assert not fast_batch.supports(plan_of({**WIKI, **change}))
-    assert fast_batch.supports(plan_of(WIKI))
+    assert unsupported(plan_of({**WIKI, **change}))
+    assert unsupported(plan_of(WIKI)) is None
 
 
 @pytest.mark.parametrize(("segment", "rollup"), [("HOUR", True), ("WEEK", True), ("HOUR", False)])
@@ -282,7 +285,7 @@ def test_merging_by_interval_makes_the_segments_spark_does(
     persists = []
     for index, half in enumerate((records[::2], records[1::2])):
         persists.append(str(tmp_path / f"persist-{index}"))
-        assert fast_batch.process(plan, frame(spark, half), persists[-1], 0) is not None
+        PythonWorkerEngine(spark, plan).persist(frame(spark, half), persists[-1], 0, [])
 
     def context(name: str) -> SegmentContext:
         return SegmentContext("task", "d", "t", {0: 0}, {0: 9}, "1", str(tmp_path / name))
@@ -307,19 +310,22 @@ def test_merging_by_interval_makes_the_segments_spark_does(
 def test_a_sequence_of_both_kinds_merges_with_spark(spark: Any, tmp_path: Path) -> None:
     """A batch handed to Spark makes its sequence's merge Spark's, which reads the fast
     persists beside it."""
-    from tasks.fast_batch import persist_batch
-    from tasks.segments import SegmentContext, merge_persists
+    from tasks.segments import SegmentContext
 
     plan = plan_of(WIKI)
+    engines = Engines(spark, plan)
     fast_dir, spark_dir = str(tmp_path / "fast"), str(tmp_path / "spark")
     records = [edit(s) for s in range(60)]
-    _, fast = persist_batch(plan, frame(spark, records[:30]), fast_dir, 0, [])
-    _, handed_over = persist_batch(
-        plan, frame(spark, [*records[30:], edit(0, page=0.5)]), spark_dir, 0, []
-    )
-    assert (fast, handed_over) == (True, False)
+    engines.workers.persist(frame(spark, records[:30]), fast_dir, 0, [])
+    handed_over = frame(spark, [*records[30:], edit(0, page=0.5)])
+    with pytest.raises(FallBack, match="a float value where text is read"):
+        engines.workers.persist(handed_over, spark_dir, 0, [])
+    engines.sql.persist(handed_over, spark_dir, 0, [])
+    written_by = {EngineName.PYTHON_WORKERS, EngineName.SPARK_SQL}
+    assert engines.merger(written_by) is engines.sql
+    assert engines.merger({EngineName.PYTHON_WORKERS}) is engines.workers
     context = SegmentContext("task", "d", "t", {0: 0}, {0: 9}, "1", str(tmp_path / "deep"))
     dims = [name for name, _ in plan.declared_dimensions()]
-    segments = merge_persists(spark, plan, [fast_dir, spark_dir], dims, context, 1000, False)
+    segments = engines.merge([fast_dir, spark_dir], written_by, dims, context, 1000)
     counted = spark.read.parquet(*(s.path for s in segments)).agg({"count": "sum"}).first()[0]
     assert counted == len(records) + 1

@@ -1,0 +1,278 @@
+"""The reconciler: one pass of one supervisor, observe → plan → execute, and when the next is due.
+
+A pass takes a supervisor id and converges from what it reads (STYLE habits 1-3): it never asks
+what woke it. It is stateless between passes but for `Memory`, what earlier passes of the same
+supervisor learned (when the partition set was first seen, whether new data stopped coming,
+when the periodic pass is due); the work queue runs one pass per supervisor at a time, so a
+supervisor's memory has one writer. It publishes the supervisor's status after every pass and
+answers with a typed Result that the manager hands to the work queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from supervisor.clock import Clock, druid_timestamp
+from supervisor.controller.actions import ReserveStandbys, Rollover
+from supervisor.controller.execute import Executor
+from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
+from supervisor.controller.plan import next_deadline, plan
+from supervisor.controller.requests import RequestInbox, Taken
+from supervisor.db.engine import SessionFactory
+from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
+from supervisor.model.views import Snapshot
+from supervisor.runner.protocol import Runner
+from supervisor.schemas.spec import SupervisorSpec
+from supervisor.services.supervisors import RESET_REASON
+from supervisor.services.tasks import TaskService
+from tasks.logs import log_context
+from tasks.partitions import Offsets, PartitionKey
+from tasks.spec.periods import duration_millis
+
+log = logging.getLogger(__name__)
+DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has read the spec
+IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
+SLOW_PASS_S = 1.0  # a pass this long is logged with where its time went
+ACTED_S = 0.2  # after a pass that acted: the next one soon, to see what the actions did
+
+
+@dataclass(frozen=True)
+class Done:
+    """The supervisor is gone (no spec, or terminated and wound down): no more passes."""
+
+
+@dataclass(frozen=True)
+class RequeueAfter:
+    """Pass again in `seconds`; `first`: ahead of every pass already due."""
+
+    seconds: float
+    first: bool = False
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The pass failed: again after the supervisor's backoff, but no later than `at_most`
+    seconds (its next periodic pass)."""
+
+    at_most: float
+
+
+Result = Done | RequeueAfter | Retry
+
+
+@dataclass
+class Memory:
+    """What earlier passes of one supervisor learned; touched by its own passes alone."""
+
+    phase: float  # where in each period its periodic pass falls, in (0, 1]
+    latest_changed_at: datetime
+    period_s: float = DEFAULT_PERIOD_S
+    due: float | None = None  # when the next periodic pass is due (monotonic)
+    deadline: float | None = None  # when the clock next changes the plan (monotonic)
+    adopted: bool = False  # the first pass adopts what an earlier overlord left running
+    handoffs: set[int] = field(default_factory=set)  # asked for, not yet rolled over
+    checkpoints: dict[str, Mapping[str, int]] = field(default_factory=dict)  # not yet done
+    probe: TaskProbe = field(default_factory=TaskProbe)
+    partition_sets: dict[tuple[PartitionKey, ...], datetime] = field(default_factory=dict)
+    last_latest: Offsets | None = None  # the first observation is news
+    laps: dict[str, float] = field(default_factory=dict)  # where the last pass's time went
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a good pass did, for the status and the next pass's timing."""
+
+    snapshot: Snapshot
+    acted: bool  # actions were taken that call for a prompt next pass
+    rolled: bool  # a group was rolled over: its successors are created by the next pass
+    gone: bool
+
+
+class Reconciler:
+    def __init__(
+        self,
+        sessions: SessionFactory,
+        clock: Clock,
+        runner: Runner,
+        stream: StreamReader,
+        statuses: StatusStore,
+        inbox: RequestInbox,
+        standby_lead_s: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self.runner = runner
+        self.stream = stream
+        self.statuses = statuses
+        self.inbox = inbox
+        self.standby_lead_s = standby_lead_s  # warm successors this long before a rollover
+        self.monotonic = monotonic
+        self.memories: dict[str, Memory] = {}
+
+    def memory(self, supervisor_id: str) -> Memory:
+        memory = self.memories.get(supervisor_id)
+        if memory is None:
+            phase = (zlib.crc32(supervisor_id.encode()) % 1000 + 1) / 1000
+            memory = Memory(phase=phase, latest_changed_at=self.clock())
+            self.memories[supervisor_id] = memory
+        return memory
+
+    def forget(self, supervisor_id: str) -> None:
+        self.memories.pop(supervisor_id, None)
+        self.statuses.drop(supervisor_id)
+        self.inbox.drop(supervisor_id)
+
+    def reconcile(self, supervisor_id: str) -> Result:
+        """One pass, its timing and failure kept in the supervisor's status."""
+        memory = self.memory(supervisor_id)
+        status = self.statuses.get(supervisor_id) or SupervisorStatus()
+        began = self.monotonic()
+        try:
+            with log_context(supervisor=supervisor_id):
+                outcome = self.run_pass(supervisor_id, memory)
+        except Exception as exc:
+            log.warning("supervisor %s: pass failed: %s", supervisor_id, exc)
+            error = PassError(druid_timestamp(self.clock()), type(exc).__name__, str(exc))
+            self._publish(supervisor_id, status.failed(error, isinstance(exc, StreamError)), began)
+            return Retry(self.until_due(memory))
+        if outcome is None or outcome.gone:
+            self.forget(supervisor_id)
+            return Done()
+        self._publish(supervisor_id, self._healthy(status, outcome.snapshot, memory), began)
+        if outcome.rolled:
+            # After a rollover the successors are created by the very next pass, and until
+            # then the group has no task reading: that pass must not queue behind every
+            # supervisor that is due (in a wave of a thousand handoffs it waited ~20 s).
+            return RequeueAfter(0.0, first=True)
+        if outcome.acted:
+            return RequeueAfter(ACTED_S)
+        return RequeueAfter(self.until_due(memory))
+
+    def _publish(self, supervisor_id: str, status: SupervisorStatus, began: float) -> None:
+        """The pass's status, with its time; a slow pass says where its time went."""
+        seconds = self.monotonic() - began
+        memory = self.memory(supervisor_id)
+        if seconds >= SLOW_PASS_S:
+            spent = " ".join(f"{name} {value:.2f} s" for name, value in memory.laps.items())
+            log.warning("supervisor %s: slow pass %.2f s (%s)", supervisor_id, seconds, spent)
+        waiting = self.inbox.size(supervisor_id) + len(memory.handoffs) + len(memory.checkpoints)
+        self.statuses.put(supervisor_id, status.timed(seconds, waiting))
+
+    def run_pass(self, supervisor_id: str, memory: Memory) -> Outcome | None:
+        """Observe, plan, execute; None when the supervisor has no spec at all."""
+        memory.deadline = None  # a pass that fails sets none
+        laps: dict[str, float] = {}
+        memory.laps = laps
+        taken = self.inbox.take(supervisor_id)
+        memory.handoffs |= taken.handoffs
+        memory.checkpoints.update(taken.checkpoints)
+        with self.sessions() as session:
+            executor = Executor(session, self.clock, self.runner)
+            if not memory.adopted:
+                executor.adopt(supervisor_id)
+                memory.adopted = True
+            self._restart(executor.tasks, supervisor_id, taken)
+            asked = frozenset(memory.handoffs)
+            observed = observe(
+                session, supervisor_id, self.clock(), self.stream, asked, memory.probe, laps
+            )
+            if observed is None:
+                return None
+            snapshot, spec, row = observed
+            snapshot = self._remembered(snapshot, spec, memory)
+            memory.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
+            actions = plan(snapshot)
+            deadline = next_deadline(snapshot)
+            if deadline is not None:
+                memory.deadline = self.monotonic() + (deadline - snapshot.now).total_seconds()
+            executing = self.monotonic()
+            executor.run(actions, spec, row.id)
+            rolling = {a.group for a in actions if isinstance(a, Rollover)}
+            checkpoints, memory.checkpoints = memory.checkpoints, {}
+            executor.checkpoints(checkpoints, skip_groups=rolling)
+            laps["execute"] = self.monotonic() - executing
+            groups = spec.spec.ioConfig.taskCount
+            memory.handoffs -= rolling | {g for g in asked if g >= groups}
+            running = any(t.running for t in snapshot.tasks)
+        acted = any(not isinstance(a, ReserveStandbys) for a in actions)
+        gone = snapshot.terminated and not running and not actions
+        return Outcome(snapshot, acted, bool(executor.rolled), gone)
+
+    def _restart(self, tasks: TaskService, supervisor_id: str, taken: Taken) -> None:
+        if taken.restart_all or taken.restart_groups:
+            groups = None if taken.restart_all else set(taken.restart_groups)
+            tasks.kill_running(supervisor_id, groups, RESET_REASON)
+
+    def _remembered(self, snapshot: Snapshot, spec: SupervisorSpec, memory: Memory) -> Snapshot:
+        """What earlier passes know: when the partition set was first seen, and whether the
+        supervisor is idle (idleConfig: all read, nothing new for a while)."""
+        now = snapshot.now
+        since = memory.partition_sets.setdefault(snapshot.partitions, now)
+        if snapshot.latest != memory.last_latest:
+            memory.last_latest, memory.latest_changed_at = dict(snapshot.latest), now
+        config = spec.spec.ioConfig.idleConfig
+        idle = False
+        if config is not None and config.enabled:
+            after = timedelta(milliseconds=config.inactiveAfterMillis or IDLE_AFTER_MS)
+            caught_up = all(
+                snapshot.committed.get(p, snapshot.earliest.get(p, 0)) >= offset
+                for p, offset in snapshot.latest.items()
+            )
+            idle = caught_up and now >= memory.latest_changed_at + after
+        return replace(
+            snapshot,
+            partitions_since=since,
+            idle=idle,
+            standby_lead_s=self.standby_lead_s,
+        )
+
+    def _healthy(
+        self, status: SupervisorStatus, snapshot: Snapshot, memory: Memory
+    ) -> SupervisorStatus:
+        suspended = snapshot.suspended and not snapshot.terminated
+        state = (
+            SupervisorState.SUSPENDED
+            if suspended
+            else SupervisorState.IDLE
+            if snapshot.idle
+            else SupervisorState.RUNNING
+        )
+        probe = memory.probe
+        return replace(
+            status,
+            passes=status.passes + 1,
+            connected_once=True,
+            consecutive_failures=0,
+            healthy=True,
+            state=state,
+            detailed_state=state,
+            partitions=snapshot.partitions,
+            latest=dict(snapshot.latest),
+            current=dict(probe.current),
+            started=dict(probe.started),
+            task_metrics=dict(probe.metrics),
+            offsets_updated=druid_timestamp(snapshot.now),
+            snapshot=snapshot,
+        )
+
+    def until_due(self, memory: Memory) -> float:
+        """Seconds to the next periodic pass. Periodic passes run every `period`, as Druid runs
+        runInternal, each supervisor at a phase of its own (from a hash of its id), so a
+        thousand spread their passes over the period instead of passing all at once after a
+        restart or a wave; passes woken in between (API changes, task exits) do not move them.
+        A deadline (a taskDuration's end) sooner than that comes first."""
+        now = self.monotonic()
+        period = memory.period_s
+        if memory.due is None or memory.due > now + period:  # new, or the period shrank
+            memory.due = now + memory.phase * period
+        while memory.due <= now:
+            memory.due += period
+        if memory.deadline is not None and memory.deadline < memory.due:
+            return max(0.0, memory.deadline - now)
+        return memory.due - now

@@ -1,0 +1,60 @@
+"""What the overlord asks of wherever tasks run: the Runner protocol, and what it answers.
+LocalProcessRunner (local processes) implements it; so do the fakes of tests and benchmarks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Launched:
+    """Where a launched task serves its control API, with its token and log."""
+
+    host: str
+    port: int
+    log_path: str
+    token: str
+
+
+@dataclass(frozen=True)
+class Exited:
+    task_id: str
+    exit_code: int | None  # None: a process adopted from an earlier overlord (not our child)
+    report: dict[str, Any] | None
+
+
+class Runner(Protocol):
+    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
+        """Start the task (its payload is Druid's index_kafka task as JSON); raises OSError
+        when it cannot be started."""
+        ...
+
+    def reserve_standbys(
+        self, supervisor_id: str, group: int, count: int, payload: dict[str, Any], ttl_s: float
+    ) -> int:
+        """Keep `count` warm standbys for the group's successors; the number started now."""
+        ...
+
+    def is_running(self, task_id: str) -> bool: ...
+
+    def kill(self, task_id: str) -> bool:
+        """Kill a live task; True if it was alive. The killer records the outcome: `exited`
+        never reports a killed task."""
+        ...
+
+    def adopt(self, task_id: str) -> bool:
+        """Watch a task an earlier overlord started; False when it is gone."""
+        ...
+
+    def report(self, task_id: str) -> dict[str, Any] | None:
+        """The final report a task left, if any."""
+        ...
+
+    def exited(self) -> list[Exited]:
+        """Tasks that ended since the last call, with their reports."""
+        ...
+
+    def stop_standbys(self) -> None: ...
+
+    def kill_all(self) -> None: ...

@@ -1,0 +1,119 @@
+"""The direction of imports: `supervisor/` may import `tasks/`, never the reverse; dev-only
+code (`supervisor/devstack`) is reached from the CLI alone; the overlord's packages form no
+cycle. Every import counts, those inside functions too."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def modules(package: str) -> Iterator[tuple[str, Path]]:
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+def imports(path: Path) -> set[str]:
+    """Every module an import statement in the file names (absolute imports; `from a import
+    b` names both a and a.b, since b may be a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def unit(module: str) -> str | None:
+    """The part of the overlord a module belongs to: `supervisor.controller` for
+    supervisor.controller.plan, `supervisor.settings` for supervisor.settings; `tasks` for
+    anything under tasks/; None outside the project."""
+    parts = module.split(".")
+    if parts[0] == "tasks":
+        return "tasks"
+    if parts[0] != "supervisor":
+        return None
+    return ".".join(parts[:2])
+
+
+def graph() -> dict[str, dict[str, set[str]]]:
+    """unit -> unit it imports -> the importing modules (for the failure message)."""
+    edges: dict[str, dict[str, set[str]]] = {}
+    for package in ("supervisor", "tasks"):
+        for module, path in modules(package):
+            source = unit(module)
+            assert source is not None
+            for name in imports(path):
+                target = unit(name)
+                if target is not None and target != source and _exists(name):
+                    edges.setdefault(source, {}).setdefault(target, set()).add(module)
+    return edges
+
+
+def _exists(name: str) -> bool:
+    base = ROOT / name.replace(".", "/")
+    return base.with_suffix(".py").exists() or base.is_dir()
+
+
+def test_tasks_never_import_the_overlord() -> None:
+    offenders = {
+        module: sorted(n for n in imports(path) if n.split(".")[0] == "supervisor")
+        for module, path in modules("tasks")
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_dev_only_code_is_reached_from_the_cli_alone() -> None:
+    allowed = ("supervisor.cli", "supervisor.devstack")
+    offenders = {
+        module
+        for module, path in modules("supervisor")
+        if not module.startswith(allowed)
+        and any(n.startswith("supervisor.devstack") for n in imports(path))
+    }
+    assert offenders == set()
+    into_cli = {
+        module
+        for module, path in modules("supervisor")
+        if module.startswith("supervisor.devstack")
+        and any(n.startswith("supervisor.cli") for n in imports(path))
+    }
+    assert into_cli == set()
+
+
+def test_the_overlord_packages_form_no_cycle() -> None:
+    edges = graph()
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            for target in edges.get(node, {}):
+                if target == goal:
+                    return True
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return False
+
+    cycles = sorted(
+        f"{source} -> {target} (in {sorted(importers)})"
+        for source, targets in edges.items()
+        for target, importers in targets.items()
+        if reaches(target, source)
+    )
+    assert cycles == []
+
+
+def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "late.py"
+    module.write_text("def f():\n    from supervisor.devstack.kafka import LocalKafka\n")
+    assert "supervisor.devstack.kafka" in imports(module)
+    assert unit("supervisor.devstack.kafka") == "supervisor.devstack"
+    assert unit("supervisor.settings") == "supervisor.settings"
