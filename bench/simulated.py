@@ -22,6 +22,7 @@ from bench.simulated_tasks import latest_offset
 from supervisor.controller.observe import StreamReader
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.settings import Settings
+from tasks.protocol import IndexKafkaTask, TaskReport
 
 
 class SimulatedStream(StreamReader):
@@ -57,7 +58,7 @@ class SimulatedRunner:
         self.host, self.port = parts.hostname or "127.0.0.1", int(parts.port or 80)
         self.http = httpx.Client(base_url=server_url, timeout=30)
         self.running: set[str] = set()
-        self.reports: dict[str, dict[str, Any]] = {}
+        self.reports: dict[str, TaskReport] = {}
         self.launches = 0
         # Launches and kills go to the simulated task server from a thread of their own, in
         # order: like Popen and a signal, they return without waiting for the task.
@@ -72,15 +73,15 @@ class SimulatedRunner:
                 batch.append(more)
             self.http.post("/sim/batch", json=batch).raise_for_status()
 
-    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
-        token = secrets.token_hex(16)
-        io = payload["ioConfig"]
+    def launch(self, task: IndexKafkaTask) -> Launched:
+        task_id, token = task.id, secrets.token_hex(16)
+        start = task.ioConfig.startSequenceNumbers
         body = {
             "id": task_id,
-            "supervisor": payload.get("supervisorId") or payload["dataSchema"]["dataSource"],
-            "datasource": payload["dataSchema"]["dataSource"],
-            "stream": io["startSequenceNumbers"]["stream"],
-            "start": io["startSequenceNumbers"]["partitionSequenceNumberMap"],
+            "supervisor": task.supervisor_key,
+            "datasource": task.datasource,
+            "stream": start.stream,
+            "start": start.partitionSequenceNumberMap,
             "token": token,
         }
         self.outbox.put(("launch", body))
@@ -91,7 +92,7 @@ class SimulatedRunner:
         return Launched(self.host, self.port, str(log_path), token)
 
     def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, payload: dict[str, Any], ttl_s: float
+        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:
         return 0  # simulated tasks read at once: nothing to warm
 
@@ -101,7 +102,7 @@ class SimulatedRunner:
     def adopt(self, task_id: str) -> bool:
         return False  # a fresh service: no earlier overlord left tasks behind
 
-    def report(self, task_id: str) -> dict[str, Any] | None:
+    def report(self, task_id: str) -> TaskReport | None:
         with self.lock:
             return self.reports.get(task_id)
 
@@ -113,8 +114,9 @@ class SimulatedRunner:
                 if task_id not in self.running:
                     continue  # killed meanwhile: its killer recorded it
                 self.running.discard(task_id)
-                self.reports[task_id] = report
-                done.append(Exited(task_id, code, report))
+                parsed = TaskReport.model_validate(report)
+                self.reports[task_id] = parsed
+                done.append(Exited(task_id, code, parsed))
         return done
 
     def is_running(self, task_id: str) -> bool:

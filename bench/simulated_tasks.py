@@ -254,8 +254,8 @@ class TaskSimulation:
             "unparseableEvents": [],
             "segments": [],
             "currentOffsets": current,
-            "endOffsets": task.end,
-            "skippedOffsets": {},
+            "endOffsets": task.end or {},
+            "skippedOffsets": [],
             "readingSince": _iso(task.launched + self.startup),
         }
         self.exits.append((task.id, 0 if status == "SUCCESS" else 1, report))

@@ -9,29 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.clients.service import DEFAULT_URL, ServiceClient
+from supervisor.cli.client import DEFAULT_URL
+from supervisor.cli.views import local_session, published_files, register_views
 
-METADATA = "/druid/coordinator/v1/metadata/datasources"
-
-
-def published_files(url: str = DEFAULT_URL) -> dict[str, list[str]]:
-    """The Parquet files of every datasource's used segments, from the service at `url`."""
-    with ServiceClient(url) as client:
-        return {
-            datasource: [
-                segment["loadSpec"]["path"]
-                for segment in client.get(f"{METADATA}/{datasource}/segments", full="")
-            ]
-            for datasource in client.get(METADATA)
-        }
-
-
-def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:
-    """A temporary view per datasource (segments with different columns are merged)."""
-    for datasource, paths in files.items():
-        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-        frame.createOrReplaceTempView(f"`{datasource}`")
-    return sorted(files)
+__all__ = ["local_session", "published_files", "register_views", "sql"]
 
 
 def sql(query: str, url: str = DEFAULT_URL, spark: Any = None) -> Any:
@@ -41,15 +22,3 @@ def sql(query: str, url: str = DEFAULT_URL, spark: Any = None) -> Any:
         spark = local_session()
     register_views(spark, published_files(url))
     return spark.sql(query)
-
-
-def local_session(master: str = "local[*]") -> Any:
-    from supervisor.settings import Settings
-    from tasks.spark import build_session
-
-    return build_session(
-        Settings().jar_cache,
-        master=master,
-        app_name="sluicegate-sql",
-        conf={"spark.ui.showConsoleProgress": "false"},  # no progress bars around the result
-    )

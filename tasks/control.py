@@ -13,7 +13,8 @@ import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from tasks.indexer import ControlError, KafkaIndexer
+from tasks.indexer import KafkaIndexer
+from tasks.indexer_state import ControlError
 from tasks.partitions import offsets_from_json, offsets_json
 from tasks.protocol import TOKEN_HEADER
 
@@ -94,12 +95,7 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
     def metrics() -> dict[str, Any]:
         """Row counts, task counters (persists, handoffs, pauses) and the current offsets in
         one answer: what a supervisor's loop asks every running task on every pass."""
-        state = indexer.snapshot()
-        return {
-            "rowStats": state.stats.as_dict(),
-            **state.task_counters(),
-            "currentOffsets": offsets_json(state.current),
-        }
+        return indexer.snapshot().metrics().model_dump()
 
     @router.get("/unparseableEvents")
     def unparseable_events() -> dict[str, Any]:

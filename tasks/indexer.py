@@ -8,15 +8,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tasks.engines.base import EngineName
 from tasks.engines.choice import Engines
+from tasks.indexer_state import ControlError, IndexerState
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
-from tasks.pipeline import RowPlan, RowStats
+from tasks.pipeline import RowPlan
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reader import KafkaBatch
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
@@ -24,55 +24,6 @@ from tasks.spec.periods import duration_millis
 
 log = logging.getLogger(__name__)
 Checkpointer = Callable[[Offsets], None]
-
-
-class ControlError(Exception):
-    """A control request that cannot be honoured now; carries the HTTP status to answer."""
-
-    def __init__(self, status_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
-
-
-@dataclass
-class IndexerState:
-    """Everything the control API reports; changed only under the indexer's lock."""
-
-    status: TaskState = TaskState.NOT_STARTED
-    current: Offsets = field(default_factory=dict)
-    end: Offsets = field(default_factory=dict)
-    stats: RowStats = field(default_factory=RowStats)
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    segments: list[str] = field(default_factory=list)
-    end_is_final: bool = False
-    started_at: float | None = None
-    first_read_at: float | None = None  # wall time the first batch with records began reading
-    first_persist_at: float | None = None  # ... and when that batch was persisted
-    paused_at: float | None = None  # wall time the task last stopped reading for a pause
-    standby: bool = False  # this process was a warm standby before it became the task
-    assigned_at: float | None = None  # a standby: wall time it was handed the task
-    warm_at_assign: bool | None = None  # a standby: whether its warm-up had ended by then
-    counters: dict[str, float] = field(default_factory=dict)  # see task_counters()
-
-    def task_counters(self) -> dict[str, float]:
-        """Druid's task metrics as totals: persists and handoffs with their seconds, pauses."""
-        names = (
-            "persists",
-            "fastPersists",  # written by the Python-worker engine (tasks/engines/)
-            "persistSeconds",
-            "handoffs",
-            "handoffSeconds",
-            "pauseSeconds",
-        )
-        return {
-            name: round(self.counters.get(name, 0), 3)
-            if name.endswith("Seconds")
-            else int(self.counters.get(name, 0))
-            for name in names
-        }
 
 
 class KafkaIndexer:
@@ -435,4 +386,4 @@ def _time_window(task: IndexKafkaTask) -> tuple[int | None, int | None]:
     return millis(task.ioConfig.minimumMessageTime), millis(task.ioConfig.maximumMessageTime)
 
 
-__all__ = ["IndexerState", "KafkaIndexer", "TaskFailedError"]
+__all__ = ["ControlError", "IndexerState", "KafkaIndexer", "TaskFailedError"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
@@ -13,14 +14,14 @@ from tasks.partitions import PartitionKey, split_key
 KAFKA_LOG = logging.getLogger("kafka")
 
 
-def client_config(consumer_properties: dict[str, object]) -> dict[str, str]:
+def client_config(consumer_properties: Mapping[str, object]) -> dict[str, str]:
     """The consumer properties an admin client takes: where the brokers are, how to reach them."""
     allowed = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id")
     return {k: str(v) for k, v in consumer_properties.items() if k.startswith(allowed)}
 
 
 class OffsetReader:
-    def __init__(self, consumer_properties: dict[str, object], timeout: float = 10.0) -> None:
+    def __init__(self, consumer_properties: Mapping[str, object], timeout: float = 10.0) -> None:
         config = client_config(consumer_properties)
         # librdkafka's own log lines go through Python logging (text or JSON like the rest)
         self.admin = AdminClient({**config, "logger": KAFKA_LOG})  # type: ignore[dict-item]

@@ -16,13 +16,12 @@ import signal
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from tasks.control import ControlServer, create_control_app
-from tasks.indexer import IndexerState, KafkaIndexer
+from tasks.indexer import KafkaIndexer
 from tasks.logs import configure_logging
 from tasks.overlord import OverlordClient
 from tasks.partitions import Offsets, offsets_json
@@ -39,33 +38,6 @@ from tasks.standby import (
 
 log = logging.getLogger("tasks")
 REPORT = "report.json"
-
-
-def report(state: IndexerState) -> dict[str, Any]:
-    return {
-        "status": str(state.status),
-        "errorMsg": state.error,
-        "rowStats": state.stats.as_dict(),
-        "counters": state.task_counters(),
-        "unparseableEvents": state.samples,
-        "segments": state.segments,
-        "currentOffsets": offsets_json(state.current),
-        "endOffsets": offsets_json(state.end),
-        "skippedOffsets": state.skipped,
-        "readingSince": _iso(state.started_at),
-        "firstReadAt": _iso(state.first_read_at),
-        "firstPersistAt": _iso(state.first_persist_at),
-        "pausedAt": _iso(state.paused_at),
-        "standby": state.standby,
-        "assignedAt": _iso(state.assigned_at),
-        "warmAtAssign": state.warm_at_assign,
-    }
-
-
-def _iso(moment: float | None) -> str | None:
-    if moment is None:
-        return None
-    return datetime.fromtimestamp(moment, UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -159,7 +131,7 @@ class _Run:
             indexer.run()
         finally:
             final = indexer.snapshot()
-            (args.work_dir / REPORT).write_text(json.dumps(report(final), indent=2))
+            (args.work_dir / REPORT).write_text(final.report().model_dump_json(indent=2))
             control.stop()
             self.overlord.close()
             if spark is not None:

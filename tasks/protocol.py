@@ -216,3 +216,42 @@ class CheckpointAction(BaseModel):
 class TaskActionRequest(BaseModel):
     task: str
     action: PublishAction | CheckpointAction = Field(discriminator="type")
+
+
+class TaskCounters(BaseModel):
+    """Druid's task metrics as totals: persists and handoffs with their seconds, pauses."""
+
+    persists: int = 0
+    fastPersists: int = 0  # written by the Python-worker engine (tasks/engines/)
+    persistSeconds: float = 0.0
+    handoffs: int = 0
+    handoffSeconds: float = 0.0
+    pauseSeconds: float = 0.0
+
+
+class TaskMetrics(TaskCounters):
+    """A task's GET /metrics: what a supervisor's pass asks every running task."""
+
+    rowStats: dict[str, int] = Field(default_factory=dict)
+    currentOffsets: dict[str, int] | None = None  # (a task of an earlier version: absent)
+
+
+class TaskReport(BaseModel):
+    """What a task leaves in its work directory's report.json when it ends."""
+
+    status: TaskState
+    errorMsg: str | None = None
+    rowStats: dict[str, int] = Field(default_factory=dict)
+    counters: TaskCounters = Field(default_factory=TaskCounters)
+    unparseableEvents: list[dict[str, Any]] = Field(default_factory=list)
+    segments: list[str] = Field(default_factory=list)
+    currentOffsets: dict[str, int] = Field(default_factory=dict)
+    endOffsets: dict[str, int] = Field(default_factory=dict)
+    skippedOffsets: list[dict[str, Any]] = Field(default_factory=list)
+    readingSince: str | None = None
+    firstReadAt: str | None = None
+    firstPersistAt: str | None = None
+    pausedAt: str | None = None
+    standby: bool = False
+    assignedAt: str | None = None
+    warmAtAssign: bool | None = None

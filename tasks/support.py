@@ -3,7 +3,7 @@ refused when it is submitted (a 400 naming each field), never silently ignored."
 
 from __future__ import annotations
 
-from tasks import aggregators, expressions, filters, granularity, parsing
+from tasks import aggregators, expression_parser, filters, granularity, parsing
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.errors import FieldError
 from tasks.spec.io_config import InputFormat
@@ -66,8 +66,8 @@ def unsupported(
         )
     for index, transform in enumerate(schema.transformSpec.transforms):
         try:
-            expressions.parse(transform.expression)
-        except expressions.ExpressionError as exc:
+            expression_parser.parse(transform.expression)
+        except expression_parser.ExpressionError as exc:
             problems.append((f"{ds}.transformSpec.transforms[{index}].expression", str(exc)))
     if schema.transformSpec.filter is not None:
         problems += filters.check(schema.transformSpec.filter, f"{ds}.transformSpec.filter")

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from supervisor.api.common import JSON_BODY, in_session, json_body
 from supervisor.api.context import context
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import TaskRepository
+from supervisor.db.tasks import TaskRepository
 from supervisor.errors import DomainError, NotFoundError
 from supervisor.services.checkpoint import checkpoint_requested
 from supervisor.services.publish import PublishService

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from supervisor.cli.client import CliError, exit_code
+from supervisor.cli.client import CliError, ServiceError, exit_code
 from supervisor.cli.completion import completion
 from supervisor.cli.dev import kafka_local, quickstart, resolve_jars, serve
 from supervisor.cli.sql import sql_command
@@ -24,7 +24,6 @@ from supervisor.cli.supervisor_control import (
 from supervisor.cli.supervisor_status import health, stats, status
 from supervisor.cli.supervisors import supervisor_group
 from supervisor.cli.tasks import segments_group, task_group
-from supervisor.clients.service import ServiceError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

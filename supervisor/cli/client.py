@@ -1,14 +1,89 @@
-"""The CLI's errors and exit codes; its HTTP client is supervisor/clients/service.py."""
+"""The CLI's HTTP client of the service's own API (Druid's endpoints), its errors and exit
+codes. Every failure is one ServiceError with a message a person can act on; the CLI prints
+it on one line and exits 1 (refused) or 3 (unreachable)."""
 
 from __future__ import annotations
 
-from supervisor.clients.service import DEFAULT_URL, ServiceError
+from typing import Any
+
+import httpx
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+DEFAULT_URL = "http://127.0.0.1:8090"
 
-__all__ = ["DEFAULT_URL", "EXIT_REFUSED", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "exit_code"]
+
+class ServiceError(Exception):
+    """The service refused a request (`status_code`), or could not be reached (None)."""
+
+    def __init__(self, message: str, status_code: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+
+
+class ServiceClient:
+    """`transport` is httpx's seam: tests pass an httpx.MockTransport or an ASGI app's."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        if not response.content:
+            return None
+        return response.json()
+
+    def text(self, path: str) -> str:
+        return self._send("GET", path).text
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params or None)
+
+    def post(self, path: str, body: Any = None, **params: Any) -> Any:
+        return self.request("POST", path, json=body, params=params or None)
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ServiceError(
+                f"cannot reach the service at {self.url} ({type(exc).__name__}); "
+                "is `sluicegate serve` running?",
+                None,
+            ) from None
+        if response.status_code >= 400:
+            raise ServiceError(
+                f"{response.status_code}: {_message(response)}", response.status_code
+            )
+        return response
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        text = response.text.strip()
+        return text.splitlines()[0] if text else response.reason_phrase
+    if isinstance(body, dict) and "error" in body:
+        return str(body["error"])
+    return str(body)
 
 
 class CliError(Exception):

@@ -10,9 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, CliError
+from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, CliError, ServiceClient
 from supervisor.cli.output import emit_json
-from supervisor.clients.service import ServiceClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 

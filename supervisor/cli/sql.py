@@ -46,7 +46,7 @@ def sql_command(query: str, url: str, output: str, max_rows: int, master: str) -
     view of its name, with __time a timestamp. For example:
     sluicegate sql "SELECT channel, SUM(added) FROM wikipedia GROUP BY 1 ORDER BY 2 DESC"
     """
-    from supervisor.query import local_session, published_files, register_views
+    from supervisor.cli.views import local_session, published_files, register_views
 
     files = published_files(url)  # before Spark starts: an unreachable service fails fast
     with _stdout_to_stderr():  # the JVM's log lines must not mix with the result

@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
-from supervisor.cli.client import EXIT_REFUSED, CliError
+from supervisor.cli.client import EXIT_REFUSED, CliError, ServiceError
 from supervisor.cli.common import Context, pass_context
 from supervisor.cli.output import emit_json, table
-from supervisor.clients.service import ServiceError
 from tasks.partitions import order, parse_key
 
 BASE = "/druid/indexer/v1/supervisor"

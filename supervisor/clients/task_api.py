@@ -8,13 +8,16 @@ from __future__ import annotations
 import http.client
 import select
 import threading
+from collections.abc import Mapping
+from datetime import datetime
 from time import monotonic
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 import httpx
+from pydantic import TypeAdapter, ValidationError
 
 from supervisor.db.models import TaskRow
-from tasks.protocol import TOKEN_HEADER, TaskStatusCode
+from tasks.protocol import TOKEN_HEADER, TaskMetrics, TaskStatusCode
 
 # An idle connection is closed after this: under the 5 s keep-alive of the tasks' servers
 # (uvicorn's default), so no request is sent on a connection the task is closing.
@@ -148,20 +151,6 @@ class PooledTransport(httpx.BaseTransport):
 POOLED = PooledTransport()
 
 
-class TaskClient(Protocol):
-    """What the overlord's code asks of a task's control API (TaskApiClient; tests' fakes)."""
-
-    def call(
-        self, method: str, path: str, *, params: dict[str, str] | None = None, json: Any = None
-    ) -> httpx.Response:
-        """The answer of a call; TaskApiError for an error status or no answer."""
-        ...
-
-    def get(self, path: str) -> Any:
-        """The JSON answer of a GET."""
-        ...
-
-
 def reachable(row: TaskRow) -> bool:
     """A running task with a location and a token: its control API can be asked."""
     return (
@@ -169,6 +158,32 @@ def reachable(row: TaskRow) -> bool:
         and row.location_port is not None
         and row.token is not None
     )
+
+
+class TaskClient(Protocol):
+    """What the overlord asks of a task's control API (Druid's chat endpoints): TaskApiClient,
+    and the fakes of tests. Every call raises TaskApiError when the task does not answer, or
+    answers an error or what the protocol does not allow."""
+
+    def status(self) -> str: ...
+
+    def pause(self) -> dict[str, int] | None:
+        """The task's current offsets once it is paused; None while it is pausing (202)."""
+        ...
+
+    def resume(self) -> None: ...
+
+    def current_offsets(self) -> dict[str, int]: ...
+
+    def end_offsets(self) -> dict[str, int]: ...
+
+    def set_end_offsets(self, offsets: Mapping[str, int], finish: bool) -> None:
+        """Druid's POST offsets/end: the final end (finish) or a sequence's end; resumes."""
+        ...
+
+    def checkpoints(self) -> dict[str, dict[str, int]]:
+        """Each sequence's start offsets, by sequence number."""
+        ...
 
 
 class TaskApiClient:
@@ -202,8 +217,56 @@ class TaskApiClient:
             transport,
         )
 
-    def call(
-        self, method: str, path: str, *, params: dict[str, str] | None = None, json: Any = None
+    # ---- the endpoints ------------------------------------------------------------------
+
+    def status(self) -> str:
+        return _answer(self._get("/status"), _TEXT)
+
+    def pause(self) -> dict[str, int] | None:
+        response = self._call("POST", "/pause")
+        if response.status_code == 202:
+            return None
+        return _answer(response.content, _OFFSETS)
+
+    def resume(self) -> None:
+        self._call("POST", "/resume")
+
+    def current_offsets(self) -> dict[str, int]:
+        return _answer(self._get("/offsets/current"), _OFFSETS)
+
+    def end_offsets(self) -> dict[str, int]:
+        return _answer(self._get("/offsets/end"), _OFFSETS)
+
+    def set_end_offsets(self, offsets: Mapping[str, int], finish: bool) -> None:
+        params = {"finish": str(finish).lower()}
+        self._call("POST", "/offsets/end", params=params, json=dict(offsets))
+
+    def checkpoints(self) -> dict[str, dict[str, int]]:
+        return _answer(self._get("/checkpoints"), _CHECKPOINTS)
+
+    def start_time(self) -> datetime | None:
+        """When the task began reading (its time/start); None before it did."""
+        since = _answer(self._get("/time/start"), _OPTIONAL_TEXT)
+        return None if since is None else datetime.fromisoformat(since.replace("Z", "+00:00"))
+
+    def metrics(self) -> TaskMetrics:
+        return _answer(self._get("/metrics"), _METRICS)
+
+    def row_stats(self) -> dict[str, int]:
+        """The task's row counts (rowStats' totals.buildSegments)."""
+        return _answer(self._get("/rowStats"), _ROW_STATS)["totals"]["buildSegments"]
+
+    def unparseable_events(self) -> list[dict[str, object]]:
+        """The sampled unparseable records (unparseableEvents' buildSegments)."""
+        return _answer(self._get("/unparseableEvents"), _EVENTS)["buildSegments"]
+
+    # ---- HTTP ---------------------------------------------------------------------------
+
+    def _get(self, path: str) -> bytes:
+        return self._call("GET", path).content
+
+    def _call(
+        self, method: str, path: str, *, params: dict[str, str] | None = None, json: object = None
     ) -> httpx.Response:
         request = httpx.Request(
             method,
@@ -222,8 +285,29 @@ class TaskApiClient:
             raise TaskApiError(response.status_code, _error_message(response))
         return response
 
-    def get(self, path: str) -> Any:
-        return self.call("GET", path).json()
+
+_TEXT: TypeAdapter[str] = TypeAdapter(str)
+_METRICS: TypeAdapter[TaskMetrics] = TypeAdapter(TaskMetrics)
+_OFFSETS: TypeAdapter[dict[str, int]] = TypeAdapter(dict[str, int])
+_CHECKPOINTS: TypeAdapter[dict[str, dict[str, int]]] = TypeAdapter(dict[str, dict[str, int]])
+_OPTIONAL_TEXT: TypeAdapter[str | None] = TypeAdapter(str | None)
+_ROW_STATS: TypeAdapter[dict[str, dict[str, dict[str, int]]]] = TypeAdapter(
+    dict[str, dict[str, dict[str, int]]]
+)
+_EVENTS: TypeAdapter[dict[str, list[dict[str, object]]]] = TypeAdapter(
+    dict[str, list[dict[str, object]]]
+)
+T = TypeVar("T")
+
+
+def _answer(content: bytes, adapter: TypeAdapter[T]) -> T:
+    """A task's JSON answer in the shape the protocol gives it; TaskApiError otherwise."""
+    try:
+        return adapter.validate_json(content)
+    except ValidationError as exc:
+        raise TaskApiError(
+            None, f"the task answered what the protocol does not allow: {exc}"
+        ) from None
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
-from supervisor.db.repositories import TaskRepository
+from supervisor.db.tasks import TaskRepository
 from supervisor.runner.protocol import Runner
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
@@ -38,7 +37,7 @@ STANDBY_TTL_S = 60.0  # a reservation lasts this long unless a later pass renews
 
 def _reading(client: TaskApiClient) -> bool:
     try:
-        return client.get("/status") in (TaskState.READING, TaskState.PAUSED)
+        return client.status() in (TaskState.READING, TaskState.PAUSED)
     except TaskApiError:
         return False
 
@@ -94,11 +93,6 @@ def index_task(
     )
 
 
-def payload(task: IndexKafkaTask) -> dict[str, Any]:
-    """A task as JSON, as it is stored and handed to its process."""
-    return task.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
 class Executor:
     def __init__(self, session: Session, clock: Clock, runner: Runner) -> None:
         self.session = session
@@ -123,7 +117,7 @@ class Executor:
                     spec.supervisor_id,
                     action.group,
                     action.count,
-                    payload(index_task(spec, spec_version, template, self.clock())),
+                    index_task(spec, spec_version, template, self.clock()),
                     STANDBY_TTL_S,
                 )
                 if started:
@@ -144,10 +138,10 @@ class Executor:
                 continue
             try:
                 client = TaskApiClient.for_task(row)
-                if client.get("/status") == TaskState.PAUSED:
+                if client.status() == TaskState.PAUSED:
                     log.info("resuming %s, left paused by an earlier overlord", row.id)
-                    client.call("POST", "/resume")
-                end = {str(p): int(o) for p, o in client.get("/offsets/end").items()}
+                    client.resume()
+                end = client.end_offsets()
             except TaskApiError as exc:
                 log.info("task %s not reachable at adoption: %s", row.id, exc)
                 continue

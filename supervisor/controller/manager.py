@@ -15,7 +15,8 @@ from supervisor.controller.requests import Checkpoint, Handoff, RequestInbox, Re
 from supervisor.controller.workers import Workers
 from supervisor.controller.workqueue import WorkQueue
 from supervisor.db.engine import SessionFactory
-from supervisor.db.repositories import SpecRepository, TaskRepository
+from supervisor.db.repositories import SpecRepository
+from supervisor.db.tasks import TaskRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.settings import Settings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,17 +13,13 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import (
-    OffsetsRepository,
-    SpecRepository,
-    SpecVersion,
-    TaskRepository,
-)
+from supervisor.db.repositories import OffsetsRepository, SpecRepository, SpecVersion
+from supervisor.db.tasks import TaskRepository
 from supervisor.lru import Lru
 from supervisor.model.views import Snapshot, spec_view, task_view
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
-from tasks.protocol import TaskStatusCode
+from tasks.protocol import TaskMetrics, TaskStatusCode
 
 CLUSTERS_KEPT = 64  # Kafka clusters whose admin client a StreamReader keeps
 
@@ -45,7 +42,7 @@ class StreamReader:
         self.readers: Lru[tuple[tuple[str, str], ...], Any] = Lru(CLUSTERS_KEPT)
 
     def describe(
-        self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
+        self, consumer_properties: Mapping[str, object], stream: str, pattern: bool = False
     ) -> tuple[tuple[PartitionKey, ...], Offsets, Offsets]:
         from tasks.kafka_offsets import OffsetReader, client_config
 
@@ -100,25 +97,25 @@ class TaskProbe:
 
     current: dict[str, Offsets] = field(default_factory=dict)
     started: dict[str, datetime] = field(default_factory=dict)
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, TaskMetrics] = field(default_factory=dict)
 
     def probe(self, rows: list[TaskRow]) -> None:
         current: dict[str, Offsets] = {}
-        metrics: dict[str, dict[str, Any]] = {}
+        metrics: dict[str, TaskMetrics] = {}
         for row in rows:
             if not reachable(row):
                 continue
             try:
                 client = TaskApiClient.for_task(row, timeout=2.0)
-                answer = dict(client.get("/metrics"))
-                offsets = answer.pop("currentOffsets", None)
+                answer = client.metrics()
+                offsets = answer.currentOffsets
                 if offsets is None:  # a task of an earlier version, adopted: ask
-                    offsets = client.get("/offsets/current")
+                    offsets = client.current_offsets()
                 metrics[row.id] = answer
                 if row.id not in self.started:
-                    since = client.get("/time/start")
-                    if since:
-                        self.started[row.id] = datetime.fromisoformat(since)
+                    since = client.start_time()
+                    if since is not None:
+                        self.started[row.id] = since
             except TaskApiError:
                 continue
             current[row.id] = offsets_from_json(offsets)

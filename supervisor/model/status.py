@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from supervisor.model.views import Snapshot
 from tasks.partitions import Offsets, PartitionKey
+from tasks.protocol import TaskMetrics
 
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
 RECENT_ERRORS = 10  # kept per supervisor, as Druid's recentErrors
@@ -60,7 +60,7 @@ class SupervisorStatus:
     recent_errors: tuple[PassError, ...] = ()
     current: Mapping[str, Offsets] = field(default_factory=dict)  # task id -> offsets
     started: Mapping[str, datetime] = field(default_factory=dict)  # task id -> reading since
-    task_metrics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # task -> counters
+    task_metrics: Mapping[str, TaskMetrics] = field(default_factory=dict)  # task -> counters
     queue_size: int = 0  # requests waiting for the next pass
     last_pass_s: float = 0.0
     pass_seconds: float = 0.0  # all passes, failed ones too

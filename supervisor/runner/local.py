@@ -12,12 +12,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+
+from pydantic import ValidationError
 
 from supervisor.net import free_port
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.standby import Standby, StandbyPool
 from supervisor.settings import Settings
+from tasks.protocol import IndexKafkaTask, TaskReport
 
 HOST = "127.0.0.1"
 log = logging.getLogger(__name__)
@@ -95,9 +97,7 @@ class LocalProcessRunner:
         (work / "pid").write_text(str(process.pid))
         return process
 
-    def _spawn_standby(
-        self, slot: Path, _payload: dict[str, Any], token: str
-    ) -> tuple[subprocess.Popen[bytes], int, Path]:
+    def _spawn_standby(self, slot: Path, token: str) -> tuple[subprocess.Popen[bytes], int, Path]:
         port = free_port()
         log_path = slot / "task.log"
         command = self._command(slot, slot / "warm-payload.json", slot / "standby-token", port)
@@ -105,18 +105,20 @@ class LocalProcessRunner:
         return self._popen(command, slot, log_path), port, log_path
 
     def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, payload: dict[str, Any], ttl_s: float
+        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:
         """Keep `count` warm standbys for the group's successors; the number started now."""
-        return self.standbys.reserve((supervisor_id, group), count, payload, ttl_s)
+        key = (supervisor_id, group)
+        return self.standbys.reserve(key, count, json.dumps(template.to_json()), ttl_s)
 
-    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
+    def launch(self, task: IndexKafkaTask) -> Launched:
+        task_id, payload = task.id, json.dumps(task.to_json())
         token = secrets.token_hex(16)
-        key = (str(payload.get("supervisorId")), int(payload["ioConfig"].get("taskGroupId") or 0))
+        key = (str(task.supervisorId), task.ioConfig.taskGroupId or 0)
         standby = self.standbys.take(key)
         if standby is not None:
             try:
-                return self._launch_on(standby, task_id, payload, token)
+                return self._launch_on(standby, task, payload, token)
             except OSError as exc:
                 log.warning("task %s starts cold: %s", task_id, exc)
                 self.standbys.discard(standby)
@@ -125,7 +127,7 @@ class LocalProcessRunner:
         token_file = work / "token"
         token_file.write_text(token)
         token_file.chmod(0o600)
-        (work / "payload.json").write_text(json.dumps(payload))
+        (work / "payload.json").write_text(payload)
         port = free_port()
         log_path = work / "task.log"
         process = self._popen(
@@ -136,19 +138,20 @@ class LocalProcessRunner:
         return Launched(HOST, port, str(log_path), token)
 
     def _launch_on(
-        self, standby: Standby, task_id: str, payload: dict[str, Any], token: str
+        self, standby: Standby, task: IndexKafkaTask, payload: str, token: str
     ) -> Launched:
         """Make a warm standby the task: its slot becomes the task's work directory (a link
         from tasks/<id>, so reports, pid and adoption find it as for any task)."""
+        task_id = task.id
         link = self.settings.work_dir.resolve() / "tasks" / task_id
         if link.exists() or link.is_symlink():
             raise OSError(f"{link} exists")
-        (standby.slot / "payload.json").write_text(json.dumps(payload))
+        (standby.slot / "payload.json").write_text(payload)
         (standby.slot / "token").write_text(token)
         (standby.slot / "token").chmod(0o600)
         link.symlink_to(standby.slot, target_is_directory=True)
         try:
-            standby.assign(payload, token)
+            standby.assign(task, token)
         except OSError:
             link.unlink()
             raise
@@ -170,12 +173,15 @@ class LocalProcessRunner:
             self.adopted[task_id] = pid
         return True
 
-    def report(self, task_id: str) -> dict[str, Any] | None:
+    def report(self, task_id: str) -> TaskReport | None:
         report_file = self.work_dir(task_id) / "report.json"
-        if not report_file.exists():
+        try:
+            return TaskReport.model_validate_json(report_file.read_bytes())
+        except FileNotFoundError:
             return None
-        report: dict[str, Any] = json.loads(report_file.read_text())
-        return report
+        except (OSError, ValidationError) as exc:
+            log.warning("task %s left a report that cannot be read: %s", task_id, exc)
+            return None
 
     def exited(self) -> list[Exited]:
         """Tasks whose process has ended since the last call, with their final report.

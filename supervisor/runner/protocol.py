@@ -4,7 +4,9 @@ LocalProcessRunner (local processes) implements it; so do the fakes of tests and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from tasks.protocol import IndexKafkaTask, TaskReport
 
 
 @dataclass(frozen=True)
@@ -21,19 +23,19 @@ class Launched:
 class Exited:
     task_id: str
     exit_code: int | None  # None: a process adopted from an earlier overlord (not our child)
-    report: dict[str, Any] | None
+    report: TaskReport | None  # None: the task left none (or one that does not parse)
 
 
 class Runner(Protocol):
-    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
-        """Start the task (its payload is Druid's index_kafka task as JSON); raises OSError
-        when it cannot be started."""
+    def launch(self, task: IndexKafkaTask) -> Launched:
+        """Start the task; raises OSError when it cannot be started."""
         ...
 
     def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, payload: dict[str, Any], ttl_s: float
+        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:
-        """Keep `count` warm standbys for the group's successors; the number started now."""
+        """Keep `count` warm standbys for the group's successors (warmed on `template`, a task
+        like theirs); the number started now."""
         ...
 
     def is_running(self, task_id: str) -> bool: ...
@@ -47,7 +49,7 @@ class Runner(Protocol):
         """Watch a task an earlier overlord started; False when it is gone."""
         ...
 
-    def report(self, task_id: str) -> dict[str, Any] | None:
+    def report(self, task_id: str) -> TaskReport | None:
         """The final report a task left, if any."""
         ...
 

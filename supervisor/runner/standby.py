@@ -11,7 +11,6 @@ meanwhile), and one that exits on its own is forgotten.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -20,13 +19,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from tasks.protocol import TOKEN_HEADER
+from tasks.protocol import TOKEN_HEADER, IndexKafkaTask
 from tasks.standby import ASSIGN_PATH, STATUS_PATH
 
 log = logging.getLogger(__name__)
@@ -59,13 +57,13 @@ class Standby:
         except (httpx.HTTPError, ValueError, KeyError):
             return "GONE"
 
-    def assign(self, payload: dict[str, Any], token: str, timeout: float = 10.0) -> None:
+    def assign(self, task: IndexKafkaTask, token: str, timeout: float = 10.0) -> None:
         """Hand the standby its task; raises OSError when it cannot take it."""
         try:
             answer = httpx.post(
                 f"http://127.0.0.1:{self.port}{ASSIGN_PATH}",
                 headers={TOKEN_HEADER: self.token},
-                json={"payload": payload, "token": token},
+                json={"payload": task.to_json(), "token": token},
                 timeout=timeout,
             )
         except httpx.HTTPError as exc:
@@ -78,10 +76,18 @@ class Standby:
 class Reservation:
     count: int
     expires: float
-    payload: dict[str, Any] = field(default_factory=dict)
+    template: str = "{}"  # the JSON of a task like the group's next, to warm up on
 
 
-Spawn = Callable[[Path, dict[str, Any], str], tuple[subprocess.Popen[bytes], int, Path]]
+Spawn = Callable[[Path, str], tuple[subprocess.Popen[bytes], int, Path]]  # (slot, token)
+
+
+@dataclass(frozen=True)
+class StandbyView:
+    slot: str
+    supervisor: str
+    group: int
+    pid: int
 
 
 class StandbyPool:
@@ -104,11 +110,11 @@ class StandbyPool:
         self.standbys: list[Standby] = []
         self.reservations: dict[Key, Reservation] = {}
 
-    def reserve(self, key: Key, count: int, payload: dict[str, Any], ttl_s: float) -> int:
+    def reserve(self, key: Key, count: int, template: str, ttl_s: float) -> int:
         """Keep `count` standbys warm for `key` for the next `ttl_s` (renewed by each call);
         the number started now."""
         with self.lock:
-            self.reservations[key] = Reservation(count, self.clock() + ttl_s, payload)
+            self.reservations[key] = Reservation(count, self.clock() + ttl_s, template)
             return self._fill()
 
     def take(self, key: Key) -> Standby | None:
@@ -159,16 +165,10 @@ class StandbyPool:
             for standby in list(self.standbys):
                 self._stop(standby)
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[StandbyView]:
         with self.lock:
             return [
-                {
-                    "slot": s.slot.name,
-                    "supervisor": s.key[0],
-                    "group": s.key[1],
-                    "pid": s.process.pid,
-                }
-                for s in self.standbys
+                StandbyView(s.slot.name, s.key[0], s.key[1], s.process.pid) for s in self.standbys
             ]
 
     # ---- under the lock -------------------------------------------------------------------
@@ -188,19 +188,19 @@ class StandbyPool:
         for key, reservation in self.reservations.items():
             have = sum(1 for s in self.standbys if s.key == key)
             while have < reservation.count and len(self.standbys) < self.limit:
-                self.standbys.append(self._start(key, reservation.payload))
+                self.standbys.append(self._start(key, reservation.template))
                 have += 1
                 started += 1
         return started
 
-    def _start(self, key: Key, payload: dict[str, Any]) -> Standby:
+    def _start(self, key: Key, template: str) -> Standby:
         slot = self.root / f"standby-{secrets.token_hex(6)}"
         slot.mkdir(parents=True)
         token = secrets.token_hex(16)
         (slot / "standby-token").write_text(token)
         (slot / "standby-token").chmod(0o600)
-        (slot / "warm-payload.json").write_text(json.dumps(payload))
-        process, port, log_path = self.spawn(slot, payload, token)
+        (slot / "warm-payload.json").write_text(template)
+        process, port, log_path = self.spawn(slot, token)
         log.info("standby %s started for %s group %s (pid %s)", slot.name, *key, process.pid)
         return Standby(slot, process, port, token, key, self.clock(), log_path)
 
@@ -219,4 +219,4 @@ class StandbyPool:
                 continue
 
 
-__all__ = ["Key", "Standby", "StandbyPool"]
+__all__ = ["Key", "Standby", "StandbyPool", "StandbyView"]

@@ -39,17 +39,17 @@ def _pause(
         if not alive():
             raise TaskApiError(None, "the task process has ended")
         try:
-            response = client.call("POST", "/pause")
-            if response.status_code == 200:
-                return {str(k): int(v) for k, v in response.json().items()}
+            offsets = client.pause()
+            if offsets is not None:
+                return offsets
         except TaskApiError as exc:
             if exc.status_code not in (None, 409):
                 raise
             # 409: not pausable right now (still starting, or a racing state); unreachable:
             # maybe restarting its control server. Both are retried until the deadline.
         try:
-            if client.get("/status") == TaskState.PAUSED:
-                return {str(k): int(v) for k, v in client.get("/offsets/current").items()}
+            if client.status() == TaskState.PAUSED:
+                return client.current_offsets()
         except TaskApiError:
             pass
         if time.monotonic() >= deadline:
@@ -110,9 +110,7 @@ def checkpoint_group(
             end[partition] = max(end.get(partition, offset), offset)
     for task_id in paused:
         try:
-            clients[task_id].call(
-                "POST", "/offsets/end", params={"finish": str(finish).lower()}, json=end
-            )
+            clients[task_id].set_end_offsets(end, finish)
         except TaskApiError as exc:
             log.warning("task %s refused its end offsets: %s", task_id, exc)
             failed.append(task_id)
@@ -133,7 +131,7 @@ def checkpoint_requested(
         return
     clients = {r.id: TaskApiClient.for_task(r) for r in located}
     try:
-        checkpoints = clients[requester].get("/checkpoints")
+        checkpoints = clients[requester].checkpoints()
         latest = checkpoints[max(checkpoints, key=int)]
         if latest != start:
             log.info("checkpoint of %s ignored: already past %s", requester, start)

@@ -18,7 +18,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
+from supervisor.db.repositories import OffsetsRepository, SpecRepository
+from supervisor.db.tasks import TaskRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.services.status import partition_lag
 from tasks.kafka_offsets import OffsetReader
@@ -72,7 +73,7 @@ class Family:
     help: str
     samples: list[tuple[str, dict[str, Any], float]] = field(default_factory=list)
 
-    def add(self, value: float, suffix: str = "", **labels: Any) -> None:
+    def add(self, value: float, suffix: str = "", **labels: object) -> None:
         self.samples.append((suffix, labels, value))
 
     def render(self) -> str:
@@ -172,8 +173,8 @@ class Metrics:
             totals = self.finished.totals(session, row.supervisor_id)
             if loop is not None:
                 for live in loop.task_metrics.values():
-                    _add(totals, live.get("rowStats", {}))
-                    _add(totals, live)  # its counters (the rowStats dict is not a number)
+                    _add(totals, live.rowStats)
+                    _add(totals, live.model_dump())  # its counters (the dicts are not numbers)
             for name, metric in (*ROW_COUNTERS.items(), *TASK_COUNTERS.items()):
                 families[metric].add(totals.get(name, 0), **labels)
             for state, count in TaskRepository(session).counts(row.supervisor_id).items():
@@ -212,7 +213,10 @@ def _families() -> dict[str, Family]:
 
 
 def time_lag(
-    io: dict[str, Any], latest: Offsets, lag: dict[PartitionKey, int]
+    consumer_properties: Mapping[str, object],
+    stream: str,
+    latest: Offsets,
+    lag: dict[PartitionKey, int],
 ) -> dict[PartitionKey, float]:
     """Druid's lag in time, per partition, in seconds: how much older the oldest unread record
     is than the newest one (Kafka timestamps; 0 when nothing is unread). Each partition that
@@ -221,8 +225,7 @@ def time_lag(
     lagging = {p: n for p, n in lag.items() if n > 0}
     if not lagging:
         return behind
-    stream = io.get("topic") or io.get("topicPattern") or ""
-    reader = OffsetReader(io["consumerProperties"], timeout=5.0)
+    reader = OffsetReader(consumer_properties, timeout=5.0)
     oldest = reader.record_times(stream, {p: latest[p] - n for p, n in lagging.items()})
     newest = reader.record_times(stream, {p: latest[p] - 1 for p in lagging})
     for partition in lagging:
@@ -261,7 +264,9 @@ def _supervisor(
     committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     lag = partition_lag(committed, loop.current, loop.latest)
     _lag_family(families, "", lag, labels)
-    _lag_family(families, "/time", time_lag(io, loop.latest, lag), labels)
+    stream = str(io.get("topic") or io.get("topicPattern") or "")
+    behind = time_lag(io["consumerProperties"], stream, loop.latest, lag)
+    _lag_family(families, "/time", behind, labels)
     families["supervisor/healthy"].add(1 if loop.healthy else 0, **labels)
     families["supervisor/state"].add(
         1, **labels, state=loop.state, detailed_state=loop.detailed_state

@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.db.models import SegmentRow
-from supervisor.db.repositories import OffsetsRepository, SegmentRepository, TaskRepository
+from supervisor.db.repositories import OffsetsRepository, SegmentRepository
+from supervisor.db.tasks import TaskRepository
 from tasks.partitions import offsets_json
 from tasks.protocol import PublishAction, PublishOutcome, PublishResult, SegmentDescriptor
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import OffsetsRepository, SpecRepository, TaskRepository
+from supervisor.db.repositories import OffsetsRepository, SpecRepository
+from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.model.status import SupervisorState, SupervisorStatus
 from supervisor.model.views import TaskView, task_view
@@ -19,6 +20,8 @@ from supervisor.schemas.spec import stored_spec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
 from tasks.protocol import TaskStatusCode
 from tasks.spec.periods import duration_millis
+
+T = TypeVar("T")
 
 
 def partition_lag(
@@ -33,7 +36,7 @@ def partition_lag(
     return {p: max(0, latest[p] - furthest.get(p, 0)) for p in latest}
 
 
-def states(loop: SupervisorStatus | None, suspended: bool) -> dict[str, Any]:
+def states(loop: SupervisorStatus | None, suspended: bool) -> dict[str, object]:
     """Druid's state, detailedState and healthy of a supervisor, from its last pass."""
     if suspended:
         state = detailed = SupervisorState.SUSPENDED
@@ -63,7 +66,7 @@ def _running_tasks(
 
 def status_report(
     session: Session, loop: SupervisorStatus | None, now: datetime, supervisor_id: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Druid's supervisor status; `loop`: the supervisor's status from its last pass."""
     row = SpecRepository(session).active(supervisor_id)
     if row is None:
@@ -127,10 +130,10 @@ def status_report(
 
 
 def _ask_running_tasks(
-    session: Session, now: datetime, supervisor_id: str, path: str
-) -> list[tuple[TaskRow, Any]]:
-    """GET `path` of every running task of the supervisor; tasks that do not answer are left
-    out (as Druid does). 404 for an unknown supervisor."""
+    session: Session, now: datetime, supervisor_id: str, ask: Callable[[TaskApiClient], T]
+) -> list[tuple[TaskRow, T]]:
+    """`ask` every running task of the supervisor; tasks that do not answer are left out (as
+    Druid does). 404 for an unknown supervisor."""
     if SpecRepository(session).active(supervisor_id) is None:
         raise NotFoundError(f"[{supervisor_id}] does not exist")
     answers = []
@@ -139,21 +142,21 @@ def _ask_running_tasks(
             continue
         try:
             client = TaskApiClient.for_task(row, timeout=5.0)
-            answers.append((row, client.get(path)))
+            answers.append((row, ask(client)))
         except TaskApiError:
             continue
     return answers
 
 
-def stats_report(session: Session, now: datetime, supervisor_id: str) -> dict[str, Any]:
+def stats_report(session: Session, now: datetime, supervisor_id: str) -> dict[str, object]:
     """Druid's supervisor stats: row counts of each running task, by task group."""
-    report: dict[str, dict[str, Any]] = {}
-    for row, stats in _ask_running_tasks(session, now, supervisor_id, "/rowStats"):
-        report.setdefault(str(row.group_id), {})[row.id] = {"totals": stats["totals"]}
-    return report
+    report: dict[str, dict[str, object]] = {}
+    for row, stats in _ask_running_tasks(session, now, supervisor_id, TaskApiClient.row_stats):
+        report.setdefault(str(row.group_id), {})[row.id] = {"totals": {"buildSegments": stats}}
+    return dict(report)
 
 
-def parse_errors(session: Session, now: datetime, supervisor_id: str) -> list[dict[str, Any]]:
+def parse_errors(session: Session, now: datetime, supervisor_id: str) -> list[dict[str, object]]:
     """Druid's supervisor parseErrors: the sampled unparseable records of running tasks."""
     return [
         {
@@ -164,6 +167,8 @@ def parse_errors(session: Session, now: datetime, supervisor_id: str) -> list[di
             "partition": sample.get("partition"),
             "offset": sample.get("offset"),
         }
-        for row, events in _ask_running_tasks(session, now, supervisor_id, "/unparseableEvents")
-        for sample in events["buildSegments"]
+        for row, events in _ask_running_tasks(
+            session, now, supervisor_id, TaskApiClient.unparseable_events
+        )
+        for sample in events
     ]

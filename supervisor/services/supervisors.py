@@ -105,7 +105,7 @@ class SupervisorService:
         return row
 
     def submit(
-        self, raw: Any, actor: Actor, *, skip_if_unmodified: bool = False
+        self, raw: object, actor: Actor, *, skip_if_unmodified: bool = False
     ) -> tuple[str, bool]:
         """The supervisor's id, and whether a new spec version was written."""
         checked = _checked(raw)
@@ -127,13 +127,13 @@ class SupervisorService:
         )
         return supervisor_id, True
 
-    def get(self, supervisor_id: str) -> dict[str, Any]:
+    def get(self, supervisor_id: str) -> dict[str, object]:
         return mask_spec(self._require(supervisor_id).payload)
 
     def list_active(self) -> list[SupervisorSpecRow]:
         return self.specs.all_active()
 
-    def history(self, supervisor_id: str, count: int | None) -> list[dict[str, Any]]:
+    def history(self, supervisor_id: str, count: int | None) -> list[dict[str, object]]:
         if count is not None and count <= 0:
             raise BadRequestError("count must be greater than zero", field="count")
         rows = self.specs.history(supervisor_id, count)
@@ -141,17 +141,17 @@ class SupervisorService:
             raise NotFoundError(f"No history for [{supervisor_id}]")
         return [self.version_entry(row) for row in rows]
 
-    def all_history(self) -> dict[str, list[dict[str, Any]]]:
+    def all_history(self) -> dict[str, list[dict[str, object]]]:
         result: dict[str, list[dict[str, Any]]] = {}
         for row in self.specs.history():
             result.setdefault(row.supervisor_id, []).append(self.version_entry(row))
         return dict(sorted(result.items()))
 
     @staticmethod
-    def version_entry(row: SupervisorSpecRow) -> dict[str, Any]:
+    def version_entry(row: SupervisorSpecRow) -> dict[str, object]:
         return {"spec": mask_spec(row.payload), "version": druid_timestamp(row.created_at)}
 
-    def set_suspended(self, supervisor_id: str, suspended: bool, actor: Actor) -> dict[str, Any]:
+    def set_suspended(self, supervisor_id: str, suspended: bool, actor: Actor) -> dict[str, object]:
         row = self._require(supervisor_id)
         if row.suspended == suspended:
             word = "suspended" if suspended else "running"
@@ -201,7 +201,7 @@ class SupervisorService:
             self.clock(),
         )
 
-    def reset_offsets(self, supervisor_id: str, body: Any, actor: Actor) -> list[int]:
+    def reset_offsets(self, supervisor_id: str, body: object, actor: Actor) -> list[int]:
         """Merge the given offsets into the committed ones; the partitions' groups restart.
         Returns the task group ids whose tasks must be killed."""
         row = self._require(supervisor_id)

@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import TaskRepository
+from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.runner.protocol import Exited, Runner
 from supervisor.schemas.secrets import mask_task
-from tasks.protocol import IndexKafkaTask, TaskStatusCode
+from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
 from tasks.spec.errors import SpecError, from_validation_error
 from tasks.support import unsupported
 
@@ -30,7 +30,7 @@ STATE_FILTERS = {
 }
 
 
-def parse_task(raw: Any) -> IndexKafkaTask:
+def parse_task(raw: object) -> IndexKafkaTask:
     if not isinstance(raw, dict):
         raise SpecError.single("", "the body must be a JSON object holding a task")
     if raw.get("type") != "index_kafka":
@@ -48,7 +48,7 @@ def parse_task(raw: Any) -> IndexKafkaTask:
     return task
 
 
-def status_of(row: TaskRow, now: datetime) -> dict[str, Any]:
+def status_of(row: TaskRow, now: datetime) -> dict[str, object]:
     """Druid's TaskStatusPlus."""
     finished = row.status in (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED)
     duration = int(((row.updated_at if finished else now) - row.created_at).total_seconds() * 1000)
@@ -81,7 +81,7 @@ class TaskService:
             raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
         return row
 
-    def submit(self, raw: Any) -> str:
+    def submit(self, raw: object) -> str:
         task = parse_task(raw)
         if self.tasks.get(task.id) is not None:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
@@ -108,7 +108,7 @@ class TaskService:
         # while it does (SQLite's is one for the whole DB: every other writer would wait).
         self.session.commit()
         try:
-            launched = self.runner.launch(task.id, payload)
+            launched = self.runner.launch(task)
         except Exception as exc:
             self._finish(
                 row, TaskStatusCode.FAILED, f"the task process could not be started: {exc}", None
@@ -125,7 +125,7 @@ class TaskService:
 
     def list_tasks(
         self, state: str | None, datasource: str | None, limit: int | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, object]]:
         if state is not None and state not in STATE_FILTERS:
             raise BadRequestError(
                 f"state: must be one of {', '.join(STATE_FILTERS)}", field="state"
@@ -136,11 +136,11 @@ class TaskService:
         now = self.clock()
         return [status_of(r, now) for r in self.tasks.find(statuses, datasource, limit)]
 
-    def payload(self, task_id: str) -> dict[str, Any]:
+    def payload(self, task_id: str) -> dict[str, object]:
         row = self.require(task_id)
         return {"task": row.id, "payload": mask_task(row.payload)}
 
-    def status(self, task_id: str) -> dict[str, Any]:
+    def status(self, task_id: str) -> dict[str, object]:
         return {"task": task_id, "status": status_of(self.require(task_id), self.clock())}
 
     def _live(self, row: TaskRow) -> dict[str, Any] | None:
@@ -149,15 +149,15 @@ class TaskService:
         try:
             client = TaskApiClient.for_task(row)
             return {
-                "status": client.get("/status"),
-                "rowStats": client.get("/rowStats")["totals"]["buildSegments"],
-                "unparseableEvents": client.get("/unparseableEvents")["buildSegments"],
+                "status": client.status(),
+                "rowStats": client.row_stats(),
+                "unparseableEvents": client.unparseable_events(),
                 "errorMsg": None,
             }
         except TaskApiError:
             return None
 
-    def reports(self, task_id: str) -> dict[str, Any]:
+    def reports(self, task_id: str) -> dict[str, object]:
         row = self.require(task_id)
         report = self._live(row) or row.report or {}
         return {
@@ -203,13 +203,13 @@ class TaskService:
         return {"task": task_id}
 
     def _finish(
-        self, row: TaskRow, status: str, error: str | None, report: dict[str, Any] | None
+        self, row: TaskRow, status: TaskStatusCode, error: str | None, report: TaskReport | None
     ) -> None:
         if row.status != TaskStatusCode.RUNNING:
             return
         row.status, row.error_msg, row.updated_at = status, error, self.clock()
         if report is not None:
-            row.report = report
+            row.report = report.model_dump(mode="json")
 
     def recover(self) -> list[str]:
         """At start-up: adopt the task processes an earlier overlord left running and record
@@ -236,12 +236,12 @@ class TaskService:
             report = exited.report
             if (
                 report is not None
-                and report.get("status") == TaskStatusCode.SUCCESS
+                and report.status is TaskState.SUCCESS
                 and exited.exit_code in (0, None)
             ):
                 self._finish(row, TaskStatusCode.SUCCESS, None, report)
             else:
-                reason = (report or {}).get("errorMsg") or (
+                reason = (report and report.errorMsg) or (
                     "task process ended without a report"
                     if exited.exit_code is None
                     else f"task process exited with code {exited.exit_code}"

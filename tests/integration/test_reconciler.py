@@ -23,7 +23,7 @@ from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.net import free_port
 from supervisor.runner.protocol import Launched
 from supervisor.services.supervisors import Actor, SupervisorService
-from supervisor.settings import Settings
+from tasks.protocol import IndexKafkaTask
 
 
 class Clock:
@@ -50,12 +50,13 @@ class ScriptedStream(StreamReader):
 
 
 class RecordingRunner:
+    """The parts of supervisor.runner.protocol.Runner a pass uses here: launches, recorded."""
+
     def __init__(self) -> None:
         self.launched: list[str] = []
-        self.settings = Settings(standby_lead_s=0)  # no standbys: launches are what is recorded
 
-    def launch(self, task_id: str, payload: dict[str, Any]) -> Launched:
-        self.launched.append(task_id)
+    def launch(self, task: IndexKafkaTask) -> Launched:
+        self.launched.append(task.id)
         return Launched("127.0.0.1", free_port(), "/dev/null", "token")
 
 

@@ -5,44 +5,56 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
-
-import httpx
+from collections.abc import Mapping
 
 from supervisor.clients.task_api import TaskApiError
 from supervisor.services.checkpoint import checkpoint_group
 
 
 class FakeTask:
+    """A task's control API as supervisor.clients.task_api.TaskClient describes it."""
+
     def __init__(self, offsets: dict[str, int], answers: list[int] | None = None) -> None:
         self.offsets = offsets
         self.answers = answers or [200]  # pause answers in turn; the last one repeats
-        self.status = "READING"
+        self.state = "READING"
         self.end: dict[str, int] | None = None
         self.reachable = True
+        self.threads: set[threading.Thread] = set()
 
-    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _reach(self) -> None:
+        self.threads.add(threading.current_thread())
         if not self.reachable:
             raise TaskApiError(None, "task unreachable: ConnectError")
-        if path == "/pause":
-            code = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-            if code == 409:
-                raise TaskApiError(409, "not pausable")
-            if code == 202:
-                self.status = "PAUSED"  # it pauses a moment later
-                return httpx.Response(202, json={"status": "pausing"})
-            self.status = "PAUSED"
-            return httpx.Response(200, json=self.offsets)
-        if path == "/offsets/end":
-            self.end = kwargs["json"]
-            self.status = "READING"
-            return httpx.Response(200, json=self.end)
-        raise AssertionError(path)
 
-    def get(self, path: str) -> Any:
-        if not self.reachable:
-            raise TaskApiError(None, "task unreachable: ConnectError")
-        return {"/status": self.status, "/offsets/current": self.offsets}[path]
+    def pause(self) -> dict[str, int] | None:
+        self._reach()
+        code = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if code == 409:
+            raise TaskApiError(409, "not pausable")
+        self.state = "PAUSED"  # (with 202 it pauses a moment later)
+        return None if code == 202 else dict(self.offsets)
+
+    def status(self) -> str:
+        self._reach()
+        return self.state
+
+    def current_offsets(self) -> dict[str, int]:
+        self._reach()
+        return dict(self.offsets)
+
+    def set_end_offsets(self, offsets: Mapping[str, int], finish: bool) -> None:
+        self._reach()
+        self.end, self.state = dict(offsets), "READING"
+
+    def resume(self) -> None:
+        raise AssertionError("resume")
+
+    def end_offsets(self) -> dict[str, int]:
+        raise AssertionError("end_offsets")
+
+    def checkpoints(self) -> dict[str, dict[str, int]]:
+        raise AssertionError("checkpoints")
 
 
 def test_maximum_offsets_win_and_races_are_retried() -> None:
@@ -77,15 +89,7 @@ def test_an_unreachable_replica_is_retried_until_the_deadline() -> None:
 
 def test_a_single_replica_is_paused_in_the_callers_thread() -> None:
     task = FakeTask({"0": 4, "1": 6}, answers=[409, 200])
-    threads = set()
-    paused = task.call
-
-    def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
-        threads.add(threading.current_thread())
-        return paused(method, path, **kwargs)
-
-    task.call = call  # type: ignore[method-assign]
     result = checkpoint_group({"only": task}, finish=True, sleep=lambda _: None)
     assert result.end_offsets == {"0": 4, "1": 6} and result.failed == []
     assert task.end == {"0": 4, "1": 6}
-    assert threads == {threading.current_thread()}  # no pool started for one replica
+    assert task.threads == {threading.current_thread()}  # no pool started for one replica

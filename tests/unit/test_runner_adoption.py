@@ -11,6 +11,7 @@ from pathlib import Path
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Exited
 from supervisor.settings import Settings
+from tasks.protocol import TaskReport, TaskState
 
 
 def orphan(runner: LocalProcessRunner, task_id: str, seconds: float) -> subprocess.Popen[bytes]:
@@ -56,7 +57,7 @@ def test_an_adopted_process_that_ends_is_reported_with_its_report(tmp_path: Path
     report = {"status": "SUCCESS", "segments": []}
     (second.work_dir("t2") / "report.json").write_text(json.dumps(report))
     process.wait(10)
-    assert second.exited() == [Exited("t2", None, report)]
+    assert second.exited() == [Exited("t2", None, TaskReport(status=TaskState.SUCCESS))]
     assert second.exited() == []  # reported once
 
 
@@ -74,3 +75,11 @@ def test_a_pid_now_used_by_another_process_is_not_adopted(tmp_path: Path) -> Non
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_report_that_does_not_parse_is_no_report(tmp_path: Path) -> None:
+    runner_ = runner(tmp_path)
+    runner_.work_dir("t3").mkdir(parents=True)
+    (runner_.work_dir("t3") / "report.json").write_text('{"status": "DONE-ISH"}')
+    assert runner_.report("t3") is None
+    assert runner_.report("never-ran") is None

@@ -24,7 +24,7 @@ def pool(tmp_path: Path) -> Any:
     clock = Clock()
     spawned: list[subprocess.Popen[bytes]] = []
 
-    def spawn(slot: Path, _payload: dict[str, Any], _token: str) -> Any:
+    def spawn(slot: Path, _token: str) -> Any:
         process = subprocess.Popen(["sleep", "60"], start_new_session=True)
         spawned.append(process)
         return process, 1, slot / "task.log"
@@ -36,11 +36,11 @@ def pool(tmp_path: Path) -> Any:
 
 def test_reservations_start_standbys_up_to_the_limit(pool: Any) -> None:
     standbys, _, spawned = pool
-    assert standbys.reserve(("wiki", 0), 2, {"p": 1}, ttl_s=60) == 2
-    assert standbys.reserve(("wiki", 0), 2, {"p": 1}, ttl_s=60) == 0  # renewed, none more
-    assert standbys.reserve(("wiki", 1), 2, {"p": 1}, ttl_s=60) == 1  # the limit is 3
+    assert standbys.reserve(("wiki", 0), 2, '{"p": 1}', ttl_s=60) == 2
+    assert standbys.reserve(("wiki", 0), 2, '{"p": 1}', ttl_s=60) == 0  # renewed, none more
+    assert standbys.reserve(("wiki", 1), 2, '{"p": 1}', ttl_s=60) == 1  # the limit is 3
     assert len(spawned) == 3
-    assert sorted((s["supervisor"], s["group"]) for s in standbys.describe()) == [
+    assert sorted((s.supervisor, s.group) for s in standbys.describe()) == [
         ("wiki", 0),
         ("wiki", 0),
         ("wiki", 1),
@@ -51,8 +51,8 @@ def test_reservations_start_standbys_up_to_the_limit(pool: Any) -> None:
 
 def test_take_prefers_the_groups_own_and_consumes_its_reservation(pool: Any) -> None:
     standbys, clock, _ = pool
-    standbys.reserve(("wiki", 0), 1, {}, ttl_s=60)
-    standbys.reserve(("wiki", 1), 1, {}, ttl_s=60)
+    standbys.reserve(("wiki", 0), 1, "{}", ttl_s=60)
+    standbys.reserve(("wiki", 1), 1, "{}", ttl_s=60)
     taken = standbys.take(("wiki", 1))
     assert taken is not None and taken.key == ("wiki", 1)
     assert standbys.take(("other", 0)) is None  # group 0 still wants its standby
@@ -68,7 +68,7 @@ def test_take_prefers_the_groups_own_and_consumes_its_reservation(pool: Any) -> 
 
 def test_unwanted_standbys_stop_after_idle_and_dead_ones_are_forgotten(pool: Any) -> None:
     standbys, clock, spawned = pool
-    standbys.reserve(("wiki", 0), 2, {}, ttl_s=10)
+    standbys.reserve(("wiki", 0), 2, "{}", ttl_s=10)
     spawned[0].kill()
     spawned[0].wait()
     standbys.tick()  # the dead one is replaced while the reservation holds
