@@ -17,7 +17,7 @@ from supervisor.controller.workqueue import WorkQueue
 from supervisor.db.engine import SessionFactory
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
-from supervisor.model.status import StatusStore, SupervisorStatus
+from supervisor.model.status import StatusStore
 from supervisor.runner.protocol import Runner
 from supervisor.settings import Settings
 
@@ -124,9 +124,6 @@ class SupervisorManager:
         self.inbox.put(supervisor_id, Checkpoint(task_id, dict(start)))
         self.queue.add(supervisor_id)
         return True
-
-    def status(self, supervisor_id: str) -> SupervisorStatus | None:
-        return self.statuses.get(supervisor_id)
 
     def stop(self) -> None:
         self.workers.stop()

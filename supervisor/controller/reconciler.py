@@ -139,12 +139,13 @@ class Reconciler:
         except Exception as exc:
             log.warning("supervisor %s: pass failed: %s", supervisor_id, exc)
             error = PassError(druid_timestamp(self.clock()), type(exc).__name__, str(exc))
-            self._publish(supervisor_id, status.failed(error, isinstance(exc, StreamError)), began)
+            failed = status.failed(error, isinstance(exc, StreamError))
+            self._publish(supervisor_id, memory, failed, began)
             return Retry(self.until_due(memory))
         if outcome is None or outcome.gone:
             self.forget(supervisor_id)
             return Done()
-        self._publish(supervisor_id, self._healthy(status, outcome.snapshot, memory), began)
+        self._publish(supervisor_id, memory, self._healthy(status, outcome.snapshot, memory), began)
         if outcome.rolled:
             # After a rollover the successors are created by the very next pass, and until
             # then the group has no task reading: that pass must not queue behind every
@@ -154,10 +155,11 @@ class Reconciler:
             return RequeueAfter(ACTED_S)
         return RequeueAfter(self.until_due(memory))
 
-    def _publish(self, supervisor_id: str, status: SupervisorStatus, began: float) -> None:
+    def _publish(
+        self, supervisor_id: str, memory: Memory, status: SupervisorStatus, began: float
+    ) -> None:
         """The pass's status, with its time; a slow pass says where its time went."""
         seconds = self.monotonic() - began
-        memory = self.memory(supervisor_id)
         if seconds >= SLOW_PASS_S:
             spent = " ".join(f"{name} {value:.2f} s" for name, value in memory.laps.items())
             log.warning("supervisor %s: slow pass %.2f s (%s)", supervisor_id, seconds, spent)

@@ -154,10 +154,6 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._due)
 
-    def queued(self, key: K) -> bool:
-        with self._cond:
-            return key in self._due or key in self._dirty
-
     def stalled(self, longer_than_s: float) -> int:
         """Keys worked on for longer than `longer_than_s`."""
         with self._cond:
