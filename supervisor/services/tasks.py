@@ -90,7 +90,7 @@ class TaskService:
     def launch(self, task: IndexKafkaTask) -> str:
         """Record a task and start it (the supervisors' tasks come here directly, built by
         their reconciler; a user's through `submit`)."""
-        payload = task.model_dump(mode="json", by_alias=True, exclude_none=True)
+        payload = task.to_json()
         now = self.clock()
         row = TaskRow(
             id=task.id,
