@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, in_session, json_body
-from supervisor.api.context import context
+from supervisor.api.context import AppContext, context
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.schemas.secrets import mask_spec
@@ -63,11 +63,11 @@ def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]
 
 
 def _summary(
-    request: Request, row: SupervisorSpecRow, *, spec: bool, system: bool
+    app: AppContext, row: SupervisorSpecRow, *, spec: bool, system: bool
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "id": row.supervisor_id,
-        **states(context(request).status(row.supervisor_id), row.suspended),
+        **states(app.status(row.supervisor_id), row.suspended),
         "dataSource": row.datasource,
         "suspended": row.suspended,
     }
@@ -106,16 +106,18 @@ async def submit(
 
 def _listing(request: Request, svc: SupervisorService, full: bool, system: bool) -> list[Any]:
     if full or system:
-        return [_summary(request, row, spec=full, system=system) for row in svc.list_active()]
+        app = context(request)
+        return [_summary(app, row, spec=full, system=system) for row in svc.list_active()]
     return SpecRepository(svc.session).active_ids()
 
 
 def _states(request: Request, session: Session) -> list[dict[str, Any]]:
     """?state=true: each supervisor's state as its loop last saw it (as Druid's list does)."""
+    app = context(request)
     return [
         {
             "id": supervisor_id,
-            **states(context(request).status(supervisor_id), suspended),
+            **states(app.status(supervisor_id), suspended),
             "dataSource": datasource,
             "suspended": suspended,
         }

@@ -34,6 +34,7 @@ class WorkQueue(Generic[K]):
         self._heap: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}  # queued keys -> when each is due
         self._processing: dict[K, float] = {}  # keys handed out -> since when
+        self._parked: dict[K, float] = {}  # came due while worked on -> due time, till `done`
         self._dirty: dict[K, bool] = {}  # added while processing -> (first) once done
         self._failures: dict[K, int] = {}
         self._order = itertools.count()
@@ -111,41 +112,37 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._processing.pop(key, None)
             again = self._dirty.pop(key, None)
+            parked = self._parked.pop(key, None)
+            if parked is not None and self._due.get(key) == parked:
+                # a timed add that came due during the pass: a waiting get() may take it now
+                heapq.heappush(self._heap, (parked, next(self._order), key))
             if self._shutting_down:
                 self._cond.notify_all()
                 return
+            if again is None:
+                self._cond.notify()
         if again is not None:
             self.add(key, first=again)
-        else:
-            # a timed add that came in during the pass sits in the heap: a waiting get() may
-            # now take it (it skipped the key while it was being worked on)
-            with self._cond:
-                self._cond.notify()
 
     def _pop_due(self, now: float) -> K | None:
         """(under the lock) The first due key not being worked on, dropping superseded heap
-        entries; a due key still being worked on waits in the heap for its `done`."""
-        skipped: list[tuple[float, int, K]] = []
-        found = None
+        entries; a due key still being worked on is parked until its `done`."""
         while self._heap and self._heap[0][0] <= now:
-            entry = heapq.heappop(self._heap)
-            at, _, key = entry
+            at, _, key = heapq.heappop(self._heap)
             if self._due.get(key) != at:
                 continue  # superseded by a sooner add of the same key
             if key in self._processing:
-                skipped.append(entry)
+                self._parked[key] = at
                 continue
             del self._due[key]
-            found = key
-            break
-        for entry in skipped:
-            heapq.heappush(self._heap, entry)
-        return found
+            return key
+        return None
 
     def _next_due(self, now: float) -> float | None:
-        """(under the lock) Seconds until the earliest queued key is due, if it is later."""
-        waiting = [at for key, at in self._due.items() if key not in self._processing]
-        return max(0.0, min(waiting) - now) if waiting else None
+        """(under the lock, after `_pop_due`) Seconds until the earliest queued key is due."""
+        while self._heap and self._due.get(self._heap[0][2]) != self._heap[0][0]:
+            heapq.heappop(self._heap)  # superseded
+        return max(0.0, self._heap[0][0] - now) if self._heap else None
 
     # ---- what it holds ----------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _PERIOD = re.compile(
     r"^P(?!$)(?:(?P<years>\d+)Y)?(?:(?P<months>\d+)M)?(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
@@ -42,7 +43,14 @@ class Period:
 
 def parse_period(text: str) -> Period:
     """Parse an ISO-8601 period; a ValueError names what is wrong."""
-    match = _PERIOD.match(text.strip().upper()) if isinstance(text, str) else None
+    if not isinstance(text, str):
+        raise ValueError(f"'{text}' is not an ISO-8601 period such as PT1H, PT30S or P1D")
+    return _parse(text)
+
+
+@lru_cache(maxsize=1024)  # a pass reads its spec's periods each time; a spec has a few
+def _parse(text: str) -> Period:
+    match = _PERIOD.match(text.strip().upper())
     if match is None:
         raise ValueError(f"'{text}' is not an ISO-8601 period such as PT1H, PT30S or P1D")
     parts = {key: value for key, value in match.groupdict().items() if value is not None}

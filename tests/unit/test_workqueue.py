@@ -69,6 +69,33 @@ def test_a_timed_add_during_the_work_is_kept_for_after_it() -> None:
     assert queue.get(timeout=0) == "a"
 
 
+def test_a_get_waits_without_spinning_while_the_only_due_key_is_worked_on() -> None:
+    calls = [0]
+
+    def counting_clock() -> float:
+        calls[0] += 1
+        return time.monotonic()
+
+    queue: WorkQueue[str] = WorkQueue(clock=counting_clock)
+    queue.add("a")
+    queue.add_after("b", 30)  # the next due time after "a"
+    assert queue.get(timeout=0) == "a"
+    queue.add_after("a", 0.01)
+    time.sleep(0.03)  # "a" is due again, and still worked on
+    got: list[str | None] = []
+    taker = threading.Thread(target=lambda: got.append(queue.get(timeout=10)))
+    taker.start()
+    time.sleep(0.3)
+    before = calls[0]
+    time.sleep(0.3)
+    assert calls[0] - before <= 2  # asleep, not polling the clock
+    assert got == []
+    queue.done("a")
+    taker.join(5)
+    assert got == ["a"]
+    assert len(queue) == 1  # "b", still ahead
+
+
 def test_backoff_doubles_per_failure_up_to_its_cap_and_forget_resets_it() -> None:
     queue: WorkQueue[str] = WorkQueue(base_backoff_s=1.0, max_backoff_s=5.0, clock=FakeClock())
     delays = [queue.add_rate_limited("a") for _ in range(5)]
