@@ -113,14 +113,15 @@ class WorkQueue(Generic[K]):
             self._processing.pop(key, None)
             again = self._dirty.pop(key, None)
             parked = self._parked.pop(key, None)
-            if parked is not None and self._due.get(key) == parked:
-                # a timed add that came due during the pass: a waiting get() may take it now
-                heapq.heappush(self._heap, (parked, next(self._order), key))
             if self._shutting_down:
                 self._cond.notify_all()
                 return
-            if again is None:
-                self._cond.notify()
+            if parked is not None and self._due.get(key) == parked:
+                # a timed add that came due during the pass: a waiting get() may take it now
+                # (no get is woken otherwise: one woken after every pass only waits again)
+                heapq.heappush(self._heap, (parked, next(self._order), key))
+                if again is None:
+                    self._cond.notify()
         if again is not None:
             self.add(key, first=again)
 

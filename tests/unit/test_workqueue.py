@@ -231,3 +231,18 @@ def test_a_crashed_pass_is_retried_after_its_backoff() -> None:
     assert until(lambda: len(calls) >= 3)
     workers.stop()
     assert calls[2] - calls[1] >= calls[1] - calls[0] >= 0.04  # 50 ms, then 100 ms
+
+
+def test_a_key_due_and_woken_during_its_work_is_handed_out_once_after_it() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add_after("a", 1)
+    clock.now += 2
+    assert queue.get(timeout=0) is None  # due, worked on: parked
+    queue.add("a")  # and woken too
+    queue.done("a")
+    assert queue.get(timeout=0) == "a"
+    queue.done("a")
+    assert queue.get(timeout=0) is None and len(queue) == 0
