@@ -1,4 +1,5 @@
-"""Commands that run things here: the service, the local broker, quickstart, jar resolution."""
+"""Commands that run things here: the service, the local broker and PostgreSQL, quickstart, jar
+resolution."""
 
 from __future__ import annotations
 
@@ -88,6 +89,49 @@ def kafka_local(port: int, data_dir: Path) -> None:
         click.echo("Kafka stopped")
     elif code != 0:
         raise CliError(f"the broker exited with code {code}; see {broker.log_file}", 1)
+
+
+@click.command("postgres-local")
+@click.option("--port", type=click.IntRange(1, 65535), default=5432, show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/postgres"),
+    show_default=True,
+)
+def postgres_local(port: int, data_dir: Path) -> None:
+    """Run a real PostgreSQL (Debian's package) on 127.0.0.1 until SIGINT/SIGTERM: the metadata
+    DB that several `sluicegate serve` share. Its data is kept in --data-dir for the next run."""
+    from supervisor.devstack.postgres import LocalPostgres, PostgresError
+
+    try:
+        server = LocalPostgres(data_dir, port)
+    except PostgresError as exc:
+        raise CliError(str(exc).splitlines()[0], 1) from None
+    stopping: list[int] = []
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.start()
+        click.echo(
+            f"PostgreSQL ready at {server.public_url()} (data in {data_dir}); Ctrl-C stops it\n"
+            f"  sluicegate serve --metadata-url {server.public_url()}"
+        )
+        up = server.wait(stopping)
+    except PostgresError as exc:
+        raise CliError(str(exc).splitlines()[0], 1) from None
+    finally:
+        try:
+            server.stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    if not stopping and not up:
+        raise CliError(f"PostgreSQL exited by itself; see {server.log}", 1)
+    click.echo("PostgreSQL stopped")
 
 
 def _kafka_version() -> str:

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL cluster from Debian's package, for the test suite."""
+"""A local PostgreSQL from Debian's package: a throwaway cluster for the test suite, or a kept
+one in a data directory (`sluicegate postgres-local`, the metadata DB of an HA set-up)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from supervisor.net import free_port
@@ -26,45 +28,79 @@ def _bin(name: str) -> str:
     return candidates[-1]
 
 
+def _complaint(line: str) -> bool:
+    return "FATAL" in line or "ERROR" in line
+
+
 class LocalPostgres:
-    """initdb + pg_ctl on a free loopback port. As root, the server runs as the postgres user."""
+    """initdb + pg_ctl on a loopback port. As root, the server runs as the postgres user.
+
+    Without `data_dir`: a throwaway cluster in a temporary directory, on a free port, with
+    durability off (fsync), removed by `stop`. With one: the cluster lives in
+    `data_dir/pgdata` (made by the first start, reused by the next), its log and socket beside
+    it, with PostgreSQL's durable defaults; `stop` keeps it."""
 
     user = "sluicegate"
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="sluicegate-pg-"))
-        self.data = self.root / "data"
+    def __init__(self, data_dir: Path | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.kept = data_dir is not None
+        if data_dir is None:
+            self.root = Path(tempfile.mkdtemp(prefix="sluicegate-pg-"))
+        else:
+            self.root = data_dir.resolve()
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise PostgresError(f"cannot make the data directory {data_dir}: {exc}") from None
+        self.data = self.root / ("pgdata" if self.kept else "data")
         self.log = self.root / "server.log"
+        self.started = False  # by this object: stop() never stops another's server
 
     def _run(self, *args: str) -> None:
         command = list(args)
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
+        began = self.log.stat().st_size if self.log.exists() else 0
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
-            raise PostgresError(f"{' '.join(args[:2])} failed: {result.stderr.strip()} {log}")
+            raise PostgresError(
+                f"{Path(args[0]).name} {args[-1]} failed: {self._reason(result.stderr, began)} "
+                f"(log: {self.log})"
+            )
+
+    def _reason(self, stderr: str, since: int) -> str:
+        """The server's own complaint from this attempt's part of the log (its last FATAL or
+        ERROR line), else the command's first line of output."""
+        if self.log.exists():
+            with self.log.open("rb") as log:
+                log.seek(since)
+                text = log.read().decode(errors="replace")
+            lines = [line.strip() for line in text.splitlines() if _complaint(line)]
+            if lines:
+                return lines[-1]
+        return (stderr.strip().splitlines() or ["no output"])[0]
 
     def start(self) -> LocalPostgres:
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run(
-            _bin("initdb"),
-            "-D",
-            str(self.data),
-            "-A",
-            "trust",
-            "-U",
-            self.user,
-            "--no-sync",
-            "-E",
-            "UTF8",
-        )
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
+            self._reachable()
+        if not (self.data / "PG_VERSION").exists():
+            self._run(
+                _bin("initdb"),
+                "-D",
+                str(self.data),
+                "-A",
+                "trust",
+                "-U",
+                self.user,
+                "--no-sync",
+                "-E",
+                "UTF8",
+            )
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        if not self.kept:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             _bin("pg_ctl"),
             "-D",
@@ -78,10 +114,41 @@ class LocalPostgres:
             "60",
             "start",
         )
+        self.started = True
         return self
+
+    def _reachable(self) -> None:
+        """(as root) The postgres user must reach the directory: every folder above it must let
+        others through (a data directory under /root does not)."""
+        check = ["runuser", "-u", "postgres", "--", "test", "-w", str(self.root)]
+        if subprocess.run(check, capture_output=True, check=False).returncode != 0:
+            raise PostgresError(
+                f"the postgres user cannot write {self.root} (as root, the server runs as "
+                "postgres): choose a directory every folder above which others may enter"
+            )
+
+    def running(self) -> bool:
+        """Whether the server is up (its postmaster.pid names a live process)."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def wait(self, stopping: list[int], poll_s: float = 0.5) -> bool:
+        """Until `stopping` has an entry (a signal handler appends one) or the server exits;
+        whether it is still up."""
+        while not stopping and self.running():
+            time.sleep(poll_s)
+        return self.running()
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
+
+    def public_url(self, database: str = "postgres") -> str:
+        """The URL to hand `sluicegate serve --metadata-url`."""
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
 
     def create_database(self, name: str) -> str:
         import psycopg
@@ -93,6 +160,12 @@ class LocalPostgres:
         return self.url(name)
 
     def stop(self) -> None:
+        """A kept cluster shuts down cleanly (fast: sessions are ended, data is flushed); a
+        throwaway one is stopped at once and removed."""
+        if self.kept:
+            if self.started and self.running():
+                self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+            return
         try:
             self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
