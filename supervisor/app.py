@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from supervisor.db.engine import SessionFactory, make_engine, migrate, session_f
 from supervisor.errors import DomainError
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Runner
+from supervisor.services.leadership import Leadership, LeaseHeld
 from supervisor.services.tasks import TaskService
 from supervisor.settings import Settings
 from tasks.spec.errors import SpecError
@@ -101,7 +102,13 @@ class TaskMonitor:
                 log.exception("task monitor pass failed")
 
 
-def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    clock: Clock = utc_now,
+    leadership: Leadership | None = None,
+) -> FastAPI:
+    """The service. `leadership`: the leader lease, already taken (by `sluicegate serve`, so
+    that a refusal is its one-line error); taken at start-up otherwise."""
     settings = settings or Settings()
 
     context = AppContext(settings, clock, LocalProcessRunner(settings))
@@ -113,6 +120,20 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         migrate(engine)
         sessions = context.started_sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
+        stopped: list[Callable[[], None]] = []  # how to stop driving supervisors
+
+        def lost() -> None:
+            for stop in stopped:
+                stop()
+
+        held = leadership or Leadership(sessions, settings.advertised_url(), settings.lease_s)
+        held.on_lost = lost
+        try:
+            context.leader_epoch = held.epoch if held.leading else held.acquire()
+        except LeaseHeld as exc:
+            log.error("not starting: %s", exc)
+            engine.dispose()
+            raise
         runner = context.runner
         with sessions() as session:  # tasks an earlier overlord left running
             TaskService(session, clock, runner).recover()
@@ -122,11 +143,13 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
             manager.sync()
         monitor = TaskMonitor(sessions, clock, runner, manager)
         monitor.start()
+        stopped += [monitor.stop, manager.stop]
         try:
             yield
         finally:
             monitor.stop()
             manager.stop()
+            held.release()
             if settings.kill_tasks_on_exit:
                 runner.kill_all()
             else:

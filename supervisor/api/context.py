@@ -26,6 +26,7 @@ class AppContext:
     # set when the service has started (its lifespan): the metadata DB and the supervisors
     started_sessions: SessionFactory | None = None
     manager: SupervisorManager | None = None
+    leader_epoch: int | None = None  # the leader lease's epoch this overlord took
 
     @property
     def sessions(self) -> SessionFactory:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from supervisor.cli.client import EXIT_USAGE, CliError
 from supervisor.settings import Settings
+
+if TYPE_CHECKING:
+    from supervisor.services.leadership import Leadership
 
 
 @click.command("serve")
@@ -44,11 +47,29 @@ def serve(**options: Any) -> None:
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = Settings(**overrides)
     configure_logging(settings.log_level, settings.log_format)
-    app = create_app(settings)
+    app = create_app(settings, leadership=_lead(settings))
     heap.settle(settings.gc_young_threshold)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=settings.log_level, log_config=None
     )
+
+
+def _lead(settings: Settings) -> Leadership:
+    """Take the metadata DB's leader lease before serving: another overlord's is a one-line
+    error (the service's start-up would end in a traceback)."""
+    from supervisor.db.engine import make_engine, migrate, session_factory
+    from supervisor.services.leadership import Leadership, LeaseHeld
+
+    settings.prepare_dirs()
+    engine = make_engine(settings.metadata_url)
+    migrate(engine)
+    leadership = Leadership(session_factory(engine), settings.advertised_url(), settings.lease_s)
+    try:
+        leadership.acquire()
+    except LeaseHeld as exc:
+        engine.dispose()
+        raise CliError(str(exc), 1) from None
+    return leadership
 
 
 @click.command("kafka-local")

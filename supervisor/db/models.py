@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Dialect, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -123,3 +134,17 @@ class AuditRow(Base):
     remote_address: Mapped[str | None] = mapped_column(String(255))
     payload: Mapped[dict[str, Any]]
     created_at: Mapped[datetime]
+
+
+class LeaderLeaseRow(Base):
+    """The overlords' leader lease: one row, held by `holder` until `expires_at_s`, seconds on
+    the metadata DB's own clock (no overlord's clock decides). Each new holder raises `epoch`."""
+
+    __tablename__ = "leader_lease"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(255))
+    holder_url: Mapped[str] = mapped_column(String(255))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    expires_at_s: Mapped[float] = mapped_column(Float)
+    acquired_at_s: Mapped[float] = mapped_column(Float)

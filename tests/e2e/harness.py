@@ -126,6 +126,8 @@ class Overlord:
             # No warm standbys here: with 20-30 s taskDurations and 4 replicas they double the
             # JVM start-ups on a 2-core machine; tests/integration/test_standby.py covers them.
             "SLUICEGATE_STANDBY_LEAD_S": "0",
+            # a SIGKILLed overlord leaves its leader lease behind: its restart waits it out
+            "SLUICEGATE_LEASE_S": "3",
         }
         self.process: subprocess.Popen[bytes] | None = None
 
