@@ -127,23 +127,31 @@ def create_app(
                 stop()
 
         held = leadership or Leadership(sessions, settings.advertised_url(), settings.lease_s)
-        held.on_lost = lost
+        held.sessions, held.on_lost = sessions, lost  # one engine (SQLite: one writer queue)
+        runner = context.runner
         try:
             context.leader_epoch = held.epoch if held.leading else held.acquire()
-        except LeaseHeld as exc:
+            with sessions() as session:  # tasks an earlier overlord left running
+                TaskService(session, clock, runner).recover()
+            manager = SupervisorManager(
+                sessions, clock, runner, settings, statuses=context.statuses
+            )
+            context.manager = manager
+            if settings.run_supervisors:
+                manager.sync()
+            monitor = TaskMonitor(sessions, clock, runner, manager)
+            monitor.start()
+            stopped += [monitor.stop, manager.stop]
+            if not held.leading:  # lost while starting
+                lost()
+                raise LeaseHeld("the leader lease was lost while the service started")
+        except BaseException as exc:
             log.error("not starting: %s", exc)
+            for stop in stopped:
+                stop()
+            held.release()
             engine.dispose()
             raise
-        runner = context.runner
-        with sessions() as session:  # tasks an earlier overlord left running
-            TaskService(session, clock, runner).recover()
-        manager = SupervisorManager(sessions, clock, runner, settings, statuses=context.statuses)
-        context.manager = manager
-        if settings.run_supervisors:
-            manager.sync()
-        monitor = TaskMonitor(sessions, clock, runner, manager)
-        monitor.start()
-        stopped += [monitor.stop, manager.stop]
         try:
             yield
         finally:

@@ -67,8 +67,9 @@ def _lead(settings: Settings) -> Leadership:
     try:
         leadership.acquire()
     except LeaseHeld as exc:
-        engine.dispose()
         raise CliError(str(exc), 1) from None
+    finally:
+        engine.dispose()  # the service's own engine takes over the renewals
     return leadership
 
 

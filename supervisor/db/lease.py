@@ -59,7 +59,8 @@ class LeaseRepository:
         return view.epoch if view is not None and view.holder == holder else None
 
     def renew(self, holder: str, epoch: int, lease_s: float) -> bool:
-        """Extend a lease still held (not expired, not taken since); False when it is lost."""
+        """Extend the lease while no other holder has taken it since (a take raises the epoch:
+        a lease that ran out but was not taken is still this holder's); False when it is lost."""
         now = db_now(self.session)
         renewed = self.session.execute(
             update(LeaderLeaseRow)
@@ -67,7 +68,6 @@ class LeaseRepository:
                 LeaderLeaseRow.name == LEASE,
                 LeaderLeaseRow.holder == holder,
                 LeaderLeaseRow.epoch == epoch,
-                LeaderLeaseRow.expires_at_s >= now,
             )
             .values(expires_at_s=now + lease_s)
             .execution_options(synchronize_session=False)

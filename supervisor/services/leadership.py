@@ -3,9 +3,11 @@
 An overlord drives supervisors only while it holds the lease. At start-up it takes the lease,
 waiting out one left by an overlord that died without giving it back (up to the lease's
 length); a lease that is renewed meanwhile belongs to a live overlord, and this one refuses to
-start, saying which. A thread renews the lease every third of its length; when a renewal fails
-(another overlord took over, or this one was paused past its lease) the overlord stops
-driving supervisors at once (`on_lost`) and says so. A clean stop gives the lease back.
+start, saying which. A thread renews the lease every third of its length; when a renewal finds
+the epoch moved (another overlord took over, as after this one was paused past its lease) the
+overlord stops driving supervisors at once (`on_lost`) and says so. A renewal the DB does not
+answer is tried again (an overlord cut off from the DB while another reaches it is covered
+once commands and publishes carry the epoch: not yet). A clean stop gives the lease back.
 
 Followers (an overlord that waits for the lease and serves reads meanwhile) are not built
 yet: a second overlord on the same metadata DB refuses to start.
@@ -56,6 +58,8 @@ class Leadership:
 
     def acquire(self) -> int:
         """Take the lease (waiting out an abandoned one) and start renewing it; the epoch."""
+        if self.epoch is not None or self._thread.is_alive():
+            raise RuntimeError("the lease is taken once per Leadership")
         deadline = self.monotonic() + self.lease_s + 2.0
         seen: LeaseView | None = None
         while True:
@@ -93,22 +97,16 @@ class Leadership:
 
     def _renew(self) -> None:
         interval = self.lease_s / 3
-        # a renewal that cannot reach the DB before the lease would run out loses it too
-        valid_until = self.monotonic() + self.lease_s
         while not self._stopping.wait(interval):
             epoch = self.epoch
             if epoch is None:
                 return
-            sent = self.monotonic()
             try:
                 with self.sessions() as session:
                     held = LeaseRepository(session).renew(self.holder, epoch, self.lease_s)
-            except SQLAlchemyError as exc:
-                held = self.monotonic() < valid_until
-                log.warning("leader lease not renewed: %s", exc)
-            else:
-                if held:
-                    valid_until = sent + self.lease_s
+            except Exception as exc:  # the DB is away: try again (no other overlord can take
+                log.warning("leader lease not renewed: %s", exc)  # over while it is)
+                continue
             if not held:
                 self.epoch = None
                 log.error(
@@ -116,7 +114,10 @@ class Leadership:
                     "restart it to lead again once the lease is free",
                     epoch,
                 )
-                self.on_lost()
+                try:
+                    self.on_lost()
+                except Exception:
+                    log.exception("stopping after the lease was lost failed")
                 return
 
 

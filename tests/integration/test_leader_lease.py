@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -27,24 +28,28 @@ def _sluicegate() -> str:
     return str(Path(sys.executable).parent / "sluicegate")
 
 
-def _sessions(metadata_url: str) -> SessionFactory:
+@pytest.fixture
+def sessions(metadata_url: str) -> Iterator[SessionFactory]:
     engine = make_engine(metadata_url)
     migrate(engine)
-    return session_factory(engine)
+    yield session_factory(engine)
+    engine.dispose()
 
 
 def test_the_lease_is_taken_when_free_renewed_while_held_and_lost_to_a_newer_epoch(
-    metadata_url: str,
+    sessions: SessionFactory,
 ) -> None:
-    sessions = _sessions(metadata_url)
     with sessions() as session:
         leases = LeaseRepository(session)
         assert leases.acquire("a", "http://a", 0.6) == 1
         assert leases.acquire("b", "http://b", 0.6) is None  # held
         assert leases.renew("a", 1, 0.6)
         view = leases.current()
-        assert view is not None and view.holder == "a" and 0 < view.expires_in_s <= 0.6
+        assert view is not None and view.holder == "a" and view.epoch == 1
+        assert view.expires_in_s <= 0.6
         time.sleep(0.8)  # a's lease runs out unrenewed
+        assert leases.renew("a", 1, 0.6)  # out, but nobody took it: still a's
+        time.sleep(0.8)
         assert leases.acquire("b", "http://b", 30) == 2
         assert not leases.renew("a", 1, 0.6)  # a was deposed: its renewals fail
         leases.release("a", 1)  # a's release touches nothing of b's
@@ -53,8 +58,7 @@ def test_the_lease_is_taken_when_free_renewed_while_held_and_lost_to_a_newer_epo
         assert leases.acquire("a", "http://a", 30) == 3
 
 
-def test_a_second_overlord_refuses_while_the_first_renews(metadata_url: str) -> None:
-    sessions = _sessions(metadata_url)
+def test_a_second_overlord_refuses_while_the_first_renews(sessions: SessionFactory) -> None:
     first = Leadership(sessions, "http://first", lease_s=1.0)
     assert first.acquire() == 1
     began = time.monotonic()
@@ -67,8 +71,7 @@ def test_a_second_overlord_refuses_while_the_first_renews(metadata_url: str) -> 
     second.release()
 
 
-def test_a_lease_left_by_a_dead_overlord_is_waited_out(metadata_url: str) -> None:
-    sessions = _sessions(metadata_url)
+def test_a_lease_left_by_a_dead_overlord_is_waited_out(sessions: SessionFactory) -> None:
     with sessions() as session:  # taken, never renewed nor released: its holder died
         assert LeaseRepository(session).acquire("dead", "http://dead", 1.5) == 1
     began = time.monotonic()
@@ -78,8 +81,7 @@ def test_a_lease_left_by_a_dead_overlord_is_waited_out(metadata_url: str) -> Non
     second.release()
 
 
-def test_a_leader_that_loses_the_lease_stops_at_once(metadata_url: str) -> None:
-    sessions = _sessions(metadata_url)
+def test_a_leader_that_loses_the_lease_stops_at_once(sessions: SessionFactory) -> None:
     lost = threading.Event()
     leader = Leadership(sessions, "http://leader", lease_s=1.0, on_lost=lost.set)
     assert leader.acquire() == 1
