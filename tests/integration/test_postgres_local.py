@@ -104,22 +104,17 @@ def test_postgres_local_keeps_the_metadata_db_between_runs(data_dir: Path) -> No
         _stop(process)
 
 
+def _refused(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    command = [_sluicegate(), "postgres-local", "--port", str(free_port())]
+    return subprocess.run(
+        [*command, "--data-dir", str(data_dir)], capture_output=True, text=True, timeout=60
+    )
+
+
 def test_postgres_local_refuses_a_data_dir_the_server_cannot_use(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    result = subprocess.run(
-        [
-            _sluicegate(),
-            "postgres-local",
-            "--port",
-            str(free_port()),
-            "--data-dir",
-            str(blocker / "pg"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _refused(blocker / "pg")
     assert result.returncode != 0
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
 
@@ -131,19 +126,7 @@ def test_postgres_local_as_root_says_when_postgres_cannot_reach_the_data_dir(
         pytest.skip("only root hands the server to the postgres user")
     private = Path(tempfile.mkdtemp(prefix="sluicegate-pg-private-"))  # mode 700, root's
     try:
-        result = subprocess.run(
-            [
-                _sluicegate(),
-                "postgres-local",
-                "--port",
-                str(free_port()),
-                "--data-dir",
-                str(private / "pg"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _refused(private / "pg")
     finally:
         shutil.rmtree(private, ignore_errors=True)
     assert result.returncode == 1
