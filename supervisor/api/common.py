@@ -1,8 +1,10 @@
-"""What every route shares: the DB session per request, the JSON body reader, the actor."""
+"""What every route shares: the DB session per request, the JSON body reader, the actor, and
+waking the pass that carries out an intent."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,6 +16,7 @@ from supervisor.api.context import context
 from supervisor.errors import BadRequestError, PayloadTooLargeError
 from supervisor.services.supervisors import Actor
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 JSON_BODY = {
     "requestBody": {
@@ -82,3 +85,15 @@ async def actor(request: Request) -> Actor:
         comment=request.headers.get("x-druid-comment", ""),
         remote_address=client.host if client else None,
     )
+
+
+def intended(request: Request, owner: str | None) -> None:
+    """After a route committed an intent for `owner`'s pass (None: it wrote none): that pass
+    reads it, now. Without a running leader loop the intent waits in the DB for one."""
+    manager = context(request).supervisors
+    if manager is None or owner is None:
+        return
+    try:
+        manager.intended(owner)
+    except Exception as exc:  # committed: the owner's next pass, or the next leader, does it
+        log.warning("%s: pass not woken for an intent: %s", owner or "(tasks)", exc)

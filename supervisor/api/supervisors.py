@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, actor, in_session, json_body
+from supervisor.api.common import JSON_BODY, actor, in_session, intended, json_body
 from supervisor.api.context import AppContext, context
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
@@ -22,8 +22,7 @@ from supervisor.services.status import (
     stats_report,
     status_report,
 )
-from supervisor.services.supervisors import RESET_REASON, Actor, SupervisorService
-from supervisor.services.tasks import TaskService
+from supervisor.services.supervisors import Actor, SupervisorService
 from tasks.spec.errors import SpecError
 
 log = logging.getLogger(__name__)
@@ -249,16 +248,8 @@ async def supervisor_parse_errors(supervisor_id: str, request: Request) -> list[
     return await in_session(request, lambda s: parse_errors(s, clock(), supervisor_id))
 
 
-def _kill_tasks(
-    request: Request, session: Session, supervisor_id: str, groups: set[int] | None
-) -> None:
-    """The supervisor's next pass kills them (one writer per supervisor), so a pass planned
-    on the old offsets cannot leave a task behind; with no supervisors running, at once."""
-    app = context(request)
-    if app.supervisors is not None and app.supervisors.request_restart(supervisor_id, groups):
-        return
-    tasks = TaskService(session, app.clock, app.runner)
-    tasks.kill_running(supervisor_id, groups, RESET_REASON)
+def _intended(request: Request, supervisor_id: str) -> Callable[[Any], None]:
+    return lambda _: intended(request, supervisor_id)
 
 
 @router.post("/{supervisor_id}/reset", summary="Forget the committed offsets and kill the tasks")
@@ -267,12 +258,12 @@ async def reset(
     request: Request,
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
-    def work(svc: SupervisorService) -> None:
-        svc.reset(supervisor_id, who)
-        svc.session.commit()  # the offsets are forgotten before any task is killed
-        _kill_tasks(request, svc.session, supervisor_id, None)
-
-    await with_service(request, work, waking(request, supervisor_id))
+    # the offsets and the restart intent in one transaction; the leader's next pass of the
+    # supervisor kills the tasks (one writer per supervisor: no pass planned on the old
+    # offsets can leave a task behind)
+    await with_service(
+        request, lambda svc: svc.reset(supervisor_id, who), _intended(request, supervisor_id)
+    )
     return {"id": supervisor_id}
 
 
@@ -287,12 +278,11 @@ async def reset_offsets(
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
-    def work(svc: SupervisorService) -> None:
-        groups = svc.reset_offsets(supervisor_id, raw, who)
-        svc.session.commit()  # the new offsets are committed before any task is killed
-        _kill_tasks(request, svc.session, supervisor_id, set(groups))
-
-    await with_service(request, work, waking(request, supervisor_id))
+    await with_service(
+        request,
+        lambda svc: svc.reset_offsets(supervisor_id, raw, who),
+        _intended(request, supervisor_id),
+    )
     return {"id": supervisor_id}
 
 
@@ -311,16 +301,16 @@ def _handoff_groups(raw: Any) -> list[int]:
     summary="Roll the named task groups over now (best effort)",
 )
 async def handoff(
-    supervisor_id: str, request: Request, raw: Any = Depends(json_body)
+    supervisor_id: str,
+    request: Request,
+    raw: Any = Depends(json_body),
+    who: Actor = Depends(actor),
 ) -> dict[str, Any]:
-    def work(svc: SupervisorService) -> None:
-        svc.get(supervisor_id)  # 404 for unknown ids
-        groups = _handoff_groups(raw)
-        manager = context(request).supervisors
-        if manager is not None:
-            manager.request_handoff(supervisor_id, groups)
-
-    await with_service(request, work)
+    await with_service(
+        request,
+        lambda svc: svc.request_handoff(supervisor_id, _handoff_groups(raw), who),
+        _intended(request, supervisor_id),
+    )
     return {}
 
 

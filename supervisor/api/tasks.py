@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -13,13 +13,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, in_session, json_body
+from supervisor.api.common import JSON_BODY, actor, in_session, intended, json_body
 from supervisor.api.context import context
-from supervisor.db.models import TaskRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import DomainError, NotFoundError
-from supervisor.services.checkpoint import checkpoint_requested
 from supervisor.services.publish import PublishService
+from supervisor.services.supervisors import Actor
 from supervisor.services.tasks import TaskService
 from tasks.protocol import (
     TOKEN_HEADER,
@@ -83,8 +82,16 @@ async def task_log(task_id: str, request: Request) -> str:
 
 
 @router.post("/task/{task_id}/shutdown", summary="Kill a task")
-async def shutdown(task_id: str, request: Request) -> dict[str, str]:
-    return await with_service(request, lambda svc: svc.shutdown(task_id))
+async def shutdown(task_id: str, request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
+    # an intent the leader's next pass of the task's supervisor carries out, as Druid's
+    # shutdown is asynchronous too: the task's status says FAILED once it is done
+    app = context(request)
+    await in_session(
+        request,
+        lambda session: TaskService(session, app.clock, app.runner).request_shutdown(task_id, who),
+        lambda owner: intended(request, owner),
+    )
+    return {"task": task_id}
 
 
 @router.post(
@@ -102,12 +109,23 @@ async def action(
         holder = TaskActionRequest.model_validate(raw)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
-    return await in_session(request, lambda session: _act(request, session, holder, token))
+    acted = await in_session(request, lambda session: _act(request, session, holder, token))
+    if isinstance(acted, Intended):
+        intended(request, acted.owner)
+        return {"result": {"outcome": "accepted"}}
+    return acted
+
+
+@dataclass(frozen=True)
+class Intended:
+    """The action was an intent, committed, for `owner`'s pass."""
+
+    owner: str
 
 
 def _act(
     request: Request, session: Session, holder: TaskActionRequest, token: str | None
-) -> JSONResponse | dict[str, Any]:
+) -> JSONResponse | dict[str, Any] | Intended:
     task = TaskRepository(session).get(holder.task)
     if task is None:
         raise NotFoundError(f"Cannot find any task with id: [{holder.task}]")
@@ -126,15 +144,15 @@ def _act(
                 "retryable": False,
             },
         )
+    app = context(request)
     if isinstance(act, CheckpointAction):
-        replicas = TaskRepository(session).replicas(task)
+        # the supervisor's pass closes the sequence on every replica (one writer per
+        # supervisor); the task does not wait
         start = act.checkpointMetadata.partitionSequenceNumberMap
-        start_checkpoint(request, expected_key or "", replicas, task.id, start)
-        return {"result": {"outcome": "accepted"}}
+        return Intended(TaskService(session, app.clock, app.runner).request_checkpoint(task, start))
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
     began = time.monotonic()
-    app = context(request)
     result = PublishService(session, app.clock).publish(task.id, act)
     app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
     if result.success:
@@ -147,24 +165,3 @@ def _act(
             "retryable": result.outcome is PublishOutcome.RETRY,
         },
     )
-
-
-def start_checkpoint(
-    request: Request,
-    supervisor_id: str,
-    replicas: list[TaskRow],
-    requester: str,
-    start: dict[str, int],
-) -> None:
-    """Hand the checkpoint to the supervisor's next pass (one writer per supervisor); a task
-    with no running supervisor gets it in a thread of its own. The task does not wait either
-    way."""
-    manager = context(request).supervisors
-    if manager is not None and manager.request_checkpoint(supervisor_id, requester, start):
-        return
-    threading.Thread(
-        target=checkpoint_requested,
-        args=(replicas, requester, start),
-        name=f"checkpoint-{requester}",
-        daemon=True,
-    ).start()

@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
+from supervisor.db.intents import IntentRepository
+from supervisor.db.models import IntentRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.runner.protocol import Runner
 from supervisor.schemas.spec import SupervisorSpec
@@ -100,6 +102,8 @@ class Executor:
         self.runner = runner
         self.tasks = TaskService(session, clock, runner)
         self.rolled: set[int] = set()  # groups given final end offsets by this executor
+        # handoff intents by group, marked done in the commit of the group's rollover
+        self.handoffs: Mapping[int, list[IntentRow]] = {}
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
         for action in actions:
@@ -183,6 +187,7 @@ class Executor:
                 continue
             row.end_offsets = dict(result.end_offsets)
             row.rolled_at = now
+        IntentRepository.done(self.handoffs.get(action.group, ()), now, "rolled over")
         self.session.commit()
         if result.end_offsets is not None:
             self.rolled.add(action.group)

@@ -1,26 +1,36 @@
 """The supervisor manager: a work queue of supervisor ids, the workers that pass them through
-the reconciler, and what the API asks of them (a pass now, a handoff, a restart, a
-checkpoint). A supervisor passes on its `period`, when a task's duration or timeout ends, on
-API changes and when its tasks exit; at most one pass per supervisor runs at a time, and the
-passes of all supervisors share a few threads (controller/workers.py)."""
+the reconciler, and a pass now when the API changed something or wrote an intent (a handoff,
+a restart, a checkpoint, a shutdown: db/intents.py). A supervisor passes on its `period`, when
+a task's duration or timeout ends, on API changes and when its tasks exit; at most one pass
+per supervisor runs at a time, and the passes of all supervisors share a few threads
+(controller/workers.py). The intents about tasks with no supervisor have a key of their own,
+STANDALONE, passed only when one is written."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from supervisor.clock import Clock
 from supervisor.controller.observe import StreamReader
-from supervisor.controller.reconciler import Done, Reconciler, RequeueAfter, Retry
-from supervisor.controller.requests import Checkpoint, Handoff, RequestInbox, Restart
+from supervisor.controller.reconciler import (
+    DEFAULT_PERIOD_S,
+    Done,
+    Reconciler,
+    RequeueAfter,
+    Retry,
+)
 from supervisor.controller.workers import Workers
 from supervisor.controller.workqueue import WorkQueue
 from supervisor.db.engine import SessionFactory
+from supervisor.db.intents import STANDALONE, IntentRepository
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.model.status import StatusStore
 from supervisor.runner.protocol import Runner
 from supervisor.settings import Settings
 
+log = logging.getLogger(__name__)
 RETRY_BASE_S = 2.0  # a failed pass is retried after this, doubling up to the period
 
 
@@ -36,14 +46,12 @@ class SupervisorManager:
     ) -> None:
         self.sessions = sessions
         self.statuses = statuses or StatusStore()
-        self.inbox = RequestInbox()
         self.reconciler = Reconciler(
             sessions,
             clock,
             runner,
             stream or StreamReader(),
             self.statuses,
-            self.inbox,
             standby_lead_s=settings.standby_lead_s,
         )
         self.queue: WorkQueue[str] = WorkQueue(base_backoff_s=RETRY_BASE_S)
@@ -52,6 +60,13 @@ class SupervisorManager:
         self.workers.start()
 
     def _pass(self, supervisor_id: str) -> None:
+        if supervisor_id == STANDALONE:
+            try:
+                self.reconciler.standalone()
+            except Exception as exc:
+                log.warning("standalone tasks' intents: %s", exc)
+                self.queue.add_rate_limited(STANDALONE, at_most=DEFAULT_PERIOD_S)
+            return
         result = self.reconciler.reconcile(supervisor_id)
         if isinstance(result, Done):
             self.known.discard(supervisor_id)
@@ -68,9 +83,15 @@ class SupervisorManager:
                 self.queue.add_after(supervisor_id, result.seconds)
 
     def sync(self) -> None:
-        """Queue a pass of every supervisor that has a spec and none queued or running."""
+        """Queue a pass of every supervisor that has a spec and none queued or running, and
+        of every owner of an intent not yet done (a new leader finds what the last one left)."""
         with self.sessions() as session:
             ids = SpecRepository(session).active_ids()
+            owners = IntentRepository(session).owners_pending()
+        for owner in owners:
+            self.reconciler.hint(owner)
+        if STANDALONE in owners:
+            self.queue.add(STANDALONE)
         for supervisor_id in ids:
             if supervisor_id not in self.known:
                 self.known.add(supervisor_id)
@@ -101,29 +122,14 @@ class SupervisorManager:
         for owner in owners & self.known:
             self.queue.add(owner)
 
-    def request_handoff(self, supervisor_id: str, groups: Iterable[int]) -> None:
-        """Roll the named task groups over early (best effort, as in Druid)."""
-        if self._live(supervisor_id):
-            self.inbox.put(supervisor_id, Handoff(frozenset(groups)))
-            self.queue.add(supervisor_id)
-
-    def request_restart(self, supervisor_id: str, groups: set[int] | None) -> bool:
-        """Kill the tasks of these groups (None: all) at the supervisor's next pass, after a
-        reset changed the offsets they started from; False when it has no passes."""
-        if not self._live(supervisor_id):
-            return False
-        self.inbox.put(supervisor_id, Restart(None if groups is None else frozenset(groups)))
-        self.queue.add(supervisor_id)
-        return True
-
-    def request_checkpoint(self, supervisor_id: str, task_id: str, start: dict[str, int]) -> bool:
-        """Queue a task's checkpoint request for its supervisor's next pass; False when the
-        supervisor has no passes."""
-        if supervisor_id not in self.known:
-            return False
-        self.inbox.put(supervisor_id, Checkpoint(task_id, dict(start)))
-        self.queue.add(supervisor_id)
-        return True
+    def intended(self, owner: str) -> None:
+        """An intent for `owner` was committed (STANDALONE: about a task with no supervisor):
+        its next pass reads it, now."""
+        self.reconciler.hint(owner)
+        if owner == STANDALONE:
+            self.queue.add(STANDALONE)
+        else:
+            self.wake(owner)
 
     def stop(self) -> None:
         self.workers.stop()

@@ -13,17 +13,20 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.actions import ReserveStandbys, Rollover
 from supervisor.controller.execute import Executor
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.plan import next_deadline, plan
-from supervisor.controller.requests import RequestInbox, Taken
+from supervisor.controller.requests import Pending, merge
 from supervisor.db.engine import SessionFactory
+from supervisor.db.intents import STANDALONE, IntentRepository
 from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
 from supervisor.runner.protocol import Runner
@@ -75,8 +78,8 @@ class Memory:
     due: float | None = None  # when the next periodic pass is due (monotonic)
     deadline: float | None = None  # when the clock next changes the plan (monotonic)
     adopted: bool = False  # the first pass adopts what an earlier overlord left running
-    handoffs: set[int] = field(default_factory=set)  # asked for, not yet rolled over
-    checkpoints: dict[str, Mapping[str, int]] = field(default_factory=dict)  # not yet done
+    intents: bool = True  # read the pending intents (the first pass does: a new leader's)
+    waiting: int = 0  # intents the last pass left pending
     probe: TaskProbe = field(default_factory=TaskProbe)
     partition_sets: dict[tuple[PartitionKey, ...], datetime] = field(default_factory=dict)
     last_latest: Offsets | None = None  # the first observation is news
@@ -101,7 +104,6 @@ class Reconciler:
         runner: Runner,
         stream: StreamReader,
         statuses: StatusStore,
-        inbox: RequestInbox,
         standby_lead_s: float = 0.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -110,7 +112,7 @@ class Reconciler:
         self.runner = runner
         self.stream = stream
         self.statuses = statuses
-        self.inbox = inbox
+        self.hinted: set[str] = set()  # supervisors with an intent written since their pass
         self.standby_lead_s = standby_lead_s  # warm successors this long before a rollover
         self.monotonic = monotonic
         self.memories: dict[str, Memory] = {}
@@ -126,7 +128,32 @@ class Reconciler:
     def forget(self, supervisor_id: str) -> None:
         self.memories.pop(supervisor_id, None)
         self.statuses.drop(supervisor_id)
-        self.inbox.drop(supervisor_id)
+        self.hinted.discard(supervisor_id)
+
+    def hint(self, supervisor_id: str) -> None:
+        """An intent for the supervisor was committed: its next pass reads the pending ones
+        (a pass reads them only when told, or when one is left pending: not a query per
+        pass of every supervisor)."""
+        self.hinted.add(supervisor_id)
+
+    def standalone(self) -> None:
+        """The intents about tasks with no supervisor (submitted with POST /task): their
+        shutdowns and checkpoint requests, each marked done with its effect."""
+        self.hinted.discard(STANDALONE)
+        with self.sessions() as session:
+            pending = merge(IntentRepository(session).pending(STANDALONE))
+            executor = Executor(session, self.clock, self.runner)
+            now = self.clock()
+            for task_id, rows in pending.shutdowns.items():
+                IntentRepository.done(rows, now, "task killed")
+                executor.tasks.shut_down(task_id)
+            executor.checkpoints(
+                {task_id: start for task_id, (start, _) in pending.checkpoints.items()},
+                skip_groups=set(),
+            )
+            for _, rows in pending.checkpoints.values():
+                IntentRepository.done(rows, now, "checkpoint asked of the task")
+            session.commit()
 
     def reconcile(self, supervisor_id: str) -> Result:
         """One pass, its timing and failure kept in the supervisor's status."""
@@ -137,6 +164,7 @@ class Reconciler:
             with log_context(supervisor=supervisor_id):
                 outcome = self.run_pass(supervisor_id, memory)
         except Exception as exc:
+            memory.intents = True  # whatever it took is still pending: read it again
             log.warning("supervisor %s: pass failed: %s", supervisor_id, exc)
             error = PassError(druid_timestamp(self.clock()), type(exc).__name__, str(exc))
             failed = status.failed(error, isinstance(exc, StreamError))
@@ -163,24 +191,21 @@ class Reconciler:
         if seconds >= SLOW_PASS_S:
             spent = " ".join(f"{name} {value:.2f} s" for name, value in memory.laps.items())
             log.warning("supervisor %s: slow pass %.2f s (%s)", supervisor_id, seconds, spent)
-        waiting = self.inbox.size(supervisor_id) + len(memory.handoffs) + len(memory.checkpoints)
-        self.statuses.put(supervisor_id, status.timed(seconds, waiting))
+        self.statuses.put(supervisor_id, status.timed(seconds, memory.waiting))
 
     def run_pass(self, supervisor_id: str, memory: Memory) -> Outcome | None:
         """Observe, plan, execute; None when the supervisor has no spec at all."""
         memory.deadline = None  # a pass that fails sets none
         laps: dict[str, float] = {}
         memory.laps = laps
-        taken = self.inbox.take(supervisor_id)
-        memory.handoffs |= taken.handoffs
-        memory.checkpoints.update(taken.checkpoints)
         with self.sessions() as session:
+            pending = self._pending(session, supervisor_id, memory)
             executor = Executor(session, self.clock, self.runner)
             if not memory.adopted:
                 executor.adopt(supervisor_id)
                 memory.adopted = True
-            self._restart(executor.tasks, supervisor_id, taken)
-            asked = frozenset(memory.handoffs)
+            self._restart(executor.tasks, supervisor_id, pending)
+            asked = frozenset(pending.handoffs)
             observed = observe(
                 session, supervisor_id, self.clock(), self.stream, asked, memory.probe, laps
             )
@@ -194,22 +219,63 @@ class Reconciler:
             if deadline is not None:
                 memory.deadline = self.monotonic() + (deadline - snapshot.now).total_seconds()
             executing = self.monotonic()
-            executor.run(actions, spec, row.id)
             rolling = {a.group for a in actions if isinstance(a, Rollover)}
-            checkpoints, memory.checkpoints = memory.checkpoints, {}
-            executor.checkpoints(checkpoints, skip_groups=rolling)
+            executor.handoffs = {g: rows for g, rows in pending.handoffs.items() if g in rolling}
+            executor.run(actions, spec, row.id)
+            executor.checkpoints(
+                {task_id: start for task_id, (start, _) in pending.checkpoints.items()},
+                skip_groups=rolling,
+            )
             laps["execute"] = self.monotonic() - executing
-            groups = spec.spec.ioConfig.taskCount
-            memory.handoffs -= rolling | {g for g in asked if g >= groups}
+            self._settle(session, pending, snapshot, rolling, memory)
             running = any(t.running for t in snapshot.tasks)
         acted = any(not isinstance(a, ReserveStandbys) for a in actions)
         gone = snapshot.terminated and not running and not actions
         return Outcome(snapshot, acted, bool(executor.rolled), gone)
 
-    def _restart(self, tasks: TaskService, supervisor_id: str, taken: Taken) -> None:
-        if taken.restart_all or taken.restart_groups:
-            groups = None if taken.restart_all else set(taken.restart_groups)
-            tasks.kill_running(supervisor_id, groups, RESET_REASON)
+    def _pending(self, session: Session, supervisor_id: str, memory: Memory) -> Pending:
+        if not memory.intents and supervisor_id not in self.hinted:
+            return Pending()
+        self.hinted.discard(supervisor_id)  # before the read: a later write hints again
+        memory.intents = False
+        return merge(IntentRepository(session).pending(supervisor_id))
+
+    def _restart(self, tasks: TaskService, supervisor_id: str, pending: Pending) -> None:
+        """Before observing: kill what a reset restarts, and the tasks users shut down. Each
+        intent is marked done in the commit that records the kills, so a repeat (the overlord
+        died between the kills and that commit) finds the same tasks, none newer: no pass
+        launches anything before its intents are done."""
+        now = self.clock()
+        if pending.restarts:
+            IntentRepository.done(pending.restarts, now, "tasks killed")
+            groups = pending.restart_groups
+            tasks.kill_running(supervisor_id, None if groups is None else set(groups), RESET_REASON)
+        for task_id, rows in pending.shutdowns.items():
+            IntentRepository.done(rows, now, "task killed")
+            tasks.shut_down(task_id)
+
+    def _settle(
+        self,
+        session: Session,
+        pending: Pending,
+        snapshot: Snapshot,
+        rolling: set[int],
+        memory: Memory,
+    ) -> None:
+        """Mark done what the pass did that carries no commit of its own (checkpoints, which
+        are safe to repeat; handoffs of groups with nothing reading, as Druid ignores them),
+        and commit. A handoff whose rollover waits for its tasks to read stays pending."""
+        now = self.clock()
+        for _, rows in pending.checkpoints.values():
+            IntentRepository.done(rows, now, "checkpoint asked of the group")
+        reading = {t.group for t in snapshot.tasks if t.reading}
+        for group, rows in pending.handoffs.items():
+            if group not in rolling and group not in reading:
+                IntentRepository.done(rows, now, "no task of the group was reading")
+        session.commit()
+        left = [r for rows in pending.handoffs.values() for r in rows if r.done_at is None]
+        memory.waiting = len(left)
+        memory.intents = memory.intents or bool(left)
 
     def _remembered(self, snapshot: Snapshot, spec: SupervisorSpec, memory: Memory) -> Snapshot:
         """What earlier passes know: when the partition set was first seen, and whether the

@@ -1,83 +1,65 @@
-"""Requests the API hands to a supervisor's next pass: an early handoff, a reset's restart of
-task groups, a task's checkpoint. The pass takes them all at its start (one writer per
-supervisor); the API only appends. Until intents move into the metadata DB (so that a change of
-overlord loses none), they wait here in memory."""
+"""What a pass finds asked of its supervisor: the intents the routes and tasks wrote to the
+metadata DB (db/intents.py), merged by what they ask. The pass reads them at its start (one
+writer per supervisor) and marks each done in the same transaction as its effect, so an
+overlord that dies between a request's answer and its effect leaves it to the next leader,
+and one that dies after the effect leaves nothing to repeat."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from queue import Empty, SimpleQueue
+
+from supervisor.db.intents import IntentKind
+from supervisor.db.models import IntentRow
 
 
 @dataclass(frozen=True)
-class Handoff:
-    """Roll these task groups over early (best effort, as in Druid)."""
+class Pending:
+    """A pass's pending intents, by what they ask."""
 
-    groups: frozenset[int]
+    handoffs: Mapping[int, list[IntentRow]] = field(default_factory=dict)  # by task group
+    restarts: list[IntentRow] = field(default_factory=list)
+    restart_groups: frozenset[int] | None = frozenset()  # None: every group
+    checkpoints: Mapping[str, tuple[Mapping[str, int], list[IntentRow]]] = field(
+        default_factory=dict
+    )  # by requesting task: the sequence's start, the intents asking it
+    shutdowns: Mapping[str, list[IntentRow]] = field(default_factory=dict)  # by task id
 
-
-@dataclass(frozen=True)
-class Restart:
-    """Kill the tasks of these groups (None: every group): a reset moved their offsets."""
-
-    groups: frozenset[int] | None
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A task asked for the sequence that began at `start` to be closed on every replica."""
-
-    task_id: str
-    start: Mapping[str, int]
+    @property
+    def empty(self) -> bool:
+        return not (self.handoffs or self.restarts or self.checkpoints or self.shutdowns)
 
 
-Request = Handoff | Restart | Checkpoint
-
-
-@dataclass(frozen=True)
-class Taken:
-    """What a pass took from the inbox, merged."""
-
-    handoffs: frozenset[int] = frozenset()
-    restart_groups: frozenset[int] = frozenset()
-    restart_all: bool = False
-    checkpoints: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-
-class RequestInbox:
-    """Per supervisor, the requests not yet taken by a pass (SimpleQueue: appends and takes
-    from any thread without a lock of ours)."""
-
-    def __init__(self) -> None:
-        self._queues: dict[str, SimpleQueue[Request]] = {}
-
-    def put(self, supervisor_id: str, request: Request) -> None:
-        self._queues.setdefault(supervisor_id, SimpleQueue()).put(request)
-
-    def size(self, supervisor_id: str) -> int:
-        queue = self._queues.get(supervisor_id)
-        return 0 if queue is None else queue.qsize()
-
-    def take(self, supervisor_id: str) -> Taken:
-        queue = self._queues.get(supervisor_id)
-        handoffs: set[int] = set()
-        restart: set[int] = set()
-        restart_all = False
-        checkpoints: dict[str, Mapping[str, int]] = {}
-        while queue is not None:
-            try:
-                request = queue.get_nowait()
-            except Empty:
-                break
-            if isinstance(request, Handoff):
-                handoffs |= request.groups
-            elif isinstance(request, Restart):
-                restart_all = restart_all or request.groups is None
-                restart |= request.groups or set()
+def merge(rows: Iterable[IntentRow]) -> Pending:
+    """Intents asking the same thing become one request (two handoffs of a group are one
+    rollover; a restart of every group covers the others; a task's newest checkpoint
+    request wins)."""
+    handoffs: dict[int, list[IntentRow]] = {}
+    restarts: list[IntentRow] = []
+    groups: set[int] | None = set()
+    checkpoints: dict[str, tuple[Mapping[str, int], list[IntentRow]]] = {}
+    shutdowns: dict[str, list[IntentRow]] = {}
+    for row in rows:
+        kind = row.kind
+        if kind == IntentKind.HANDOFF:
+            handoffs.setdefault(int(row.payload["group"]), []).append(row)
+        elif kind == IntentKind.RESTART:
+            restarts.append(row)
+            named = row.payload.get("groups")
+            if named is None or groups is None:
+                groups = None
             else:
-                checkpoints[request.task_id] = request.start
-        return Taken(frozenset(handoffs), frozenset(restart), restart_all, checkpoints)
-
-    def drop(self, supervisor_id: str) -> None:
-        self._queues.pop(supervisor_id, None)
+                groups |= {int(g) for g in named}
+        elif kind == IntentKind.CHECKPOINT and row.task_id is not None:
+            earlier = checkpoints.get(row.task_id, ({}, []))[1]
+            start = {str(p): int(o) for p, o in row.payload["start"].items()}
+            checkpoints[row.task_id] = (start, [*earlier, row])
+        elif kind == IntentKind.SHUTDOWN and row.task_id is not None:
+            shutdowns.setdefault(row.task_id, []).append(row)
+    return Pending(
+        handoffs,
+        restarts,
+        None if groups is None else frozenset(groups),
+        checkpoints,
+        shutdowns,
+    )

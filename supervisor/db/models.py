@@ -148,3 +148,26 @@ class LeaderLeaseRow(Base):
     epoch: Mapped[int] = mapped_column(BigInteger)
     expires_at_s: Mapped[float] = mapped_column(Float)
     acquired_at_s: Mapped[float] = mapped_column(Float)
+
+
+class IntentRow(Base):
+    """What a user or a task asked of a supervisor's tasks, until the leader's pass has done
+    it: an early handoff, a reset's restart, a checkpoint, a task's shutdown. Written by the
+    route in the same transaction as the change it goes with (with who asked), marked done in
+    the same transaction as its effect, so a change of overlord loses none and repeats none.
+    `owner`: the supervisor whose passes do it; "" for a task that has no supervisor."""
+
+    __tablename__ = "intents"
+    __table_args__ = (Index("ix_intents_pending", "done_at", "owner"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(32))
+    task_id: Mapped[str | None] = mapped_column(String(255))
+    payload: Mapped[dict[str, Any]]
+    author: Mapped[str] = mapped_column(String(255))
+    comment: Mapped[str] = mapped_column(Text)
+    remote_address: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime]
+    done_at: Mapped[datetime | None]
+    outcome: Mapped[str | None] = mapped_column(Text)

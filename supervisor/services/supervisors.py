@@ -9,11 +9,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
+from supervisor.db.intents import IntentKind, IntentRepository
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import (
     AuditRepository,
@@ -187,9 +189,11 @@ class SupervisorService:
             self.terminate(row.supervisor_id, actor)
 
     def reset(self, supervisor_id: str, actor: Actor) -> None:
-        """Druid's hard reset: forget the committed offsets (tasks are killed by the caller)."""
+        """Druid's hard reset: forget the committed offsets; the supervisor's next pass kills
+        every task (an intent written with the change, in its transaction)."""
         self._require(supervisor_id)
         OffsetsRepository(self.session).delete(supervisor_id)
+        now = self.clock()
         self.audit.add(
             supervisor_id,
             "supervisor",
@@ -198,7 +202,34 @@ class SupervisorService:
             actor.comment,
             actor.remote_address,
             {},
-            self.clock(),
+            now,
+        )
+        self._intend(supervisor_id, IntentKind.RESTART, {"groups": None}, actor, now)
+
+    def request_handoff(self, supervisor_id: str, groups: list[int], actor: Actor) -> None:
+        """taskGroups/handoff: one intent per group, each done when its group rolls over (or
+        found with nothing reading, which Druid ignores)."""
+        self._require(supervisor_id)
+        now = self.clock()
+        for group in sorted(set(groups)):
+            self._intend(supervisor_id, IntentKind.HANDOFF, {"group": group}, actor, now)
+
+    def _intend(
+        self,
+        supervisor_id: str,
+        kind: IntentKind,
+        payload: dict[str, Any],
+        actor: Actor,
+        now: datetime,
+    ) -> None:
+        IntentRepository(self.session).add(
+            supervisor_id,
+            kind,
+            payload,
+            now,
+            author=actor.author,
+            comment=actor.comment,
+            remote_address=actor.remote_address,
         )
 
     def reset_offsets(self, supervisor_id: str, body: object, actor: Actor) -> list[int]:
@@ -228,7 +259,9 @@ class SupervisorService:
             now,
         )
         task_count = int(io.get("taskCount", 1))
-        return sorted({task_group(parse_key(p), task_count) for p in offsets})
+        groups = sorted({task_group(parse_key(p), task_count) for p in offsets})
+        self._intend(supervisor_id, IntentKind.RESTART, {"groups": groups}, actor, now)
+        return groups
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,13 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock, druid_timestamp
+from supervisor.db.intents import STANDALONE, IntentKind, IntentRepository
 from supervisor.db.models import TaskRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.runner.protocol import Exited, Runner
 from supervisor.schemas.secrets import mask_task
+from supervisor.services.supervisors import Actor
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
 from tasks.spec.errors import SpecError, from_validation_error
 from tasks.support import unsupported
@@ -189,18 +191,57 @@ class TaskService:
             self.session.commit()
 
     def kill_running(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
-        """Kill the running tasks of a supervisor's groups (None: every group)."""
+        """Kill the running tasks of a supervisor's groups (None: every group), and commit
+        once, with whatever else the session holds (the intent that asked for it)."""
         for row in self.tasks.of_supervisor(supervisor_id, self.clock()):
             if row.status == TaskStatusCode.RUNNING and (groups is None or row.group_id in groups):
                 log.info("killing %s: %s", row.id, reason)
-                self.kill(row.id, reason)
+                self.runner.kill(row.id)
+                self._finish(row, TaskStatusCode.FAILED, reason, None)
+        self.session.commit()
 
-    def shutdown(self, task_id: str) -> dict[str, str]:
+    def request_shutdown(self, task_id: str, actor: Actor) -> str | None:
+        """Druid's task shutdown, asked: an intent for the leader's pass of the task's
+        supervisor (or of the tasks with none), which kills it. Returns whose pass that is;
+        None when the task does not run."""
         row = self.require(task_id)
-        if row.status == TaskStatusCode.RUNNING and self.runner.kill(task_id):
+        if row.status != TaskStatusCode.RUNNING:
+            return None
+        owner = row.supervisor_id or STANDALONE
+        IntentRepository(self.session).add(
+            owner,
+            IntentKind.SHUTDOWN,
+            {},
+            self.clock(),
+            task_id=task_id,
+            author=actor.author,
+            comment=actor.comment,
+            remote_address=actor.remote_address,
+        )
+        return owner
+
+    def request_checkpoint(self, row: TaskRow, start: dict[str, int]) -> str:
+        """A task's checkpoint request, as an intent for its supervisor's pass (or the pass
+        of the tasks with none). Returns whose pass that is."""
+        owner = row.supervisor_id or STANDALONE
+        IntentRepository(self.session).add(
+            owner,
+            IntentKind.CHECKPOINT,
+            {"start": dict(start)},
+            self.clock(),
+            task_id=row.id,
+            author=row.id,
+        )
+        return owner
+
+    def shut_down(self, task_id: str) -> None:
+        """Carry out a user's shutdown (the pass that read the intent calls this)."""
+        row = self.tasks.get(task_id)
+        if row is not None and row.status == TaskStatusCode.RUNNING:
+            log.info("killing %s: shutdown request from user", task_id)
+            self.runner.kill(task_id)
             self._finish(row, TaskStatusCode.FAILED, "Shutdown request from user", None)
-            self.session.commit()
-        return {"task": task_id}
+        self.session.commit()
 
     def _finish(
         self, row: TaskRow, status: TaskStatusCode, error: str | None, report: TaskReport | None

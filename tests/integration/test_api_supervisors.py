@@ -9,7 +9,7 @@ import httpx
 from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
-from supervisor.db.models import AuditRow, CommittedOffsetsRow, SupervisorSpecRow
+from supervisor.db.models import AuditRow, CommittedOffsetsRow, IntentRow, SupervisorSpecRow
 from supervisor.schemas.secrets import MASK
 from tests.conftest import RunningService
 from tests.specs import spec
@@ -394,6 +394,13 @@ def test_reset_offsets_merges_and_reset_forgets(api: httpx.Client, service: Runn
     assert committed_offsets(service) is None
     actions = [r[0] for r in db_rows(service, select(AuditRow.action).order_by(AuditRow.id))]
     assert actions == ["create", "resetOffsets", "resetOffsets", "reset"]
+    # each wrote the restart of its groups as an intent, pending: no leader loop runs here
+    restarts = db_rows(service, select(IntentRow.kind, IntentRow.payload, IntentRow.done_at))
+    assert restarts == [
+        ("restart", {"groups": [0]}, None),
+        ("restart", {"groups": [0, 1]}, None),
+        ("restart", {"groups": None}, None),
+    ]
 
 
 def test_reset_offsets_of_a_topic_pattern(api: httpx.Client, service: RunningService) -> None:
@@ -442,9 +449,18 @@ def test_reset_offsets_errors(api: httpx.Client) -> None:
     assert api.post(f"{BASE}/nope/reset").status_code == 404
 
 
-def test_handoff_and_health(api: httpx.Client) -> None:
+def test_handoff_and_health(api: httpx.Client, service: RunningService) -> None:
     submit(api, spec("wiki", taskCount=2))
-    assert api.post(f"{BASE}/wiki/taskGroups/handoff", json={"taskGroupIds": [0, 1]}).json() == {}
+    who = {"X-Druid-Author": "carol", "X-Druid-Comment": "publish now"}
+    body = {"taskGroupIds": [1, 0, 1]}
+    assert api.post(f"{BASE}/wiki/taskGroups/handoff", json=body, headers=who).json() == {}
+    asked = db_rows(
+        service,
+        select(IntentRow.owner, IntentRow.kind, IntentRow.payload, IntentRow.author)
+        .where(IntentRow.comment == "publish now")
+        .order_by(IntentRow.id),
+    )
+    assert asked == [("wiki", "handoff", {"group": g}, "carol") for g in (0, 1)]
     for body in ({"taskGroupIds": []}, {}, {"taskGroupIds": ["a"]}, {"taskGroupIds": [-1]}):
         response = api.post(f"{BASE}/wiki/taskGroups/handoff", json=body)
         assert response.status_code == 400

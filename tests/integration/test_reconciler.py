@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.controller.reconciler import SLOW_PASS_S, Reconciler, RequeueAfter, Retry
-from supervisor.controller.requests import RequestInbox
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
@@ -88,7 +87,7 @@ class Passes:
 
     def __init__(self, sessions: Any, clock: Clock, stream: StreamReader, runner: Any) -> None:
         self.statuses = StatusStore()
-        self.reconciler = Reconciler(sessions, clock, runner, stream, self.statuses, RequestInbox())
+        self.reconciler = Reconciler(sessions, clock, runner, stream, self.statuses)
 
     def run(self) -> RequeueAfter | Retry:
         result = self.reconciler.reconcile("events")

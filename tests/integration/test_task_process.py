@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
+from supervisor.db.models import CommittedOffsetsRow, IntentRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from tasks.priority import PUBLISHING_NICENESS
@@ -196,12 +196,23 @@ def test_a_task_killed_mid_read_publishes_nothing(kafka: LocalKafka, overlord: A
 
 
 def test_shutdown_and_task_api_errors(kafka: LocalKafka, overlord: Any) -> None:
-    _, api = overlord
+    service, api = overlord
     topic = topic_with(kafka, 1, 10)
     api.post(f"{TASKS}/task", json=payload("t-stop", topic, kafka.bootstrap_servers, {0: 0}))
-    assert api.post(f"{TASKS}/task/t-stop/shutdown").json() == {"task": "t-stop"}
-    status = task_status(api, "t-stop")
+    who = {"X-Druid-Author": "bob", "X-Druid-Comment": "stop it"}
+    assert api.post(f"{TASKS}/task/t-stop/shutdown", headers=who).json() == {"task": "t-stop"}
+    # as in Druid, the shutdown is asked: the leader's next pass of the task's owner kills it
+    status = wait_for(
+        lambda: (s := task_status(api, "t-stop"))["status"] != "RUNNING" and s,
+        what="the shutdown",
+    )
     assert (status["status"], status["errorMsg"]) == ("FAILED", "Shutdown request from user")
+    (intent,) = db_rows(service, select(IntentRow))
+    assert (intent.kind, intent.task_id, intent.owner) == ("shutdown", "t-stop", "")
+    assert (intent.author, intent.comment, intent.outcome) == ("bob", "stop it", "task killed")
+    # a task that no longer runs has nothing to shut down: no intent
+    assert api.post(f"{TASKS}/task/t-stop/shutdown").json() == {"task": "t-stop"}
+    assert len(db_rows(service, select(IntentRow))) == 1
     for path in ("/task/nope", "/task/nope/status", "/task/nope/reports", "/task/nope/log"):
         assert api.get(TASKS + path).status_code == 404
     assert api.post(f"{TASKS}/task/nope/shutdown").status_code == 404
@@ -342,6 +353,10 @@ def test_max_rows_per_segment_triggers_checkpoints(kafka: LocalKafka, overlord: 
     assert published(service) == (800, {"0": 400, "1": 400})
     # sequences with rows publish separately; one opened after all was read may hold none
     assert len(segment_versions(service)) >= 2
+    # the task's checkpoint requests were intents of the tasks with no supervisor, each done
+    asked = db_rows(service, select(IntentRow.kind, IntentRow.owner, IntentRow.done_at))
+    assert len(asked) >= 2
+    assert all(kind == "checkpoint" and owner == "" and done for kind, owner, done in asked)
 
 
 def test_stop_publishes_what_was_read(kafka: LocalKafka, overlord: Any) -> None:

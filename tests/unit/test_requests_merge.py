@@ -1,0 +1,48 @@
+"""How a pass merges the intents it finds: one request per thing asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.controller.requests import merge
+from supervisor.db.intents import IntentKind
+from supervisor.db.models import IntentRow
+
+
+def row(kind: IntentKind, payload: dict[str, Any], task_id: str | None = None) -> IntentRow:
+    return IntentRow(
+        owner="s", kind=str(kind), payload=payload, task_id=task_id, author="", comment=""
+    )
+
+
+def test_handoffs_merge_by_group_and_a_full_restart_covers_named_groups() -> None:
+    rows = [
+        row(IntentKind.HANDOFF, {"group": 1}),
+        row(IntentKind.HANDOFF, {"group": 0}),
+        row(IntentKind.HANDOFF, {"group": 1}),
+        row(IntentKind.RESTART, {"groups": [2]}),
+        row(IntentKind.RESTART, {"groups": None}),
+        row(IntentKind.RESTART, {"groups": [3]}),
+    ]
+    pending = merge(rows)
+    assert {g: len(rs) for g, rs in pending.handoffs.items()} == {1: 2, 0: 1}
+    assert pending.restart_groups is None
+    assert pending.restarts == rows[3:]
+    assert not pending.empty
+
+
+def test_named_restarts_add_up_and_the_newest_checkpoint_of_a_task_wins() -> None:
+    rows = [
+        row(IntentKind.RESTART, {"groups": [2]}),
+        row(IntentKind.RESTART, {"groups": [0, 2]}),
+        row(IntentKind.CHECKPOINT, {"start": {"0": 5}}, "t1"),
+        row(IntentKind.CHECKPOINT, {"start": {"0": 9}}, "t1"),
+        row(IntentKind.SHUTDOWN, {}, "t2"),
+        row(IntentKind.SHUTDOWN, {}, "t2"),
+    ]
+    pending = merge(rows)
+    assert pending.restart_groups == frozenset({0, 2})
+    start, asking = pending.checkpoints["t1"]
+    assert (start, asking) == ({"0": 9}, rows[2:4])
+    assert pending.shutdowns == {"t2": rows[4:]}
+    assert merge([]).empty
