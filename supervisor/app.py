@@ -131,10 +131,11 @@ def create_app(
         runner = context.runner
         try:
             context.leader_epoch = held.epoch if held.leading else held.acquire()
+            context.fence = held
             with sessions() as session:  # tasks an earlier overlord left running
                 TaskService(session, clock, runner).recover()
             manager = SupervisorManager(
-                sessions, clock, runner, settings, statuses=context.statuses
+                sessions, clock, runner, settings, statuses=context.statuses, fence=held
             )
             context.manager = manager
             if settings.run_supervisors:

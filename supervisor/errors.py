@@ -22,3 +22,9 @@ class NotFoundError(DomainError):
 
 class PayloadTooLargeError(DomainError):
     status_code = 413
+
+
+class NotLeading(DomainError):
+    """This overlord does not hold the leader lease (any more): it may not act."""
+
+    status_code = 503

@@ -1,10 +1,15 @@
 """The task's control API, Druid's chat endpoints: /druid/worker/v1/chat/{taskId}/...
 
-Served by uvicorn in a thread of the task process; every call carries the task's token.
+Served by uvicorn in a thread of the task process; every call carries the task's token. An
+overlord's calls also carry its leader epoch (EPOCH_HEADER): the task keeps the newest it has
+seen and refuses a command (pause, end offsets, resume, stop) from an older one, the fencing
+that keeps a deposed leader from touching a task its successor drives. A call with no epoch
+(an operator's, with the token) is not an overlord's and is not fenced.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -16,9 +21,39 @@ from fastapi.responses import JSONResponse
 from tasks.indexer import KafkaIndexer
 from tasks.indexer_state import ControlError
 from tasks.partitions import offsets_from_json, offsets_json
-from tasks.protocol import TOKEN_HEADER
+from tasks.protocol import EPOCH_HEADER, TOKEN_HEADER
 
+log = logging.getLogger(__name__)
 PAUSE_WAIT_SECONDS = 2.0
+
+
+class EpochFence:
+    """The newest leader epoch this task has seen, raised by any overlord call that carries
+    a newer one (reads too: a new leader's first look at the task fences the old one)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self._lock = threading.Lock()
+
+    def admit(self, header: str, *, command: bool) -> None:
+        try:
+            epoch = int(header)
+        except ValueError:
+            raise ControlError(400, f"{EPOCH_HEADER} is not an integer: {header!r}") from None
+        with self._lock:
+            if epoch > self.seen:
+                if self.seen:
+                    log.info("overlord epoch %d supersedes %d", epoch, self.seen)
+                self.seen = epoch
+                return
+            seen = self.seen
+        if epoch < seen and command:
+            log.warning(
+                "refused a command from overlord epoch %d (the leader is at %d)", epoch, seen
+            )
+            raise ControlError(
+                409, f"stale overlord: epoch {epoch} is older than the leader's epoch {seen}"
+            )
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -33,13 +68,20 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
     async def control_error(_: Request, exc: ControlError) -> JSONResponse:
         return _error(exc.status_code, exc.message)
 
+    fence = EpochFence()
+
     def authorized(
-        taskId: str, given: str | None = Header(default=None, alias=TOKEN_HEADER)
+        request: Request,
+        taskId: str,
+        given: str | None = Header(default=None, alias=TOKEN_HEADER),
+        epoch: str | None = Header(default=None, alias=EPOCH_HEADER),
     ) -> None:
         if taskId != task_id:
             raise ControlError(404, f"no task [{taskId}] here")
         if given != token:
             raise ControlError(403, "missing or wrong task token")
+        if epoch is not None:
+            fence.admit(epoch, command=request.method != "GET")
 
     router = APIRouter(prefix="/druid/worker/v1/chat/{taskId}", dependencies=[Depends(authorized)])
 

@@ -20,6 +20,9 @@ from tasks.spec.tuning_config import KafkaTuningConfig
 
 END_OF_PARTITION = 2**63 - 1  # Druid's Long.MAX_VALUE: read until told where to end
 TOKEN_HEADER = "X-Sluicegate-Task-Token"
+# the leader lease epoch an overlord sends with each call to a task (tasks refuse commands
+# from an epoch older than the newest they have seen)
+EPOCH_HEADER = "X-Sluicegate-Leader-Epoch"
 
 
 class TaskState(StrEnum):

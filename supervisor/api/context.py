@@ -10,6 +10,7 @@ from fastapi import Request
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
 from supervisor.db.engine import SessionFactory
+from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.metrics import Metrics
@@ -27,6 +28,7 @@ class AppContext:
     started_sessions: SessionFactory | None = None
     manager: SupervisorManager | None = None
     leader_epoch: int | None = None  # the leader lease's epoch this overlord took
+    fence: Fence = UNFENCED  # its hold on the lease (services/leadership.py), once taken
 
     @property
     def sessions(self) -> SessionFactory:

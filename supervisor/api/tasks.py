@@ -15,8 +15,9 @@ from sqlalchemy.orm import Session
 
 from supervisor.api.common import JSON_BODY, actor, in_session, intended, json_body
 from supervisor.api.context import context
+from supervisor.db.lease import LeaseRepository
 from supervisor.db.tasks import TaskRepository
-from supervisor.errors import DomainError, NotFoundError
+from supervisor.errors import DomainError, NotFoundError, NotLeading
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
 from supervisor.services.tasks import TaskService
@@ -42,7 +43,7 @@ async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
     """`work` with a TaskService on a session of its own (api.common.in_session)."""
     app = context(request)
     return await in_session(
-        request, lambda session: work(TaskService(session, app.clock, app.runner))
+        request, lambda session: work(TaskService(session, app.clock, app.runner, app.fence))
     )
 
 
@@ -145,6 +146,13 @@ def _act(
             },
         )
     app = context(request)
+    try:
+        epoch = app.fence.check()
+        if epoch is not None and isinstance(act, CheckpointAction):
+            LeaseRepository(session).require(epoch)  # in the intent's transaction
+    except NotLeading as exc:
+        log.warning("%s of task %s refused: %s", type(act).__name__, task.id, exc)
+        raise
     if isinstance(act, CheckpointAction):
         # the supervisor's pass closes the sequence on every replica (one writer per
         # supervisor); the task does not wait
@@ -153,7 +161,7 @@ def _act(
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
     began = time.monotonic()
-    result = PublishService(session, app.clock).publish(task.id, act)
+    result = PublishService(session, app.clock, epoch).publish(task.id, act)
     app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}

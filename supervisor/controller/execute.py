@@ -14,6 +14,7 @@ from supervisor.controller.actions import Action, CreateTask, KillTasks, Reserve
 from supervisor.db.intents import IntentRepository
 from supervisor.db.models import IntentRow
 from supervisor.db.tasks import TaskRepository
+from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Runner
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
@@ -96,11 +97,14 @@ def index_task(
 
 
 class Executor:
-    def __init__(self, session: Session, clock: Clock, runner: Runner) -> None:
+    def __init__(
+        self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
+    ) -> None:
         self.session = session
         self.clock = clock
         self.runner = runner
-        self.tasks = TaskService(session, clock, runner)
+        self.fence = fence  # checked before each command, which carries its epoch
+        self.tasks = TaskService(session, clock, runner, fence)
         self.rolled: set[int] = set()  # groups given final end offsets by this executor
         # handoff intents by group, marked done in the commit of the group's rollover
         self.handoffs: Mapping[int, list[IntentRow]] = {}
@@ -137,11 +141,12 @@ class Executor:
         (druid #9913), and record final end offsets it set but did not write down, which makes
         those tasks a publishing generation."""
         repo = TaskRepository(self.session)
+        epoch = self.fence.check()
         for row in repo.of_supervisor(supervisor_id, self.clock()):
             if not reachable(row) or row.end_offsets is not None:
                 continue
             try:
-                client = TaskApiClient.for_task(row)
+                client = TaskApiClient.for_task(row, epoch=epoch)
                 if client.status() == TaskState.PAUSED:
                     log.info("resuming %s, left paused by an earlier overlord", row.id)
                     client.resume()
@@ -166,12 +171,15 @@ class Executor:
                 continue
             if row.group_id in skip_groups:
                 continue
-            checkpoint_requested(repo.replicas(row), task_id, start, self.runner.is_running)
+            checkpoint_requested(
+                repo.replicas(row), task_id, start, self.runner.is_running, self.fence.check()
+            )
 
     def _rollover(self, action: Rollover) -> None:
         repo = TaskRepository(self.session)
         rows = [row for task_id in action.task_ids if (row := repo.get(task_id)) is not None]
-        clients = {row.id: TaskApiClient.for_task(row) for row in rows}
+        epoch = self.fence.check()
+        clients = {row.id: TaskApiClient.for_task(row, epoch=epoch) for row in rows}
         not_ready = [tid for tid, client in clients.items() if not _reading(client)]
         if not_ready:
             # Still starting (Spark is slow to come up under load): roll over on a later

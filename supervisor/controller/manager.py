@@ -26,6 +26,7 @@ from supervisor.db.engine import SessionFactory
 from supervisor.db.intents import STANDALONE, IntentRepository
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
+from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore
 from supervisor.runner.protocol import Runner
 from supervisor.settings import Settings
@@ -43,6 +44,7 @@ class SupervisorManager:
         settings: Settings,
         stream: StreamReader | None = None,
         statuses: StatusStore | None = None,
+        fence: Fence = UNFENCED,
     ) -> None:
         self.sessions = sessions
         self.statuses = statuses or StatusStore()
@@ -53,6 +55,7 @@ class SupervisorManager:
             stream or StreamReader(),
             self.statuses,
             standby_lead_s=settings.standby_lead_s,
+            fence=fence,
         )
         self.queue: WorkQueue[str] = WorkQueue(base_backoff_s=RETRY_BASE_S)
         self.workers = Workers(self.queue, self._pass, settings.supervisor_workers)

@@ -98,6 +98,7 @@ class TaskProbe:
     current: dict[str, Offsets] = field(default_factory=dict)
     started: dict[str, datetime] = field(default_factory=dict)
     metrics: dict[str, TaskMetrics] = field(default_factory=dict)
+    epoch: int | None = None  # the leader's, sent along: a new leader's first probe fences
 
     def probe(self, rows: list[TaskRow]) -> None:
         current: dict[str, Offsets] = {}
@@ -106,7 +107,7 @@ class TaskProbe:
             if not reachable(row):
                 continue
             try:
-                client = TaskApiClient.for_task(row, timeout=2.0)
+                client = TaskApiClient.for_task(row, timeout=2.0, epoch=self.epoch)
                 answer = client.metrics()
                 offsets = answer.currentOffsets
                 if offsets is None:  # a task of an earlier version, adopted: ask

@@ -27,6 +27,7 @@ from supervisor.controller.plan import next_deadline, plan
 from supervisor.controller.requests import Pending, merge
 from supervisor.db.engine import SessionFactory
 from supervisor.db.intents import STANDALONE, IntentRepository
+from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
 from supervisor.runner.protocol import Runner
@@ -106,6 +107,7 @@ class Reconciler:
         statuses: StatusStore,
         standby_lead_s: float = 0.0,
         monotonic: Callable[[], float] = time.monotonic,
+        fence: Fence = UNFENCED,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -115,6 +117,7 @@ class Reconciler:
         self.hinted: set[str] = set()  # supervisors with an intent written since their pass
         self.standby_lead_s = standby_lead_s  # warm successors this long before a rollover
         self.monotonic = monotonic
+        self.fence = fence  # a pass acts only while this overlord leads
         self.memories: dict[str, Memory] = {}
 
     def memory(self, supervisor_id: str) -> Memory:
@@ -142,7 +145,7 @@ class Reconciler:
         self.hinted.discard(STANDALONE)
         with self.sessions() as session:
             pending = merge(IntentRepository(session).pending(STANDALONE))
-            executor = Executor(session, self.clock, self.runner)
+            executor = Executor(session, self.clock, self.runner, self.fence)
             now = self.clock()
             for task_id, rows in pending.shutdowns.items():
                 IntentRepository.done(rows, now, "task killed")
@@ -198,9 +201,10 @@ class Reconciler:
         memory.deadline = None  # a pass that fails sets none
         laps: dict[str, float] = {}
         memory.laps = laps
+        memory.probe.epoch = self.fence.check()
         with self.sessions() as session:
             pending = self._pending(session, supervisor_id, memory)
-            executor = Executor(session, self.clock, self.runner)
+            executor = Executor(session, self.clock, self.runner, self.fence)
             if not memory.adopted:
                 executor.adopt(supervisor_id)
                 memory.adopted = True

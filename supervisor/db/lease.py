@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, Float, literal_column, select, update
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import LeaderLeaseRow
+from supervisor.errors import NotLeading
 
 LEASE = "overlord"  # the row's name: one control plane per metadata DB
 
@@ -89,6 +90,22 @@ class LeaseRepository:
             .execution_options(synchronize_session=False)
         )
         self.session.commit()
+
+    def require(self, epoch: int) -> None:
+        """Inside the caller's transaction: raise NotLeading unless the lease is still at
+        `epoch`. On PostgreSQL the row is share-locked until that transaction ends, so a
+        takeover (which raises the epoch) waits for it: a publish checked here commits under
+        the epoch it saw or not at all."""
+        current = self.session.execute(
+            select(LeaderLeaseRow.epoch)
+            .where(LeaderLeaseRow.name == LEASE)
+            .with_for_update(read=True)
+        ).scalar_one_or_none()
+        if current != epoch:
+            raise NotLeading(
+                f"this overlord leads at epoch {epoch}, but the leader lease is at epoch "
+                f"{current}: another overlord leads"
+            )
 
     def current(self) -> LeaseView | None:
         row = self.session.execute(

@@ -122,6 +122,7 @@ def checkpoint_requested(
     requester: str,
     start: Mapping[str, int],
     alive: Callable[[str], bool] = lambda _: True,
+    epoch: int | None = None,
 ) -> None:
     """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began
     at `start`: close it on every replica of its group, unless that already happened."""
@@ -129,7 +130,7 @@ def checkpoint_requested(
     if requester not in {r.id for r in located}:
         log.warning("checkpoint for %s ignored: the task has no location yet", requester)
         return
-    clients = {r.id: TaskApiClient.for_task(r) for r in located}
+    clients = {r.id: TaskApiClient.for_task(r, epoch=epoch) for r in located}
     try:
         checkpoints = clients[requester].checkpoints()
         latest = checkpoints[max(checkpoints, key=int)]

@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from supervisor.db.engine import SessionFactory
 from supervisor.db.lease import LeaseRepository, LeaseView
+from supervisor.errors import NotLeading
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Leadership:
         self.monotonic = monotonic
         self.holder = f"{url}#{uuid.uuid4().hex[:12]}"  # a restarted overlord is a new holder
         self.epoch: int | None = None
+        self._valid_until = 0.0  # monotonic: the lease surely holds until then
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="leader-lease", daemon=True)
 
@@ -63,12 +65,13 @@ class Leadership:
         deadline = self.monotonic() + self.lease_s + 2.0
         seen: LeaseView | None = None
         while True:
+            sent = self.monotonic()
             with self.sessions() as session:
                 repository = LeaseRepository(session)
                 epoch = repository.acquire(self.holder, self.url, self.lease_s)
                 current = None if epoch is not None else repository.current()
             if epoch is not None:
-                self.epoch = epoch
+                self.epoch, self._valid_until = epoch, self._until(sent)
                 log.info("leading the metadata DB's overlords at epoch %d", epoch)
                 self._thread.start()
                 return epoch
@@ -78,6 +81,26 @@ class Leadership:
                 raise LeaseHeld(_held(current or seen))
             seen = current
             time.sleep(min(0.5, self.lease_s / 4))
+
+    def check(self) -> int:
+        """The epoch to act under (the Fence this overlord's acts check): NotLeading once
+        the lease is lost, or once it may have run out since the last renewal this overlord
+        saw succeed (its own clock: a process paused past its lease finds it so on waking,
+        before its renewer can tell)."""
+        epoch = self.epoch
+        if epoch is None:
+            raise NotLeading("this overlord does not hold the leader lease")
+        if self.monotonic() >= self._valid_until:
+            raise NotLeading(
+                f"this overlord's leader lease (epoch {epoch}) was not renewed in time; "
+                "it may have passed to another overlord"
+            )
+        return epoch
+
+    def _until(self, sent: float) -> float:
+        """Until when a lease renewed by a statement sent at `sent` surely holds: its length
+        from the sending, less a margin for the two clocks' rates."""
+        return sent + self.lease_s - min(1.0, self.lease_s / 10)
 
     def release(self) -> None:
         """Stop renewing and give the lease back."""
@@ -101,11 +124,15 @@ class Leadership:
             epoch = self.epoch
             if epoch is None:
                 return
+            sent = self.monotonic()
             try:
                 with self.sessions() as session:
                     held = LeaseRepository(session).renew(self.holder, epoch, self.lease_s)
             except Exception as exc:  # the DB is away: try again (no other overlord can take
                 log.warning("leader lease not renewed: %s", exc)  # over while it is)
+                continue
+            if held:
+                self._valid_until = self._until(sent)
                 continue
             if not held:
                 self.epoch = None

@@ -18,9 +18,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
+from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import OffsetsRepository, SegmentRepository
 from supervisor.db.tasks import TaskRepository
+from supervisor.errors import NotLeading
 from tasks.partitions import offsets_json
 from tasks.protocol import PublishAction, PublishOutcome, PublishResult, SegmentDescriptor
 
@@ -59,9 +61,10 @@ def _compare(
 
 
 class PublishService:
-    def __init__(self, session: Session, clock: Clock) -> None:
+    def __init__(self, session: Session, clock: Clock, epoch: int | None = None) -> None:
         self.session = session
         self.clock = clock
+        self.epoch = epoch  # the leader epoch this overlord publishes under (None: no lease)
         self.offsets = OffsetsRepository(session)
         self.segments = SegmentRepository(session)
 
@@ -74,6 +77,10 @@ class PublishService:
             return PublishResult(
                 PublishOutcome.RETRY, "another publish of these offsets raced this one"
             )
+        except NotLeading as exc:
+            self.session.rollback()
+            log.warning("publish by task %s refused: %s", task_id, exc)
+            return PublishResult(PublishOutcome.RETRY, str(exc))
         if result.outcome is PublishOutcome.PUBLISHED:
             self.session.commit()
         else:
@@ -90,6 +97,8 @@ class PublishService:
                 PublishOutcome.FAILED, "start and end metadata name different partitions"
             )
         now = self.clock()
+        if self.epoch is not None:  # fenced: this overlord still leads, in this transaction
+            LeaseRepository(self.session).require(self.epoch)
         row = self.offsets.get(action.supervisorId)
         stored: dict[str, int] = dict(row.offsets) if row is not None else {}
         if row is not None and row.stream != stream:

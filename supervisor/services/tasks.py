@@ -16,6 +16,7 @@ from supervisor.db.intents import STANDALONE, IntentKind, IntentRepository
 from supervisor.db.models import TaskRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, Runner
 from supervisor.schemas.secrets import mask_task
 from supervisor.services.supervisors import Actor
@@ -71,10 +72,13 @@ def status_of(row: TaskRow, now: datetime) -> dict[str, object]:
 
 
 class TaskService:
-    def __init__(self, session: Session, clock: Clock, runner: Runner) -> None:
+    def __init__(
+        self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
+    ) -> None:
         self.session = session
         self.clock = clock
         self.runner = runner
+        self.fence = fence  # checked before a task is launched or killed
         self.tasks = TaskRepository(session)
 
     def require(self, task_id: str) -> TaskRow:
@@ -92,6 +96,7 @@ class TaskService:
     def launch(self, task: IndexKafkaTask) -> str:
         """Record a task and start it (the supervisors' tasks come here directly, built by
         their reconciler; a user's through `submit`)."""
+        self.fence.check()
         payload = task.to_json()
         now = self.clock()
         row = TaskRow(
@@ -186,6 +191,7 @@ class TaskService:
         """Kill a running task and record why (the supervisor's kills, a user's shutdown)."""
         row = self.require(task_id)
         if row.status == TaskStatusCode.RUNNING:
+            self.fence.check()
             self.runner.kill(task_id)
             self._finish(row, TaskStatusCode.FAILED, reason, None)
             self.session.commit()
@@ -193,6 +199,7 @@ class TaskService:
     def kill_running(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
         """Kill the running tasks of a supervisor's groups (None: every group), and commit
         once, with whatever else the session holds (the intent that asked for it)."""
+        self.fence.check()
         for row in self.tasks.of_supervisor(supervisor_id, self.clock()):
             if row.status == TaskStatusCode.RUNNING and (groups is None or row.group_id in groups):
                 log.info("killing %s: %s", row.id, reason)
@@ -238,6 +245,7 @@ class TaskService:
         """Carry out a user's shutdown (the pass that read the intent calls this)."""
         row = self.tasks.get(task_id)
         if row is not None and row.status == TaskStatusCode.RUNNING:
+            self.fence.check()
             log.info("killing %s: shutdown request from user", task_id)
             self.runner.kill(task_id)
             self._finish(row, TaskStatusCode.FAILED, "Shutdown request from user", None)

@@ -20,6 +20,7 @@ from sqlalchemy import update
 from supervisor.db.engine import SessionFactory, make_engine, migrate, session_factory
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import LeaderLeaseRow
+from supervisor.errors import NotLeading
 from supervisor.net import free_port, wait_for_port
 from supervisor.services.leadership import Leadership, LeaseHeld
 
@@ -79,6 +80,21 @@ def test_a_lease_left_by_a_dead_overlord_is_waited_out(sessions: SessionFactory)
     assert second.acquire() == 2
     assert 0.5 < time.monotonic() - began < 4.0
     second.release()
+
+
+def test_a_leader_whose_lease_may_have_run_out_refuses_to_act(sessions: SessionFactory) -> None:
+    now = [100.0]  # the overlord's monotonic clock, stopped (as in a SIGSTOP) and moved
+    leader = Leadership(sessions, "http://leader", lease_s=30.0, monotonic=lambda: now[0])
+    assert leader.acquire() == 1
+    assert leader.check() == 1
+    now[0] += 28.5  # within the lease, less its margin
+    assert leader.check() == 1
+    now[0] += 1.0  # past it, no renewal seen: another overlord may lead by now
+    with pytest.raises(NotLeading, match=r"epoch 1\) was not renewed in time"):
+        leader.check()
+    leader.release()
+    with pytest.raises(NotLeading, match="does not hold the leader lease"):
+        leader.check()
 
 
 def test_a_leader_that_loses_the_lease_stops_at_once(sessions: SessionFactory) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.clock import utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
 from supervisor.services.publish import PublishService
 from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
@@ -148,6 +150,24 @@ def test_same_range_with_other_segments_fails(sessions) -> None:
     publish(sessions, action({0: 0}, {0: 10}, "a"))
     result = publish(sessions, action({0: 0}, {0: 10}, "different"))
     assert result.outcome is Outcome.FAILED
+    assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_a_deposed_leaders_publish_is_refused_and_writes_nothing(sessions) -> None:
+    with sessions() as session:
+        assert LeaseRepository(session).acquire("old", "http://old", 0.05) == 1
+    time.sleep(0.1)  # the old leader's lease runs out (it was paused, say)
+    with sessions() as session:
+        assert LeaseRepository(session).acquire("new", "http://new", 30) == 2
+    act = action({0: 0}, {0: 10})
+    with sessions() as session:
+        result = PublishService(session, utc_now, epoch=1).publish("t1", act)
+    assert result.outcome is Outcome.RETRY  # the task tries again, and reaches the leader
+    assert "leader lease is at epoch 2" in result.reason
+    assert committed(sessions) == (None, 0)
+    with sessions() as session:
+        result = PublishService(session, utc_now, epoch=2).publish("t1", act)
+    assert result.outcome is Outcome.PUBLISHED
     assert committed(sessions) == ({"0": 10}, 1)
 
 

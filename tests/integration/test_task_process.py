@@ -18,7 +18,7 @@ from supervisor.db.models import CommittedOffsetsRow, IntentRow, SegmentRow, Tas
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from tasks.priority import PUBLISHING_NICENESS
-from tasks.protocol import TOKEN_HEADER
+from tasks.protocol import EPOCH_HEADER, TOKEN_HEADER
 from tests.conftest import RunningService, overlord_with_tasks, wait_for
 from tests.integration.test_api_supervisors import db_rows
 
@@ -184,6 +184,24 @@ def test_a_task_killed_mid_read_publishes_nothing(kafka: LocalKafka, overlord: A
             ),
             what="reading",
         )
+
+        # fencing: a call from a newer overlord epoch (a read will do) fences the older one,
+        # whose commands are then refused; the newer one's, and an operator's (no epoch), pass
+        def at(epoch: int) -> dict[str, str]:
+            return {EPOCH_HEADER: str(epoch)}
+
+        assert control.get("/status", headers=at(7)).json() == "READING"
+        refused = control.post("/pause", headers=at(6))
+        assert refused.status_code == 409
+        assert "epoch 6 is older than the leader's epoch 7" in refused.json()["error"]
+        assert _get(control, "/status") == "READING"  # the stale pause did nothing
+        assert control.get("/status", headers=at(6)).status_code == 200  # reads are not fenced
+        assert control.post("/pause", headers=at(7)).status_code in (200, 202)
+        wait_for(lambda: _get(control, "/status") == "PAUSED", what="paused by epoch 7")
+        assert control.post("/resume", headers=at(6)).status_code == 409
+        assert control.post("/resume", headers={EPOCH_HEADER: "x"}).status_code == 400
+        assert control.post("/resume").is_success  # no epoch: an operator's call
+        wait_for(lambda: _get(control, "/status") == "READING", what="reading again")
     process = service.app.state.context.runner.processes["t-kill"]
     os.killpg(process.pid, signal.SIGKILL)
     status = wait_for(
