@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python bench/handoff.py
 	$(BIN)/python bench/freshness.py
 	$(BIN)/python bench/control_plane.py
+	$(BIN)/python bench/failover.py
 
 openapi: $(STAMP)
 	$(BIN)/python -m supervisor.openapi > openapi.yaml

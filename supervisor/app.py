@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
-from supervisor.api import coordinator, supervisors, tasks
+from supervisor.api import coordinator, leader, supervisors, tasks
 from supervisor.api.context import AppContext
+from supervisor.api.redirect import FollowerRedirect
 from supervisor.clock import Clock, utc_now
-from supervisor.controller.manager import SupervisorManager
-from supervisor.db.engine import SessionFactory, make_engine, migrate, session_factory
+from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.errors import DomainError
+from supervisor.leading import LeaderDuties
 from supervisor.runner.local import LocalProcessRunner
-from supervisor.runner.protocol import Runner
 from supervisor.services.leadership import Leadership, LeaseHeld
-from supervisor.services.tasks import TaskService
 from supervisor.settings import Settings
 from tasks.spec.errors import SpecError
 
@@ -67,48 +65,17 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(500, f"internal error: {type(exc).__name__}")
 
 
-class TaskMonitor:
-    """Records ended task processes in the DB, a few times a second, in a thread."""
-
-    def __init__(
-        self, sessions: SessionFactory, clock: Clock, runner: Runner, manager: SupervisorManager
-    ) -> None:
-        self.sessions = sessions
-        self.clock = clock
-        self.runner = runner
-        self.manager = manager
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(10)
-
-    def run_once(self) -> None:
-        exits = self.runner.exited()
-        if exits:
-            with self.sessions() as session:
-                TaskService(session, self.clock, self.runner).record_exits(exits)
-            self.manager.wake_tasks([exited.task_id for exited in exits])
-
-    def _run(self) -> None:
-        while not self.stopping.wait(0.25):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("task monitor pass failed")
-
-
 def create_app(
     settings: Settings | None = None,
     clock: Clock = utc_now,
     leadership: Leadership | None = None,
 ) -> FastAPI:
-    """The service. `leadership`: the leader lease, already taken (by `sluicegate serve`, so
-    that a refusal is its one-line error); taken at start-up otherwise."""
+    """The service. `leadership`: the leader lease, already taken (by `sluicegate serve` on
+    SQLite, so that a refusal is its one-line error); taken or followed at start-up otherwise.
+
+    On SQLite the overlord is the only one: it takes the lease (waiting out one a dead
+    overlord left) or refuses to start. On a shared metadata DB (PostgreSQL) it leads if the
+    lease is free and follows otherwise, taking over when the leader's lease runs out."""
     settings = settings or Settings()
 
     context = AppContext(settings, clock, LocalProcessRunner(settings))
@@ -120,49 +87,41 @@ def create_app(
         migrate(engine)
         sessions = context.started_sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
-        stopped: list[Callable[[], None]] = []  # how to stop driving supervisors
-
-        def lost() -> None:
-            for stop in stopped:
-                stop()
-
+        context.shared = engine.dialect.name != "sqlite"
         held = leadership or Leadership(sessions, settings.advertised_url(), settings.lease_s)
-        held.sessions, held.on_lost = sessions, lost  # one engine (SQLite: one writer queue)
-        runner = context.runner
+        held.sessions = sessions  # one engine (SQLite: one writer queue)
+        duties = LeaderDuties(context, held)
+        held.on_elected, held.on_lost = duties.start, duties.stop
+        context.fence = context.leadership = held
         try:
-            context.leader_epoch = held.epoch if held.leading else held.acquire()
-            context.fence = held
-            with sessions() as session:  # tasks an earlier overlord left running
-                TaskService(session, clock, runner).recover()
-            manager = SupervisorManager(
-                sessions, clock, runner, settings, statuses=context.statuses, fence=held
-            )
-            context.manager = manager
-            if settings.run_supervisors:
-                manager.sync()
-            monitor = TaskMonitor(sessions, clock, runner, manager)
-            monitor.start()
-            stopped += [monitor.stop, manager.stop]
-            if not held.leading:  # lost while starting
-                lost()
+            if held.leading:
+                epoch: int | None = held.epoch
+            elif context.shared:
+                epoch = held.campaign()
+            else:
+                epoch = held.acquire()
+            if epoch is not None:
+                duties.start(epoch)
+            if not context.shared and not held.leading:  # lost while starting
                 raise LeaseHeld("the leader lease was lost while the service started")
+            if not held.leading:
+                log.info("following: reads are answered here, writes go to the leader")
         except BaseException as exc:
             log.error("not starting: %s", exc)
-            for stop in stopped:
-                stop()
+            duties.stop()
             held.release()
             engine.dispose()
             raise
         try:
             yield
         finally:
-            monitor.stop()
-            manager.stop()
+            leading = held.leading
+            duties.stop()
             held.release()
-            if settings.kill_tasks_on_exit:
-                runner.kill_all()
+            if settings.kill_tasks_on_exit and leading:  # a follower's tasks are the leader's
+                context.runner.kill_all()
             else:
-                runner.stop_standbys()  # tasks outlive the service; standbys don't
+                context.runner.stop_standbys()  # tasks outlive the service; standbys don't
             engine.dispose()
 
     app = FastAPI(
@@ -177,6 +136,8 @@ def create_app(
     app.include_router(supervisors.router)
     app.include_router(tasks.router)
     app.include_router(coordinator.router)
+    app.include_router(leader.router)
+    app.add_middleware(FollowerRedirect, context=context)
     app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
 
     @app.get("/status/health", tags=["service"], summary="Liveness of the service")
@@ -191,7 +152,7 @@ def create_app(
     )
     def metrics(request: Request) -> PlainTextResponse:
         with context.sessions() as session:
-            text = context.metrics.render(session, context.statuses)
+            text = context.metrics.render(session, context.status)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/status", tags=["service"], summary="Version of the service")

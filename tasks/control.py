@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -21,7 +22,7 @@ from fastapi.responses import JSONResponse
 from tasks.indexer import KafkaIndexer
 from tasks.indexer_state import ControlError
 from tasks.partitions import offsets_from_json, offsets_json
-from tasks.protocol import EPOCH_HEADER, TOKEN_HEADER
+from tasks.protocol import EPOCH_HEADER, LEADER_HEADER, TOKEN_HEADER
 
 log = logging.getLogger(__name__)
 PAUSE_WAIT_SECONDS = 2.0
@@ -31,11 +32,12 @@ class EpochFence:
     """The newest leader epoch this task has seen, raised by any overlord call that carries
     a newer one (reads too: a new leader's first look at the task fences the old one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_leader: Callable[[str], None] = lambda _: None) -> None:
         self.seen = 0
+        self.on_leader = on_leader
         self._lock = threading.Lock()
 
-    def admit(self, header: str, *, command: bool) -> None:
+    def admit(self, header: str, *, command: bool, leader: str | None = None) -> None:
         try:
             epoch = int(header)
         except ValueError:
@@ -45,6 +47,8 @@ class EpochFence:
                 if self.seen:
                     log.info("overlord epoch %d supersedes %d", epoch, self.seen)
                 self.seen = epoch
+                if leader:
+                    self.on_leader(leader)
                 return
             seen = self.seen
         if epoch < seen and command:
@@ -60,7 +64,11 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": message})
 
 
-def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
+def create_control_app(
+    indexer: KafkaIndexer, token: str, on_leader: Callable[[str], None] = lambda _: None
+) -> FastAPI:
+    """The control API of the indexer's task; `on_leader`: told the URL of each newer leader
+    that calls (where the task publishes from then on)."""
     task_id = indexer.task.id
     app = FastAPI(title=f"Sluicegate task {task_id}", openapi_url=None, docs_url=None)
 
@@ -68,20 +76,21 @@ def create_control_app(indexer: KafkaIndexer, token: str) -> FastAPI:
     async def control_error(_: Request, exc: ControlError) -> JSONResponse:
         return _error(exc.status_code, exc.message)
 
-    fence = EpochFence()
+    fence = EpochFence(on_leader)
 
     def authorized(
         request: Request,
         taskId: str,
         given: str | None = Header(default=None, alias=TOKEN_HEADER),
         epoch: str | None = Header(default=None, alias=EPOCH_HEADER),
+        leader: str | None = Header(default=None, alias=LEADER_HEADER),
     ) -> None:
         if taskId != task_id:
             raise ControlError(404, f"no task [{taskId}] here")
         if given != token:
             raise ControlError(403, "missing or wrong task token")
         if epoch is not None:
-            fence.admit(epoch, command=request.method != "GET")
+            fence.admit(epoch, command=request.method != "GET", leader=leader)
 
     router = APIRouter(prefix="/druid/worker/v1/chat/{taskId}", dependencies=[Depends(authorized)])
 

@@ -104,7 +104,7 @@ class _Run:
             on_last_stretch=step_back_to_publish,
         )
         self.indexer.state.status = TaskState.STARTING
-        self.app = create_control_app(self.indexer, token)
+        self.app = create_control_app(self.indexer, token, self.overlord.point_at)
 
     def close(self) -> None:
         """Let go of what a run that never ran holds (its overlord client)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 
 from tasks.partitions import Offsets, offsets_json
@@ -18,14 +20,30 @@ from tasks.protocol import (
 # httpx's default TLS context, built once: each client builds its own otherwise (~20 ms of
 # loading CA certificates), and a standby builds its task's client while the group waits.
 TLS = httpx.create_ssl_context()
+log = logging.getLogger(__name__)
 
 
 class OverlordClient:
+    """Publishes and checkpoint requests go to the overlord that started the task until the
+    leader tells where it is (each call a leader makes to the task names it: point_at); a
+    follower answers them with a redirect to the leader, which is followed."""
+
     def __init__(self, url: str, task_id: str, token: str, timeout: float = 60.0) -> None:
         self.task_id = task_id
         self.http = httpx.Client(
-            base_url=url.rstrip("/"), timeout=timeout, headers={TOKEN_HEADER: token}, verify=TLS
+            base_url=url.rstrip("/"),
+            timeout=timeout,
+            headers={TOKEN_HEADER: token},
+            verify=TLS,
+            follow_redirects=True,
         )
+
+    def point_at(self, url: str) -> None:
+        """The leader moved (a newer epoch called from `url`): publish there from now on."""
+        url = url.rstrip("/")
+        if url and str(self.http.base_url).rstrip("/") != url:
+            log.info("the leading overlord is now at %s", url)
+            self.http.base_url = httpx.URL(url)
 
     def publish(self, action: PublishAction) -> PublishResult:
         body = TaskActionRequest(task=self.task_id, action=action).model_dump(mode="json")

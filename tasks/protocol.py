@@ -23,6 +23,7 @@ TOKEN_HEADER = "X-Sluicegate-Task-Token"
 # the leader lease epoch an overlord sends with each call to a task (tasks refuse commands
 # from an epoch older than the newest they have seen)
 EPOCH_HEADER = "X-Sluicegate-Leader-Epoch"
+LEADER_HEADER = "X-Sluicegate-Leader-Url"  # and its URL: where the task publishes from then on
 
 
 class TaskState(StrEnum):

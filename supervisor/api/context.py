@@ -10,9 +10,11 @@ from fastapi import Request
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
 from supervisor.db.engine import SessionFactory
+from supervisor.db.statuses import StatusRepository
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
+from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
 
@@ -26,9 +28,11 @@ class AppContext:
     statuses: StatusStore = field(default_factory=StatusStore)
     # set when the service has started (its lifespan): the metadata DB and the supervisors
     started_sessions: SessionFactory | None = None
-    manager: SupervisorManager | None = None
-    leader_epoch: int | None = None  # the leader lease's epoch this overlord took
+    manager: SupervisorManager | None = None  # while this overlord leads
+    leader_epoch: int | None = None  # the leader lease's epoch, while this overlord leads
     fence: Fence = UNFENCED  # its hold on the lease (services/leadership.py), once taken
+    leadership: Leadership | None = None
+    shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
 
     @property
     def sessions(self) -> SessionFactory:
@@ -38,12 +42,29 @@ class AppContext:
 
     @property
     def supervisors(self) -> SupervisorManager | None:
-        """The supervisors' manager when they run (not in tests of the spec API alone)."""
+        """The supervisors' manager when they run here (not on a follower, nor in tests of
+        the spec API alone)."""
         return self.manager if self.settings.run_supervisors else None
 
+    @property
+    def leading(self) -> bool:
+        """Whether this overlord leads (holds the lease); one with no lease at all does."""
+        return self.leadership is None or self.leadership.leading
+
+    def leader_url(self) -> str | None:
+        """The leader's URL (this overlord's own while it leads); None while none leads."""
+        if self.leadership is None:
+            return self.settings.advertised_url()
+        return self.leadership.leader_url()
+
     def status(self, supervisor_id: str) -> SupervisorStatus | None:
-        """The supervisor's status from its last pass; None before one (or with no passes)."""
-        return self.statuses.get(supervisor_id)
+        """The supervisor's status from its last pass; None before one (or with no passes).
+        A follower reads what the leader last wrote of it to the shared metadata DB."""
+        if self.leading or not self.shared:
+            return self.statuses.get(supervisor_id)
+        with self.sessions() as session:
+            raw = StatusRepository(session).get(supervisor_id)
+        return None if raw is None else SupervisorStatus.from_json(raw)
 
 
 def context(request: Request) -> AppContext:

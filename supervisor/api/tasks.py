@@ -147,7 +147,8 @@ def _act(
         )
     app = context(request)
     try:
-        epoch = app.fence.check()
+        leader = app.fence.check()
+        epoch = None if leader is None else leader.epoch
         if epoch is not None and isinstance(act, CheckpointAction):
             LeaseRepository(session).require(epoch)  # in the intent's transaction
     except NotLeading as exc:

@@ -33,7 +33,9 @@ class ServiceClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        self.http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        self.http = httpx.Client(  # a follower overlord redirects writes to the leader (307)
+            base_url=self.url, timeout=timeout, transport=transport, follow_redirects=True
+        )
 
     def __enter__(self) -> ServiceClient:
         return self

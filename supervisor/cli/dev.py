@@ -54,14 +54,18 @@ def serve(**options: Any) -> None:
     )
 
 
-def _lead(settings: Settings) -> Leadership:
-    """Take the metadata DB's leader lease before serving: another overlord's is a one-line
-    error (the service's start-up would end in a traceback)."""
+def _lead(settings: Settings) -> Leadership | None:
+    """On SQLite, take the metadata DB's leader lease before serving: another overlord's is a
+    one-line error (the service's start-up would end in a traceback). On a shared metadata DB
+    the service leads or follows, so there is nothing to refuse: None."""
     from supervisor.db.engine import make_engine, migrate, session_factory
     from supervisor.services.leadership import Leadership, LeaseHeld
 
     settings.prepare_dirs()
     engine = make_engine(settings.metadata_url)
+    if engine.dialect.name != "sqlite":
+        engine.dispose()
+        return None
     migrate(engine)
     leadership = Leadership(session_factory(engine), settings.advertised_url(), settings.lease_s)
     try:

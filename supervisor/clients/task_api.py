@@ -18,7 +18,14 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from supervisor.db.models import TaskRow
-from tasks.protocol import EPOCH_HEADER, TOKEN_HEADER, TaskMetrics, TaskStatusCode
+from supervisor.model.fence import Leader
+from tasks.protocol import (
+    EPOCH_HEADER,
+    LEADER_HEADER,
+    TOKEN_HEADER,
+    TaskMetrics,
+    TaskStatusCode,
+)
 
 # An idle connection is closed after this: under the 5 s keep-alive of the tasks' servers
 # (uvicorn's default), so no request is sent on a connection the task is closing.
@@ -198,12 +205,13 @@ class TaskApiClient:
         token: str,
         timeout: float = 10.0,
         transport: httpx.BaseTransport = POOLED,
-        epoch: int | None = None,
+        leader: Leader | None = None,
     ) -> None:
         self.base = f"http://{host}:{port}/druid/worker/v1/chat/{task_id}"
         headers = {TOKEN_HEADER: token}
-        if epoch is not None:  # the leader's: the task refuses commands of older epochs
-            headers[EPOCH_HEADER] = str(epoch)
+        if leader is not None:  # the task refuses commands of older epochs, publishes here
+            headers[EPOCH_HEADER] = str(leader.epoch)
+            headers[LEADER_HEADER] = leader.url
         self.headers = httpx.Headers(headers)
         self.timeouts = {"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)}
         self.transport = transport
@@ -214,10 +222,10 @@ class TaskApiClient:
         row: TaskRow,
         timeout: float = 10.0,
         transport: httpx.BaseTransport = POOLED,
-        epoch: int | None = None,
+        leader: Leader | None = None,
     ) -> TaskApiClient:
-        """The client of a recorded task, at its location and with its token; `epoch`: the
-        leader epoch the calls carry (None: the calls of a read-only route)."""
+        """The client of a recorded task, at its location and with its token; `leader`: the
+        leader the calls come from (None: the calls of a read-only route)."""
         return cls(
             row.location_host or "127.0.0.1",
             row.location_port or 0,
@@ -225,7 +233,7 @@ class TaskApiClient:
             row.token or "",
             timeout,
             transport,
-            epoch,
+            leader,
         )
 
     # ---- the endpoints ------------------------------------------------------------------

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
@@ -141,12 +142,12 @@ class Executor:
         (druid #9913), and record final end offsets it set but did not write down, which makes
         those tasks a publishing generation."""
         repo = TaskRepository(self.session)
-        epoch = self.fence.check()
+        leader = self.fence.check()
         for row in repo.of_supervisor(supervisor_id, self.clock()):
             if not reachable(row) or row.end_offsets is not None:
                 continue
             try:
-                client = TaskApiClient.for_task(row, epoch=epoch)
+                client = TaskApiClient.for_task(row, leader=leader)
                 if client.status() == TaskState.PAUSED:
                     log.info("resuming %s, left paused by an earlier overlord", row.id)
                     client.resume()
@@ -178,8 +179,8 @@ class Executor:
     def _rollover(self, action: Rollover) -> None:
         repo = TaskRepository(self.session)
         rows = [row for task_id in action.task_ids if (row := repo.get(task_id)) is not None]
-        epoch = self.fence.check()
-        clients = {row.id: TaskApiClient.for_task(row, epoch=epoch) for row in rows}
+        leader = self.fence.check()
+        clients = {row.id: TaskApiClient.for_task(row, leader=leader) for row in rows}
         not_ready = [tid for tid, client in clients.items() if not _reading(client)]
         if not_ready:
             # Still starting (Spark is slow to come up under load): roll over on a later
@@ -189,6 +190,7 @@ class Executor:
         result = checkpoint_group(
             clients, finish=True, timeout=ROLLOVER_TIMEOUT_S, alive=self.runner.is_running
         )
+        faults.point(faults.ROLLOVER_ENDS_SET)
         now = self.clock()
         for row in rows:
             if row.id in result.failed or result.end_offsets is None:

@@ -16,6 +16,7 @@ from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, SpecVersion
 from supervisor.db.tasks import TaskRepository
 from supervisor.lru import Lru
+from supervisor.model.fence import Leader
 from supervisor.model.views import Snapshot, spec_view, task_view
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
@@ -98,7 +99,7 @@ class TaskProbe:
     current: dict[str, Offsets] = field(default_factory=dict)
     started: dict[str, datetime] = field(default_factory=dict)
     metrics: dict[str, TaskMetrics] = field(default_factory=dict)
-    epoch: int | None = None  # the leader's, sent along: a new leader's first probe fences
+    leader: Leader | None = None  # sent along: a new leader's first probe fences the old
 
     def probe(self, rows: list[TaskRow]) -> None:
         current: dict[str, Offsets] = {}
@@ -107,7 +108,7 @@ class TaskProbe:
             if not reachable(row):
                 continue
             try:
-                client = TaskApiClient.for_task(row, timeout=2.0, epoch=self.epoch)
+                client = TaskApiClient.for_task(row, timeout=2.0, leader=self.leader)
                 answer = client.metrics()
                 offsets = answer.currentOffsets
                 if offsets is None:  # a task of an earlier version, adopted: ask

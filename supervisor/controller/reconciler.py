@@ -201,7 +201,7 @@ class Reconciler:
         memory.deadline = None  # a pass that fails sets none
         laps: dict[str, float] = {}
         memory.laps = laps
-        memory.probe.epoch = self.fence.check()
+        memory.probe.leader = self.fence.check()
         with self.sessions() as session:
             pending = self._pending(session, supervisor_id, memory)
             executor = Executor(session, self.clock, self.runner, self.fence)

@@ -9,7 +9,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import QueuePool
 
@@ -97,10 +97,17 @@ def alembic_config(url: str) -> Config:
     return config
 
 
+MIGRATION_LOCK = 0x5A1CE6A7E  # PostgreSQL advisory lock key: one overlord migrates at a time
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest migration (a no-op when it is there)."""
+    """Bring the schema to the newest migration (a no-op when it is there). Overlords that
+    start together on a shared PostgreSQL take turns (an advisory lock held by the migrating
+    transaction); the second finds the schema there."""
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

@@ -171,3 +171,15 @@ class IntentRow(Base):
     created_at: Mapped[datetime]
     done_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(Text)
+
+
+class SupervisorStatusRow(Base):
+    """Each supervisor's status as the leader's last pass left it (shared metadata DBs only):
+    what a follower answers status, list and health with."""
+
+    __tablename__ = "supervisor_status"
+
+    supervisor_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    payload: Mapped[dict[str, Any]]
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime]

@@ -34,7 +34,7 @@ class Progress:
     elsewhere a line every ten seconds."""
 
     def __init__(self, url: str, supervisor_id: str, datasource: str, edits: EditStream) -> None:
-        self.http = httpx.Client(base_url=url, timeout=5)
+        self.http = httpx.Client(base_url=url, timeout=5, follow_redirects=True)
         self.supervisor_id = supervisor_id
         self.datasource = datasource
         self.edits = edits

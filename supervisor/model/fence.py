@@ -9,24 +9,33 @@ therefore changes nothing: each of these refuses, and says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from supervisor.errors import NotLeading
 
-__all__ = ["UNFENCED", "Fence", "NotLeading", "Unfenced"]
+__all__ = ["UNFENCED", "Fence", "Leader", "NotLeading", "Unfenced"]
+
+
+@dataclass(frozen=True)
+class Leader:
+    """Who acts: the lease's epoch, and the leader's URL (tasks learn where to publish)."""
+
+    epoch: int
+    url: str
 
 
 class Fence(Protocol):
-    def check(self) -> int | None:
-        """The epoch to act under; raises NotLeading when this overlord may not act. None:
-        no lease is kept (a reconciler built on its own, in tests)."""
+    def check(self) -> Leader | None:
+        """The leader to act as; raises NotLeading when this overlord may not act. None: no
+        lease is kept (a reconciler built on its own, in tests)."""
         ...
 
 
 class Unfenced:
     """No lease: every act is allowed and carries no epoch."""
 
-    def check(self) -> int | None:
+    def check(self) -> Leader | None:
         return None
 
 

@@ -4,13 +4,14 @@ last one and what it saw; a reader always gets a whole status, never one half-wr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from supervisor.model.views import Snapshot
-from tasks.partitions import Offsets, PartitionKey
+from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json, parse_key
 from tasks.protocol import TaskMetrics
 
 UNHEALTHY_AFTER = 3  # Druid's unhealthinessThreshold default
@@ -68,6 +69,56 @@ class SupervisorStatus:
     recent_passes: tuple[float, ...] = ()
     snapshot: Snapshot | None = None  # what the last good pass observed (the status serves it)
 
+    def to_json(self) -> dict[str, Any]:
+        """What followers read of it (supervisor_status): all but the snapshot, whose tasks
+        a follower reads from the DB instead."""
+        return {
+            "state": str(self.state),
+            "detailedState": str(self.detailed_state),
+            "healthy": self.healthy,
+            "consecutiveFailures": self.consecutive_failures,
+            "connectedOnce": self.connected_once,
+            "passes": self.passes,
+            "partitions": [str(p) for p in self.partitions],
+            "latest": offsets_json(self.latest),
+            "offsetsUpdated": self.offsets_updated,
+            "recentErrors": [e.to_json() for e in self.recent_errors],
+            "current": {t: offsets_json(o) for t, o in self.current.items()},
+            "started": {t: since.isoformat() for t, since in self.started.items()},
+            "taskMetrics": {t: m.model_dump() for t, m in self.task_metrics.items()},
+            "queueSize": self.queue_size,
+            "lastPassS": self.last_pass_s,
+            "passSeconds": self.pass_seconds,
+            "passCount": self.pass_count,
+            "recentPasses": list(self.recent_passes),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SupervisorStatus:
+        return cls(
+            state=SupervisorState(raw["state"]),
+            detailed_state=SupervisorState(raw["detailedState"]),
+            healthy=bool(raw["healthy"]),
+            consecutive_failures=int(raw["consecutiveFailures"]),
+            connected_once=bool(raw["connectedOnce"]),
+            passes=int(raw["passes"]),
+            partitions=tuple(parse_key(p) for p in raw["partitions"]),
+            latest=offsets_from_json(raw["latest"]),
+            offsets_updated=raw["offsetsUpdated"],
+            recent_errors=tuple(
+                PassError(e["timestamp"], e["exceptionClass"], e["message"])
+                for e in raw["recentErrors"]
+            ),
+            current={t: offsets_from_json(o) for t, o in raw["current"].items()},
+            started={t: datetime.fromisoformat(s) for t, s in raw["started"].items()},
+            task_metrics={t: TaskMetrics.model_validate(m) for t, m in raw["taskMetrics"].items()},
+            queue_size=int(raw["queueSize"]),
+            last_pass_s=float(raw["lastPassS"]),
+            pass_seconds=float(raw["passSeconds"]),
+            pass_count=int(raw["passCount"]),
+            recent_passes=tuple(float(s) for s in raw["recentPasses"]),
+        )
+
     def timed(self, seconds: float, queue_size: int) -> SupervisorStatus:
         """The status after a pass (good or failed) that took `seconds`."""
         return replace(
@@ -104,19 +155,32 @@ class SupervisorStatus:
 
 class StatusStore:
     """The latest status of each supervisor. Written by the supervisor's own pass (one writer
-    per supervisor), read by any thread; a status is replaced whole, so no lock is needed."""
+    per supervisor), read by any thread; a status is replaced whole, so no lock is needed.
+    `sink`: where each change is written on as well (the metadata DB, for followers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: StatusSink | None = None) -> None:
         self._statuses: dict[str, SupervisorStatus] = {}
+        self.sink = sink
 
     def get(self, supervisor_id: str) -> SupervisorStatus | None:
         return self._statuses.get(supervisor_id)
 
     def put(self, supervisor_id: str, status: SupervisorStatus) -> None:
         self._statuses[supervisor_id] = status
+        if self.sink is not None:
+            self.sink(supervisor_id, status)
 
     def drop(self, supervisor_id: str) -> None:
         self._statuses.pop(supervisor_id, None)
+        if self.sink is not None:
+            self.sink(supervisor_id, None)
+
+    def clear(self) -> None:
+        """Forget every status (an overlord that stopped leading: they are old now)."""
+        self._statuses.clear()
 
     def items(self) -> list[tuple[str, SupervisorStatus]]:
         return list(self._statuses.items())
+
+
+StatusSink = Callable[[str, SupervisorStatus | None], None]  # None: the supervisor is gone

@@ -16,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
+from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, TaskClient, reachable
 from supervisor.db.models import TaskRow
+from supervisor.model.fence import Leader
 from tasks.protocol import TaskState
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,8 @@ def checkpoint_group(
             paused[task_id] = outcome
     if not paused:
         return CheckpointResult(None, failed)
+    if finish:
+        faults.point(faults.ROLLOVER_PAUSED)
     end: dict[str, int] = {}
     for offsets in paused.values():
         for partition, offset in offsets.items():
@@ -122,7 +126,7 @@ def checkpoint_requested(
     requester: str,
     start: Mapping[str, int],
     alive: Callable[[str], bool] = lambda _: True,
-    epoch: int | None = None,
+    leader: Leader | None = None,
 ) -> None:
     """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began
     at `start`: close it on every replica of its group, unless that already happened."""
@@ -130,7 +134,7 @@ def checkpoint_requested(
     if requester not in {r.id for r in located}:
         log.warning("checkpoint for %s ignored: the task has no location yet", requester)
         return
-    clients = {r.id: TaskApiClient.for_task(r, epoch=epoch) for r in located}
+    clients = {r.id: TaskApiClient.for_task(r, leader=leader) for r in located}
     try:
         checkpoints = clients[requester].checkpoints()
         latest = checkpoints[max(checkpoints, key=int)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.db.repositories import OffsetsRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
-from supervisor.model.status import StatusStore, SupervisorStatus
+from supervisor.model.status import SupervisorStatus
 from supervisor.services.status import partition_lag
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, sorted_keys
@@ -159,10 +159,11 @@ class Metrics:
         self.publish = PublishLatency()
         self.finished = FinishedTotals()
 
-    def render(self, session: Session, statuses: StatusStore) -> str:
+    def render(self, session: Session, status: Callable[[str], SupervisorStatus | None]) -> str:
+        """`status`: a supervisor's status from its last pass (AppContext.status)."""
         families = _families()
         for row in SpecRepository(session).all_active():
-            loop = statuses.get(row.supervisor_id)
+            loop = status(row.supervisor_id)
             io = row.payload["spec"]["ioConfig"]
             labels = {
                 "supervisor": row.supervisor_id,

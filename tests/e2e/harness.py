@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
+from supervisor.faults import FAULT_FILE_ENV
 from supervisor.net import free_port
 from tasks.protocol import TOKEN_HEADER
 from tests.conftest import wait_for
@@ -106,14 +107,19 @@ class Ledger:
 
 
 class Overlord:
-    """`sluicegate serve` as a child process: started, SIGKILLed, restarted on the same port."""
+    """`sluicegate serve` as a child process: started, SIGKILLed, restarted on the same port.
+    Several (`name`) may share a PostgreSQL metadata DB (`db_url`) and one task host (the
+    work directory under `root`); each reads its fault file (supervisor/faults.py)."""
 
-    def __init__(self, root: Path, jar_cache: Path) -> None:
+    def __init__(
+        self, root: Path, jar_cache: Path, db_url: str | None = None, name: str = "overlord"
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.db_url = f"sqlite:///{root / 'meta.db'}"
+        self.db_url = db_url or f"sqlite:///{root / 'meta.db'}"
         self.work = root / "work"
-        self.log = root / "overlord.log"
+        self.log = root / f"{name}.log"
+        self.fault_file = root / f"{name}.fault"
         self.env = {
             **os.environ,
             "SLUICEGATE_PORT": str(self.port),
@@ -128,6 +134,7 @@ class Overlord:
             "SLUICEGATE_STANDBY_LEAD_S": "0",
             # a SIGKILLed overlord leaves its leader lease behind: its restart waits it out
             "SLUICEGATE_LEASE_S": "3",
+            FAULT_FILE_ENV: str(self.fault_file),
         }
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -147,6 +154,24 @@ class Overlord:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(30)
+
+    def arm(self, point: str) -> None:
+        """Die (SIGKILL by its own hand) at this fault point; "" disarms."""
+        self.fault_file.write_text(point)
+
+    def leads(self) -> bool:
+        try:
+            answer = httpx.get(f"{self.url}/druid/indexer/v1/isLeader", timeout=2)
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
+
+    def exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

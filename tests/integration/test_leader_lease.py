@@ -86,9 +86,9 @@ def test_a_leader_whose_lease_may_have_run_out_refuses_to_act(sessions: SessionF
     now = [100.0]  # the overlord's monotonic clock, stopped (as in a SIGSTOP) and moved
     leader = Leadership(sessions, "http://leader", lease_s=30.0, monotonic=lambda: now[0])
     assert leader.acquire() == 1
-    assert leader.check() == 1
+    assert leader.check().epoch == 1
     now[0] += 28.5  # within the lease, less its margin
-    assert leader.check() == 1
+    assert leader.check().epoch == 1
     now[0] += 1.0  # past it, no renewal seen: another overlord may lead by now
     with pytest.raises(NotLeading, match=r"epoch 1\) was not renewed in time"):
         leader.check()
@@ -138,8 +138,9 @@ def test_serve_refuses_a_metadata_db_another_overlord_leads(tmp_path: Path) -> N
         output = second.communicate(timeout=60)[0]
         assert second.returncode == 1, output
         assert output.splitlines()[-1] == (
-            f"error: another overlord (http://127.0.0.1:{first_port}) leads this metadata DB: "
-            "one overlord per metadata DB (several, one leading, are not supported yet)"
+            f"error: another overlord (http://127.0.0.1:{first_port}) leads this metadata DB; "
+            "on SQLite one overlord serves a metadata DB (several, one leading, share a "
+            "PostgreSQL one)"
         )
         assert httpx.get(f"http://127.0.0.1:{first_port}/status/health").json() is True
     finally:

@@ -1,0 +1,135 @@
+"""What only the leader runs, started when this overlord is elected and stopped when it loses
+the lease: it adopts the tasks an earlier leader left running, passes every supervisor
+(controller/) and records how task processes end. A follower runs none of it: it answers reads
+from the metadata DB and redirects writes to the leader (api/redirect.py)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from supervisor.api.context import AppContext
+from supervisor.clock import Clock
+from supervisor.controller.manager import SupervisorManager
+from supervisor.db.engine import SessionFactory
+from supervisor.db.statuses import StatusRepository
+from supervisor.model.status import SupervisorStatus
+from supervisor.runner.protocol import Runner
+from supervisor.services.leadership import Leadership
+from supervisor.services.tasks import TaskService
+
+log = logging.getLogger(__name__)
+
+
+class TaskMonitor:
+    """Records ended task processes in the DB, a few times a second, in a thread."""
+
+    def __init__(
+        self, sessions: SessionFactory, clock: Clock, runner: Runner, manager: SupervisorManager
+    ) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self.runner = runner
+        self.manager = manager
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(10)
+
+    def run_once(self) -> None:
+        exits = self.runner.exited()
+        if exits:
+            with self.sessions() as session:
+                TaskService(session, self.clock, self.runner).record_exits(exits)
+            self.manager.wake_tasks([exited.task_id for exited in exits])
+
+    def _run(self) -> None:
+        while not self.stopping.wait(0.25):
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("task monitor pass failed")
+
+
+class LeaderDuties:
+    """Start and stop what the leader runs; both are safe to call again (the lease's thread
+    calls them on an election or a loss, the service's lifespan at its start and stop)."""
+
+    def __init__(self, context: AppContext, held: Leadership) -> None:
+        self.context = context
+        self.held = held
+        self.manager: SupervisorManager | None = None
+        self.monitor: TaskMonitor | None = None
+        self._lock = threading.Lock()
+
+    def start(self, epoch: int) -> None:
+        with self._lock:
+            if self.manager is not None:
+                return
+            app = self.context
+            sessions, settings = app.sessions, app.settings
+            if app.shared:
+                app.statuses.sink = StatusWriter(sessions, app.clock, epoch)
+            try:
+                with sessions() as session:  # tasks an earlier leader left running
+                    TaskService(session, app.clock, app.runner).recover()
+                self.manager = SupervisorManager(
+                    sessions,
+                    app.clock,
+                    app.runner,
+                    settings,
+                    statuses=app.statuses,
+                    fence=self.held,
+                )
+                if settings.run_supervisors:
+                    self.manager.sync()
+                self.monitor = TaskMonitor(sessions, app.clock, app.runner, self.manager)
+                self.monitor.start()
+            except BaseException:
+                self._stop()
+                raise
+            app.manager, app.leader_epoch = self.manager, epoch
+            log.info("leading at epoch %d: supervisors and task processes are driven here", epoch)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        app = self.context
+        monitor, manager = self.monitor, self.manager
+        self.monitor = self.manager = None
+        app.manager = app.leader_epoch = None
+        if monitor is not None:
+            monitor.stop()
+        if manager is not None:
+            manager.stop()
+        app.statuses.sink = None
+        app.statuses.clear()
+
+
+class StatusWriter:
+    """The leader's statuses written on to the shared metadata DB, each after its pass, for
+    followers to read (a failed write is logged: the next pass writes again)."""
+
+    def __init__(self, sessions: SessionFactory, clock: Clock, epoch: int) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self.epoch = epoch
+
+    def __call__(self, supervisor_id: str, status: SupervisorStatus | None) -> None:
+        try:
+            with self.sessions() as session:
+                statuses = StatusRepository(session)
+                if status is None:
+                    statuses.drop(supervisor_id)
+                else:
+                    statuses.put(supervisor_id, status.to_json(), self.epoch, self.clock())
+        except Exception as exc:
+            log.warning("supervisor %s: status not written for followers: %s", supervisor_id, exc)
