@@ -108,6 +108,7 @@ def create_app(
                 log.info("following: reads are answered here, writes go to the leader")
         except BaseException as exc:
             log.error("not starting: %s", exc)
+            held.halt()
             duties.stop()
             held.release()
             engine.dispose()
@@ -115,6 +116,7 @@ def create_app(
         try:
             yield
         finally:
+            held.halt()  # no election from now on: nothing starts after the stop below
             leading = held.leading
             duties.stop()
             held.release()
@@ -152,7 +154,7 @@ def create_app(
     )
     def metrics(request: Request) -> PlainTextResponse:
         with context.sessions() as session:
-            text = context.metrics.render(session, context.status)
+            text = context.metrics.render(session, context.statuses_of(session))
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/status", tags=["service"], summary="Version of the service")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from supervisor.api.context import AppContext
 from supervisor.clock import Clock
@@ -19,18 +20,26 @@ from supervisor.services.leadership import Leadership
 from supervisor.services.tasks import TaskService
 
 log = logging.getLogger(__name__)
+SWEEP_S = 5.0
 
 
 class TaskMonitor:
     """Records ended task processes in the DB, a few times a second, in a thread."""
 
     def __init__(
-        self, sessions: SessionFactory, clock: Clock, runner: Runner, manager: SupervisorManager
+        self,
+        sessions: SessionFactory,
+        clock: Clock,
+        runner: Runner,
+        manager: SupervisorManager,
+        sweep: bool = True,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
         self.runner = runner
         self.manager = manager
+        self.sweep = sweep  # every SWEEP_S, a pass for whatever has intents left pending
+        self.swept = 0.0
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
 
@@ -48,6 +57,12 @@ class TaskMonitor:
             with self.sessions() as session:
                 TaskService(session, self.clock, self.runner).record_exits(exits)
             self.manager.wake_tasks([exited.task_id for exited in exits])
+        now = time.monotonic()
+        if self.sweep and now >= self.swept + SWEEP_S:
+            # an intent whose wake went nowhere (written while the leader changed) is found
+            # here: its owner passes and reads it
+            self.swept = now
+            self.manager.sync()
 
     def _run(self) -> None:
         while not self.stopping.wait(0.25):
@@ -77,6 +92,7 @@ class LeaderDuties:
             if app.shared:
                 app.statuses.sink = StatusWriter(sessions, app.clock, epoch)
             try:
+                self.held.check()  # still this epoch's leader (not lost while electing)
                 with sessions() as session:  # tasks an earlier leader left running
                     TaskService(session, app.clock, app.runner).recover()
                 self.manager = SupervisorManager(
@@ -87,14 +103,17 @@ class LeaderDuties:
                     statuses=app.statuses,
                     fence=self.held,
                 )
+                # the routes wake passes from now on; the sync below finds what came before
+                app.manager, app.leader_epoch = self.manager, epoch
                 if settings.run_supervisors:
                     self.manager.sync()
-                self.monitor = TaskMonitor(sessions, app.clock, app.runner, self.manager)
+                self.monitor = TaskMonitor(
+                    sessions, app.clock, app.runner, self.manager, settings.run_supervisors
+                )
                 self.monitor.start()
             except BaseException:
                 self._stop()
                 raise
-            app.manager, app.leader_epoch = self.manager, epoch
             log.info("leading at epoch %d: supervisors and task processes are driven here", epoch)
 
     def stop(self) -> None:

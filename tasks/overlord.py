@@ -49,7 +49,7 @@ class OverlordClient:
         body = TaskActionRequest(task=self.task_id, action=action).model_dump(mode="json")
         try:
             response = self.http.post("/druid/indexer/v1/action", json=body)
-        except httpx.TransportError as exc:
+        except httpx.HTTPError as exc:  # unreachable, or redirected in a loop: again later
             return PublishResult(
                 PublishOutcome.RETRY, f"overlord unreachable: {type(exc).__name__}"
             )

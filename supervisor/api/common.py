@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from supervisor.api.context import context
+from supervisor.db.lease import LeaseRepository
 from supervisor.errors import BadRequestError, PayloadTooLargeError
 from supervisor.services.supervisors import Actor
 
@@ -85,6 +86,14 @@ async def actor(request: Request) -> Actor:
         comment=request.headers.get("x-druid-comment", ""),
         remote_address=client.host if client else None,
     )
+
+
+def fenced(request: Request, session: Session) -> None:
+    """Inside the transaction of a route's intent: this overlord still leads (503 otherwise,
+    which the client tries again, and a follower's redirect takes to the leader)."""
+    leader = context(request).fence.check()
+    if leader is not None:
+        LeaseRepository(session).require(leader.epoch)
 
 
 def intended(request: Request, owner: str | None) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
 from fastapi import Request
+from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
@@ -57,14 +59,23 @@ class AppContext:
             return self.settings.advertised_url()
         return self.leadership.leader_url()
 
-    def status(self, supervisor_id: str) -> SupervisorStatus | None:
+    def status(self, session: Session, supervisor_id: str) -> SupervisorStatus | None:
         """The supervisor's status from its last pass; None before one (or with no passes).
-        A follower reads what the leader last wrote of it to the shared metadata DB."""
+        A follower reads what the leader last wrote of it to the shared metadata DB, on the
+        caller's session."""
         if self.leading or not self.shared:
             return self.statuses.get(supervisor_id)
-        with self.sessions() as session:
-            raw = StatusRepository(session).get(supervisor_id)
+        raw = StatusRepository(session).get(supervisor_id)
         return None if raw is None else SupervisorStatus.from_json(raw)
+
+    def statuses_of(self, session: Session) -> Callable[[str], SupervisorStatus | None]:
+        """Every supervisor's status, for a listing: on a follower, read in one query."""
+        if self.leading or not self.shared:
+            return self.statuses.get
+        raw = StatusRepository(session).all()
+        return lambda supervisor_id: (
+            SupervisorStatus.from_json(raw[supervisor_id]) if supervisor_id in raw else None
+        )
 
 
 def context(request: Request) -> AppContext:

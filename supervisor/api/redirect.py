@@ -31,14 +31,18 @@ class FollowerRedirect:
             return
         leader = await run_in_threadpool(self.context.leader_url)
         response: Response
-        if leader is None:
+        if leader is None or leader.rstrip("/") == self.context.settings.advertised_url():
+            # none leads; or the lease is still a predecessor's at this very URL (restarted
+            # within its lease): a redirect would come back here
             response = JSONResponse(
                 status_code=503,
                 content={"error": "no overlord leads the metadata DB right now; try again"},
                 headers={"Retry-After": "1"},
             )
         else:
+            raw = scope.get("raw_path")  # as sent (still percent-encoded)
+            path = raw.decode("latin-1") if raw else scope["path"]
             query = scope.get("query_string", b"").decode("latin-1")
-            location = leader.rstrip("/") + scope["path"] + (f"?{query}" if query else "")
+            location = leader.rstrip("/") + path + (f"?{query}" if query else "")
             response = Response(status_code=307, headers={"Location": location})
         await response(scope, receive, send)

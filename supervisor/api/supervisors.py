@@ -11,10 +11,11 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, actor, in_session, intended, json_body
-from supervisor.api.context import AppContext, context
+from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
+from supervisor.api.context import context
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
+from supervisor.model.status import SupervisorStatus
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import (
     parse_errors,
@@ -62,11 +63,15 @@ def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]
 
 
 def _summary(
-    app: AppContext, row: SupervisorSpecRow, *, spec: bool, system: bool
+    status: Callable[[str], SupervisorStatus | None],
+    row: SupervisorSpecRow,
+    *,
+    spec: bool,
+    system: bool,
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "id": row.supervisor_id,
-        **states(app.status(row.supervisor_id), row.suspended),
+        **states(status(row.supervisor_id), row.suspended),
         "dataSource": row.datasource,
         "suspended": row.suspended,
     }
@@ -105,18 +110,18 @@ async def submit(
 
 def _listing(request: Request, svc: SupervisorService, full: bool, system: bool) -> list[Any]:
     if full or system:
-        app = context(request)
-        return [_summary(app, row, spec=full, system=system) for row in svc.list_active()]
+        status = context(request).statuses_of(svc.session)
+        return [_summary(status, row, spec=full, system=system) for row in svc.list_active()]
     return SpecRepository(svc.session).active_ids()
 
 
 def _states(request: Request, session: Session) -> list[dict[str, Any]]:
     """?state=true: each supervisor's state as its loop last saw it (as Druid's list does)."""
-    app = context(request)
+    status = context(request).statuses_of(session)
     return [
         {
             "id": supervisor_id,
-            **states(app.status(supervisor_id), suspended),
+            **states(status(supervisor_id), suspended),
             "dataSource": datasource,
             "suspended": suspended,
         }
@@ -233,7 +238,7 @@ async def supervisor_status(supervisor_id: str, request: Request) -> dict[str, A
 
 def _status(request: Request, session: Session, supervisor_id: str) -> dict[str, Any]:
     app = context(request)
-    return status_report(session, app.status(supervisor_id), app.clock(), supervisor_id)
+    return status_report(session, app.status(session, supervisor_id), app.clock(), supervisor_id)
 
 
 @router.get("/{supervisor_id}/stats", summary="Row counts of each running task, by task group")
@@ -261,9 +266,11 @@ async def reset(
     # the offsets and the restart intent in one transaction; the leader's next pass of the
     # supervisor kills the tasks (one writer per supervisor: no pass planned on the old
     # offsets can leave a task behind)
-    await with_service(
-        request, lambda svc: svc.reset(supervisor_id, who), _intended(request, supervisor_id)
-    )
+    def work(svc: SupervisorService) -> None:
+        fenced(request, svc.session)
+        svc.reset(supervisor_id, who)
+
+    await with_service(request, work, _intended(request, supervisor_id))
     return {"id": supervisor_id}
 
 
@@ -278,11 +285,11 @@ async def reset_offsets(
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
-    await with_service(
-        request,
-        lambda svc: svc.reset_offsets(supervisor_id, raw, who),
-        _intended(request, supervisor_id),
-    )
+    def work(svc: SupervisorService) -> None:
+        fenced(request, svc.session)
+        svc.reset_offsets(supervisor_id, raw, who)
+
+    await with_service(request, work, _intended(request, supervisor_id))
     return {"id": supervisor_id}
 
 
@@ -306,11 +313,11 @@ async def handoff(
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
 ) -> dict[str, Any]:
-    await with_service(
-        request,
-        lambda svc: svc.request_handoff(supervisor_id, _handoff_groups(raw), who),
-        _intended(request, supervisor_id),
-    )
+    def work(svc: SupervisorService) -> None:
+        fenced(request, svc.session)
+        svc.request_handoff(supervisor_id, _handoff_groups(raw), who)
+
+    await with_service(request, work, _intended(request, supervisor_id))
     return {}
 
 

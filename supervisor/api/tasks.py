@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, actor, in_session, intended, json_body
+from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
 from supervisor.api.context import context
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.tasks import TaskRepository
@@ -87,11 +87,12 @@ async def shutdown(task_id: str, request: Request, who: Actor = Depends(actor)) 
     # an intent the leader's next pass of the task's supervisor carries out, as Druid's
     # shutdown is asynchronous too: the task's status says FAILED once it is done
     app = context(request)
-    await in_session(
-        request,
-        lambda session: TaskService(session, app.clock, app.runner).request_shutdown(task_id, who),
-        lambda owner: intended(request, owner),
-    )
+
+    def work(session: Session) -> str | None:
+        fenced(request, session)
+        return TaskService(session, app.clock, app.runner).request_shutdown(task_id, who)
+
+    await in_session(request, work, lambda owner: intended(request, owner))
     return {"task": task_id}
 
 

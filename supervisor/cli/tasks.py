@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from supervisor.cli.common import Context, api_group, confirm, pass_context, yes_option
@@ -9,6 +11,7 @@ from supervisor.cli.output import emit_json, key_values, table
 
 TASKS = "/druid/indexer/v1"
 STATES = ("running", "complete", "waiting", "pending")
+SHUTDOWN_WAIT_S = 30.0  # a shutdown is the leader's next pass: usually well under a second
 
 
 task_group = api_group(
@@ -104,10 +107,18 @@ def log(ctx: Context, task_id: str) -> None:
 @yes_option
 @pass_context
 def shutdown(ctx: Context, task_id: str, yes: bool) -> None:
-    """Kill a task (its supervisor replaces it from the same offsets)."""
+    """Kill a task (its supervisor replaces it from the same offsets). The overlord's next pass
+    does it; this waits a little for that and says whether it is done."""
     confirm(f"Kill task {task_id}?", yes)
     result = ctx.client.post(f"{TASKS}/task/{task_id}/shutdown")
-    ctx.done(result, f"task {task_id} shut down")
+    deadline = time.monotonic() + SHUTDOWN_WAIT_S
+    while True:
+        state = ctx.client.get(f"{TASKS}/task/{task_id}/status")["status"]["status"]
+        if state != "RUNNING" or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    message = "shut down" if state != "RUNNING" else "shutdown requested (still running)"
+    ctx.done(result, f"task {task_id} {message}")
 
 
 segments_group = api_group("segments", "Published segments of a datasource.")

@@ -197,10 +197,16 @@ class Executor:
                 continue
             row.end_offsets = dict(result.end_offsets)
             row.rolled_at = now
-        IntentRepository.done(self.handoffs.get(action.group, ()), now, "rolled over")
+        asked = self.handoffs.get(action.group, ())
+        if result.end_offsets is not None:
+            IntentRepository.done(asked, now, "rolled over")
+        self.fence.check()  # a deposed leader records nothing of a rollover the tasks refused
         self.session.commit()
         if result.end_offsets is not None:
             self.rolled.add(action.group)
         log.info("group %s rolled over (%s) at %s", action.group, action.reason, result.end_offsets)
         for task_id in result.failed:
             self.tasks.kill(task_id, "could not be paused and given end offsets at rollover")
+        if result.end_offsets is None and result.failed:  # none paused: the group restarts
+            IntentRepository.done(asked, self.clock(), "its tasks could not be paused: killed")
+            self.session.commit()

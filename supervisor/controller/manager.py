@@ -95,7 +95,8 @@ class SupervisorManager:
             self.reconciler.hint(owner)
         if STANDALONE in owners:
             self.queue.add(STANDALONE)
-        for supervisor_id in ids:
+        # owners with intents but no spec too (a shutdown of a task whose supervisor is gone)
+        for supervisor_id in [*ids, *(o for o in owners if o != STANDALONE)]:
             if supervisor_id not in self.known:
                 self.known.add(supervisor_id)
                 self.queue.add(supervisor_id)

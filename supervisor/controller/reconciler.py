@@ -213,7 +213,13 @@ class Reconciler:
             observed = observe(
                 session, supervisor_id, self.clock(), self.stream, asked, memory.probe, laps
             )
-            if observed is None:
+            if observed is None:  # no spec: what was asked of its tasks is moot now
+                left = [
+                    *(r for rows in pending.handoffs.values() for r in rows),
+                    *(r for _, rows in pending.checkpoints.values() for r in rows),
+                ]
+                IntentRepository.done(left, self.clock(), "the supervisor has no spec")
+                session.commit()
                 return None
             snapshot, spec, row = observed
             snapshot = self._remembered(snapshot, spec, memory)

@@ -277,6 +277,13 @@ class SegmentRepository:
         query = select(SegmentRow.id).where(SegmentRow.id.in_(ids))
         return set(self.session.scalars(query))
 
+    def paths(self, ids: list[str]) -> dict[str, str]:
+        """The stored file of each of these segments that exists."""
+        if not ids:
+            return {}
+        query = select(SegmentRow.id, SegmentRow.path).where(SegmentRow.id.in_(ids))
+        return {row[0]: row[1] for row in self.session.execute(query)}
+
     def insert(self, rows: list[SegmentRow]) -> None:
         self.session.add_all(rows)
         self.session.flush()

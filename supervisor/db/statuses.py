@@ -28,6 +28,7 @@ class StatusRepository:
             statement.on_conflict_do_update(
                 index_elements=[_ROW.supervisor_id],
                 set_={"payload": payload, "epoch": epoch, "updated_at": now},
+                where=_ROW.epoch <= statement.excluded.epoch,  # a deposed leader's is dropped
             )
         )
         self.session.commit()

@@ -119,11 +119,15 @@ class Leadership:
             return None
         return view.holder_url
 
+    def halt(self) -> None:
+        """Stop keeping the lease (no renewal, no election from now on); still held."""
+        self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(self.lease_s)
+
     def release(self) -> None:
         """Stop keeping the lease and give it back."""
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(self.lease_s)
+        self.halt()
         epoch, self.epoch = self.epoch, None
         if epoch is None:
             return
@@ -161,13 +165,24 @@ class Leadership:
                 elif self.campaigning:
                     epoch, _ = self._try()
                     if epoch is not None and not self._stopping.is_set():
-                        self.on_elected(epoch)
+                        self._elected(epoch)
                 else:
                     return  # lost, and not a follower: nothing more to keep
             except SQLAlchemyError as exc:  # the DB is away: try again (no other overlord
                 log.warning("leader lease not kept: %s", exc)  # can take over while it is)
             except Exception:
                 log.exception("keeping the leader lease failed")
+
+    def _elected(self, epoch: int) -> None:
+        """Start leading; if that fails, give the lease back (a holder that drives nothing
+        would keep every overlord from leading) and try again later."""
+        try:
+            self.on_elected(epoch)
+        except Exception:
+            log.exception("could not start leading at epoch %d: giving the lease back", epoch)
+            self.epoch = None
+            with self.sessions() as session:
+                LeaseRepository(session).release(self.holder, epoch)
 
     def _renew(self, epoch: int) -> None:
         sent = self.monotonic()

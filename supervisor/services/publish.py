@@ -111,8 +111,14 @@ class PublishService:
         verdict = _compare(stored, start, end)
         ids = [segment.id for segment in action.segments]
         if verdict is PublishOutcome.ALREADY_PUBLISHED:
-            missing = set(ids) - self.segments.existing_ids(ids)
-            if not missing:
+            stored_paths = self.segments.paths(ids)
+            if set(stored_paths) == set(ids):
+                if all(stored_paths[s.id] == s.path for s in action.segments):
+                    # this task's own publish, committed by an attempt whose answer was lost
+                    # (its overlord died): the task must keep its files, they are the segments
+                    return PublishResult(
+                        PublishOutcome.PUBLISHED, "committed by an earlier attempt of this task"
+                    )
                 return PublishResult(
                     PublishOutcome.ALREADY_PUBLISHED, "a replica published this range"
                 )

@@ -28,7 +28,11 @@ def sessions(metadata_url: str) -> Iterator[sessionmaker[Session]]:
     engine.dispose()
 
 
-def action(start: dict[int, int], end: dict[int, int], tag: str = "a") -> PublishAction:
+def action(
+    start: dict[int, int], end: dict[int, int], tag: str = "a", replica: str = "r0"
+) -> PublishAction:
+    """A publish of one segment; replicas of a generation publish the same segment ids from
+    files of their own (their paths differ)."""
     segments = [
         SegmentDescriptor(
             id=f"wiki_{tag}_{start}_{end}",
@@ -37,7 +41,7 @@ def action(start: dict[int, int], end: dict[int, int], tag: str = "a") -> Publis
             intervalEnd="2026-11-22T10:00:00+00:00",
             version=tag,
             partitionNum=0,
-            path=f"/deep/{tag}.parquet",
+            path=f"/deep/{tag}/{replica}.parquet",
             size=100,
             numRows=sum(end[p] - start[p] for p in start),
             dimensions=["channel"],
@@ -80,10 +84,21 @@ def test_first_publish_commits_segments_and_end_offsets(sessions) -> None:
 
 
 def test_a_replica_publishing_second_succeeds_without_writing(sessions) -> None:
-    act = action({0: 0}, {0: 10})
-    assert publish(sessions, act, "replica-1").outcome is Outcome.PUBLISHED
-    second = publish(sessions, act, "replica-2")
-    assert second.outcome is Outcome.ALREADY_PUBLISHED and second.success
+    first = action({0: 0}, {0: 10}, replica="replica-1")
+    assert publish(sessions, first, "replica-1").outcome is Outcome.PUBLISHED
+    second = publish(sessions, action({0: 0}, {0: 10}, replica="replica-2"), "replica-2")
+    assert second.outcome is Outcome.ALREADY_PUBLISHED and second.success  # drops its files
+    assert committed(sessions) == ({"0": 10}, 1)
+
+
+def test_a_publish_asked_again_after_its_answer_was_lost_is_the_tasks_own(sessions) -> None:
+    act = action({0: 0}, {0: 10}, replica="t1")
+    assert publish(sessions, act, "t1").outcome is Outcome.PUBLISHED
+    # the overlord died between the commit and the answer: the task asks again (a new
+    # leader) and must keep its files, which are the published segments
+    again = publish(sessions, act, "t1")
+    assert again.outcome is Outcome.PUBLISHED
+    assert "earlier attempt" in again.reason
     assert committed(sessions) == ({"0": 10}, 1)
 
 
@@ -172,14 +187,14 @@ def test_a_deposed_leaders_publish_is_refused_and_writes_nothing(sessions) -> No
 
 
 def test_concurrent_replicas_publish_exactly_once(sessions) -> None:
-    act = action({0: 0, 1: 0}, {0: 100, 1: 50})
     outcomes: list[Outcome] = []
     barrier = threading.Barrier(4)
 
     def replica(name: str) -> None:
         barrier.wait()
+        mine = action({0: 0, 1: 0}, {0: 100, 1: 50}, replica=name)
         for _ in range(20):  # what the task's publish client does: retry retryable outcomes
-            result = publish(sessions, act, name)
+            result = publish(sessions, mine, name)
             if result.outcome is not Outcome.RETRY:
                 outcomes.append(result.outcome)
                 return

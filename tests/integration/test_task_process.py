@@ -372,9 +372,15 @@ def test_max_rows_per_segment_triggers_checkpoints(kafka: LocalKafka, overlord: 
     # sequences with rows publish separately; one opened after all was read may hold none
     assert len(segment_versions(service)) >= 2
     # the task's checkpoint requests were intents of the tasks with no supervisor, each done
-    asked = db_rows(service, select(IntentRow.kind, IntentRow.owner, IntentRow.done_at))
+    query = select(IntentRow.kind, IntentRow.owner, IntentRow.done_at)
+
+    def all_done() -> list[Any]:
+        rows = db_rows(service, query)
+        return rows if all(done for _, _, done in rows) else []
+
+    asked = wait_for(all_done, what="every checkpoint intent to be done")
     assert len(asked) >= 2
-    assert all(kind == "checkpoint" and owner == "" and done for kind, owner, done in asked)
+    assert all(kind == "checkpoint" and owner == "" for kind, owner, _ in asked)
 
 
 def test_stop_publishes_what_was_read(kafka: LocalKafka, overlord: Any) -> None:

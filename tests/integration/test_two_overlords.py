@@ -110,8 +110,14 @@ def test_a_follower_redirects_writes_serves_reads_and_takes_over(
         assert main(["supervisor", "--url", second.url, "handoff", SID, "0"]) == 0
         assert "handoff of task group(s) 0 requested" in capsys.readouterr().out
         wait_for(lambda: rows_published(first) == 10, 180, "the handoff to publish 10 rows")
-        (intent,) = db_rows(first, select(IntentRow.kind, IntentRow.outcome))
-        assert intent == ("handoff", "rolled over")
+        wait_for(
+            lambda: (
+                db_rows(first, select(IntentRow.kind, IntentRow.outcome))
+                == [("handoff", "rolled over")]
+            ),
+            30,
+            "the handoff intent to be done",
+        )
         successor = wait_for(
             lambda: db_rows(
                 first,
@@ -150,7 +156,12 @@ def test_a_follower_redirects_writes_serves_reads_and_takes_over(
         ).is_success
         wait_for(lambda: rows_published(second) == 15, 180, "the successor to publish")
         assert db_rows(second, select(CommittedOffsetsRow.offsets)) == [({"0": 15},)]
+        done = select(TaskRow.status).where(TaskRow.id.in_([task[0], successor]))
+        wait_for(
+            lambda: db_rows(second, done) == [("SUCCESS",), ("SUCCESS",)],
+            60,
+            "both generations to end in SUCCESS (the second seen ending by the new leader)",
+        )
         statuses = dict(db_rows(second, select(TaskRow.id, TaskRow.status)))
-        assert statuses[task[0]] == "SUCCESS" and statuses[successor] == "SUCCESS"
         assert "FAILED" not in statuses.values()  # adopted, none killed
         second.settings.kill_tasks_on_exit = True
