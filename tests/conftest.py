@@ -6,8 +6,10 @@ One of each per test session; metadata DBs are fresh per test (SQLite and Postgr
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +24,8 @@ from supervisor.app import create_app
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
+from supervisor.devstack.specs import supervisor_spec
+from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import free_port
 from supervisor.settings import Settings
 from tasks.jars import kafka_broker_bundle, resolve, spark_kafka_bundle
@@ -95,6 +99,8 @@ class RunningService:
     def __init__(self, settings: Settings, port: int | None = None) -> None:
         self.settings = settings
         self.port = port or free_port()
+        # what the service tells tasks and other overlords it is at (its advertised URL)
+        settings.port = self.port
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = create_app(settings)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
@@ -132,19 +138,54 @@ def overlord_with_tasks(
     tmp_path: Path, jar_cache: Path, task_master: str, **overrides: Any
 ) -> Iterator[tuple[RunningService, httpx.Client]]:
     """The service running real task processes (and its supervisors), killed on exit."""
-    settings = Settings(
-        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
-        deep_storage=tmp_path / "deep",
-        work_dir=tmp_path / "work",
-        jar_cache=jar_cache,
-        task_master=task_master,
-        kill_tasks_on_exit=True,
-        **overrides,
+    settings = task_settings(
+        tmp_path, jar_cache, task_master=task_master, kill_tasks_on_exit=True, **overrides
     )
-    with RunningService(settings) as service:
-        settings.port = service.port  # tasks publish back to this server
-        with httpx.Client(base_url=service.url, timeout=30) as client:
-            yield service, client
+    with (
+        RunningService(settings) as service,
+        httpx.Client(base_url=service.url, timeout=30) as client,
+    ):
+        yield service, client
+
+
+def task_settings(tmp_path: Path, jar_cache: Path, **overrides: Any) -> Settings:
+    """A service that runs real task processes (local[1] Spark), its files under tmp_path,
+    its metadata DB a SQLite file there unless `metadata_url` says otherwise."""
+    values: dict[str, Any] = {
+        "metadata_url": f"sqlite:///{tmp_path / 'meta.db'}",
+        "deep_storage": tmp_path / "deep",
+        "work_dir": tmp_path / "work",
+        "jar_cache": jar_cache,
+        "task_master": "local[1]",
+        **overrides,
+    }
+    return Settings(**values)
+
+
+def words_topic(kafka: LocalKafka, prefix: str, count: int) -> str:
+    """A fresh one-partition topic holding `count` records {"ts": ..., "word": "w"}."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    produce_words(kafka, topic, count)
+    return topic
+
+
+def produce_words(kafka: LocalKafka, topic: str, count: int) -> None:
+    record = (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "w"}).encode())
+    produce(kafka.bootstrap_servers, topic, [record] * count)
+
+
+def words_spec(supervisor_id: str, topic: str, bootstrap: str) -> dict[str, Any]:
+    """A supervisor of a words topic: period 1 s, rollovers only when handed off."""
+    return supervisor_spec(
+        supervisor_id,
+        topic,
+        bootstrap,
+        ["word"],
+        segment_granularity="DAY",
+        period="PT1S",
+        taskDuration="PT1H",
+    )
 
 
 def wait_for(

@@ -105,8 +105,38 @@ async function supervisorsView() {
   ];
 }
 
+// On a follower overlord (two or more share a PostgreSQL metadata DB) writes belong to the
+// leader: the console says which overlord leads and takes actions to the leader's console
+// (a browser does not follow a redirect of a JSON POST to another origin).
+async function leaderElsewhere() {
+  const here = await fetch("/druid/indexer/v1/isLeader");
+  if (here.status !== 404) return null;
+  const leader = await fetch("/druid/indexer/v1/leader");
+  const url = leader.ok ? (await leader.text()).replace(/\/$/, "") : "";
+  return /^https?:\/\/[^\s]+$/.test(url) ? url : "";
+}
+
+async function showLeader() {
+  const banner = document.getElementById("leader");
+  const leader = await leaderElsewhere().catch(() => null);
+  banner.hidden = leader === null;
+  if (leader !== null) {
+    const link = el("a", { href: `${leader}/console/${window.location.hash}` }, leader || "none");
+    banner.replaceChildren("This overlord follows; the leader is ", link, ".");
+  }
+}
+
 async function act(id, action, question, body) {
   if (question && !window.confirm(question)) return;
+  const leader = await leaderElsewhere().catch(() => null);
+  if (leader !== null) {
+    if (leader) {
+      window.location.href = `${leader}/console/${window.location.hash}`;
+    } else {
+      toast("No overlord leads right now; try again in a few seconds.");
+    }
+    return;
+  }
   const options = { method: "POST" };
   if (body) {
     options.headers = { "Content-Type": "application/json" };
@@ -204,6 +234,7 @@ async function render() {
     content = [el("h1", {}, "Cannot load"), el("p", { class: "muted" }, error.message)];
   }
   view.replaceChildren(...[content].flat(Infinity));
+  await showLeader();
   document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
 }
 

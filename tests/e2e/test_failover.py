@@ -28,29 +28,20 @@ import httpx
 from supervisor import faults
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
-from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
 from tests.conftest import wait_for
 from tests.e2e.harness import BASE, LONG, Ledger, Overlord, Run
+from tests.e2e.test_supervisor import SID
+from tests.e2e.test_supervisor import spec as numbers_spec
 
-SID = "failover"
 LEASE_S = 3.0  # the harness's SLUICEGATE_LEASE_S
 PERIOD_S = 1.0
 
 
 def spec(topic: str, bootstrap: str) -> dict[str, Any]:
-    return supervisor_spec(
-        SID,
-        topic,
-        bootstrap,
-        [{"type": "long", "name": "n"}],
-        metrics=[{"type": "count", "name": "count"}],
-        tuning={"maxRowsInMemory": 5000},
-        period="PT1S",
-        completionTimeout="PT5M",
-        taskCount=1,
-        replicas=1,
-        taskDuration="PT1H",  # rollovers come from handoffs, when the test asks
+    """test_supervisor's, with one replica of one group, rolled over only when handed off."""
+    return numbers_spec(
+        topic, bootstrap, period="PT1S", taskCount=1, replicas=1, taskDuration="PT1H"
     )
 
 

@@ -4,8 +4,6 @@ recorded becomes a publishing generation with a successor started from its end."
 
 from __future__ import annotations
 
-import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,26 +12,18 @@ from sqlalchemy import select
 
 from supervisor.db.models import TaskRow
 from supervisor.devstack.kafka import LocalKafka
-from supervisor.devstack.specs import supervisor_spec
-from supervisor.devstack.topics import create_topic, produce
-from supervisor.settings import Settings
 from tasks.protocol import TOKEN_HEADER
-from tests.conftest import RunningService, wait_for
+from tests.conftest import (
+    RunningService,
+    produce_words,
+    task_settings,
+    wait_for,
+    words_spec,
+    words_topic,
+)
 from tests.integration.test_api_supervisors import db_rows
 
 BASE = "/druid/indexer/v1/supervisor"
-
-
-def spec(topic: str, bootstrap: str) -> dict[str, Any]:
-    return supervisor_spec(
-        "adopted",
-        topic,
-        bootstrap,
-        ["word"],
-        segment_granularity="DAY",
-        period="PT1S",
-        taskDuration="PT1H",
-    )
 
 
 def chat(row: Any) -> httpx.Client:
@@ -54,21 +44,12 @@ def state(control: httpx.Client) -> str | None:
 def test_restart_resumes_paused_tasks_and_adopts_publishing_ones(
     kafka: LocalKafka, jar_cache: Path, tmp_path: Path
 ) -> None:
-    topic = f"adopt-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka.bootstrap_servers, topic, 1)
-    records = [(None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "w"}).encode())]
-    produce(kafka.bootstrap_servers, topic, records * 10)
-    settings = Settings(
-        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
-        deep_storage=tmp_path / "deep",
-        work_dir=tmp_path / "work",
-        jar_cache=jar_cache,
-        task_master="local[1]",
-    )
+    topic = words_topic(kafka, "adopt", 10)
+    settings = task_settings(tmp_path, jar_cache)
     first = RunningService(settings)
     settings.port = first.port
     with first, httpx.Client(base_url=first.url, timeout=30) as api:
-        assert api.post(BASE, json=spec(topic, kafka.bootstrap_servers)).is_success
+        assert api.post(BASE, json=words_spec("adopted", topic, kafka.bootstrap_servers)).is_success
         (task,) = wait_for(
             lambda: db_rows(first, select(TaskRow).where(TaskRow.location_port.is_not(None))),
             120,
@@ -89,7 +70,7 @@ def test_restart_resumes_paused_tasks_and_adopts_publishing_ones(
         assert control.post("/pause").status_code in (200, 202)
         wait_for(lambda: state(control) == "PAUSED", 60, "paused again")
     with chat(task) as control:
-        produce(kafka.bootstrap_servers, topic, records * 5)
+        produce_words(kafka, topic, 5)
         assert control.post("/offsets/end", params={"finish": "true"}, json={"0": 10}).is_success
     settings.kill_tasks_on_exit = True  # this time, clean up on the way out
     third = RunningService(settings, port=first.port)

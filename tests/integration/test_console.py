@@ -18,9 +18,16 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.postgres import LocalPostgres
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
-from tests.conftest import RunningService, overlord_with_tasks, wait_for
+from tests.conftest import (
+    RunningService,
+    overlord_with_tasks,
+    task_settings,
+    wait_for,
+    words_spec,
+)
 
 BASE = "/druid/indexer/v1/supervisor"
 
@@ -131,3 +138,35 @@ def test_console_shows_and_controls_a_supervisor(
     browser.get(f"{service.url}/console/#/segments")
     wait_for(lambda: "50 rows" in text_of(browser, "main"), 60, "the segments page")
     browser.save_screenshot(str(tmp_path / "console-segments.png"))
+
+
+def test_a_follower_console_names_the_leader_and_acts_there(
+    kafka: LocalKafka,
+    postgres: LocalPostgres,
+    jar_cache: Path,
+    browser: webdriver.Chrome,
+    tmp_path: Path,
+) -> None:
+    url = postgres.create_database(f"console{uuid.uuid4().hex[:8]}")
+    leader = RunningService(task_settings(tmp_path, jar_cache, metadata_url=url, lease_s=3.0))
+    follower = RunningService(task_settings(tmp_path, jar_cache, metadata_url=url, lease_s=3.0))
+    leader.settings.port, follower.settings.port = leader.port, follower.port
+    with leader, follower, httpx.Client(base_url=leader.url, timeout=30) as api:
+        spec = {**words_spec("words", "words-topic", kafka.bootstrap_servers), "suspended": True}
+        assert api.post(BASE, json=spec).is_success
+
+        # the follower's console reads as the leader's does, and says who leads
+        browser.get(f"{follower.url}/console/#/supervisors/words")
+        wait_for(lambda: "SUSPENDED" in text_of(browser, "h1"), 60, "the supervisor shown")
+        banner = wait_for(lambda: text_of(browser, "#leader"), 30, "the leader banner")
+        assert banner == f"This overlord follows; the leader is {leader.url}."
+        # an action goes to the leader's console (a browser would not follow the redirect)
+        click(browser, By.ID, "resume")  # (no confirmation: resuming is harmless)
+        wait_for(
+            lambda: browser.current_url == f"{leader.url}/console/#/supervisors/words",
+            30,
+            "the leader's console",
+        )
+        wait_for(lambda: "SUSPENDED" in text_of(browser, "h1"), 60, "the supervisor there")
+        assert text_of(browser, "#leader") == ""  # the leader's own console has no banner
+        assert api.get(f"{BASE}/words").json()["suspended"]  # nothing was done on the way

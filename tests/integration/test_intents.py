@@ -8,9 +8,7 @@ answers runs no supervisor passes (run_supervisors off, as a leader that died ri
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,8 @@ from sqlalchemy import select
 from supervisor.db.intents import IntentKind
 from supervisor.db.models import CommittedOffsetsRow, IntentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
-from supervisor.devstack.specs import supervisor_spec
-from supervisor.devstack.topics import create_topic, produce
 from supervisor.services.supervisors import RESET_REASON
-from supervisor.settings import Settings
-from tests.conftest import RunningService, wait_for
+from tests.conftest import RunningService, task_settings, wait_for, words_spec, words_topic
 from tests.integration.test_api_supervisors import db_rows
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -49,26 +44,9 @@ def reading(service: RunningService, api: httpx.Client) -> list[str]:
 def test_a_handoff_and_a_reset_survive_a_restart_and_happen_once(
     kafka: LocalKafka, jar_cache: Path, tmp_path: Path
 ) -> None:
-    topic = f"intent-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka.bootstrap_servers, topic, 1)
-    records = [(None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "w"}).encode())]
-    produce(kafka.bootstrap_servers, topic, records * 10)
-    settings = Settings(
-        metadata_url=f"sqlite:///{tmp_path / 'meta.db'}",
-        deep_storage=tmp_path / "deep",
-        work_dir=tmp_path / "work",
-        jar_cache=jar_cache,
-        task_master="local[1]",
-    )
-    spec = supervisor_spec(
-        SID,
-        topic,
-        kafka.bootstrap_servers,
-        ["word"],
-        segment_granularity="DAY",
-        period="PT1S",
-        taskDuration="PT1H",
-    )
+    topic = words_topic(kafka, "intent", 10)
+    settings = task_settings(tmp_path, jar_cache)
+    spec = words_spec(SID, topic, kafka.bootstrap_servers)
     leader = RunningService(settings)
     port = settings.port = leader.port
     with leader, httpx.Client(base_url=leader.url, timeout=30) as api:

@@ -5,7 +5,6 @@ once."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 
@@ -17,10 +16,15 @@ from supervisor.cli import main
 from supervisor.db.models import CommittedOffsetsRow, IntentRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
-from supervisor.devstack.specs import supervisor_spec
-from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
-from tests.conftest import RunningService, wait_for
+from tests.conftest import (
+    RunningService,
+    produce_words,
+    task_settings,
+    wait_for,
+    words_spec,
+    words_topic,
+)
 from tests.integration.test_api_supervisors import db_rows
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -28,19 +32,8 @@ SID = "shared"
 
 
 def settings_for(url: str, tmp_path: Path, jar_cache: Path) -> Settings:
-    return Settings(
-        metadata_url=url,
-        deep_storage=tmp_path / "deep",
-        work_dir=tmp_path / "work",  # one task host: both overlords see its processes
-        jar_cache=jar_cache,
-        task_master="local[1]",
-        lease_s=3.0,
-    )
-
-
-def produce_words(kafka: LocalKafka, topic: str, count: int) -> None:
-    record = (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "w"}).encode())
-    produce(kafka.bootstrap_servers, topic, [record] * count)
+    # one work directory, one task host: both overlords see its processes
+    return task_settings(tmp_path, jar_cache, metadata_url=url, lease_s=3.0)
 
 
 def rows_published(service: RunningService) -> int:
@@ -55,18 +48,8 @@ def test_a_follower_redirects_writes_serves_reads_and_takes_over(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = postgres.create_database(f"ha{uuid.uuid4().hex[:8]}")
-    topic = f"ha-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka.bootstrap_servers, topic, 1)
-    produce_words(kafka, topic, 10)
-    spec = supervisor_spec(
-        SID,
-        topic,
-        kafka.bootstrap_servers,
-        ["word"],
-        segment_granularity="DAY",
-        period="PT1S",
-        taskDuration="PT1H",
-    )
+    topic = words_topic(kafka, "ha", 10)
+    spec = words_spec(SID, topic, kafka.bootstrap_servers)
     first = RunningService(settings_for(url, tmp_path, jar_cache))
     first.settings.port = first.port
     second = RunningService(settings_for(url, tmp_path, jar_cache))
