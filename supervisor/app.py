@@ -92,7 +92,7 @@ def create_app(
         held.sessions = sessions  # one engine (SQLite: one writer queue)
         duties = LeaderDuties(context, held)
         held.on_elected, held.on_lost = duties.start, duties.stop
-        context.fence = context.leadership = held
+        context.leadership = held
         try:
             if held.leading:
                 epoch: int | None = held.epoch

@@ -104,7 +104,7 @@ class LeaderDuties:
                     fence=self.held,
                 )
                 # the routes wake passes from now on; the sync below finds what came before
-                app.manager, app.leader_epoch = self.manager, epoch
+                app.manager = self.manager
                 if settings.run_supervisors:
                     self.manager.sync()
                 self.monitor = TaskMonitor(
@@ -124,7 +124,7 @@ class LeaderDuties:
         app = self.context
         monitor, manager = self.monitor, self.manager
         self.monitor = self.manager = None
-        app.manager = app.leader_epoch = None
+        app.manager = None
         if monitor is not None:
             monitor.stop()
         if manager is not None:

@@ -88,12 +88,20 @@ async def actor(request: Request) -> Actor:
     )
 
 
-def fenced(request: Request, session: Session) -> None:
+def leader_epoch(request: Request) -> int | None:
+    """The epoch this overlord leads at (NotLeading, a 503, when it does not; None when it
+    keeps no lease)."""
+    leader = context(request).fence.check()
+    return None if leader is None else leader.epoch
+
+
+def fenced(request: Request, session: Session) -> int | None:
     """Inside the transaction of a route's intent: this overlord still leads (503 otherwise,
     which the client tries again, and a follower's redirect takes to the leader)."""
-    leader = context(request).fence.check()
-    if leader is not None:
-        LeaseRepository(session).require(leader.epoch)
+    epoch = leader_epoch(request)
+    if epoch is not None:
+        LeaseRepository(session).require(epoch)
+    return epoch
 
 
 def intended(request: Request, owner: str | None) -> None:

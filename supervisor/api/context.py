@@ -31,9 +31,7 @@ class AppContext:
     # set when the service has started (its lifespan): the metadata DB and the supervisors
     started_sessions: SessionFactory | None = None
     manager: SupervisorManager | None = None  # while this overlord leads
-    leader_epoch: int | None = None  # the leader lease's epoch, while this overlord leads
-    fence: Fence = UNFENCED  # its hold on the lease (services/leadership.py), once taken
-    leadership: Leadership | None = None
+    leadership: Leadership | None = None  # its hold on the lease, once taken
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
 
     @property
@@ -47,6 +45,11 @@ class AppContext:
         """The supervisors' manager when they run here (not on a follower, nor in tests of
         the spec API alone)."""
         return self.manager if self.settings.run_supervisors else None
+
+    @property
+    def fence(self) -> Fence:
+        """What every act of this overlord checks: its lease (none: unfenced)."""
+        return UNFENCED if self.leadership is None else self.leadership
 
     @property
     def leading(self) -> bool:

@@ -253,8 +253,19 @@ async def supervisor_parse_errors(supervisor_id: str, request: Request) -> list[
     return await in_session(request, lambda s: parse_errors(s, clock(), supervisor_id))
 
 
-def _intended(request: Request, supervisor_id: str) -> Callable[[Any], None]:
-    return lambda _: intended(request, supervisor_id)
+async def with_intent(
+    request: Request, supervisor_id: str, work: Callable[[SupervisorService], object]
+) -> None:
+    """`work` writes an intent for the supervisor's pass: it runs in a transaction that checks
+    this overlord still leads, and the pass is woken once it is committed. The leader's pass
+    carries it out (one writer per supervisor: a reset's kill cannot race a pass planned on
+    the old offsets)."""
+
+    def fenced_work(svc: SupervisorService) -> None:
+        fenced(request, svc.session)
+        work(svc)
+
+    await with_service(request, fenced_work, lambda _: intended(request, supervisor_id))
 
 
 @router.post("/{supervisor_id}/reset", summary="Forget the committed offsets and kill the tasks")
@@ -263,14 +274,8 @@ async def reset(
     request: Request,
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
-    # the offsets and the restart intent in one transaction; the leader's next pass of the
-    # supervisor kills the tasks (one writer per supervisor: no pass planned on the old
-    # offsets can leave a task behind)
-    def work(svc: SupervisorService) -> None:
-        fenced(request, svc.session)
-        svc.reset(supervisor_id, who)
-
-    await with_service(request, work, _intended(request, supervisor_id))
+    # the offsets and the restart intent in one transaction
+    await with_intent(request, supervisor_id, lambda svc: svc.reset(supervisor_id, who))
     return {"id": supervisor_id}
 
 
@@ -285,11 +290,9 @@ async def reset_offsets(
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
-    def work(svc: SupervisorService) -> None:
-        fenced(request, svc.session)
-        svc.reset_offsets(supervisor_id, raw, who)
-
-    await with_service(request, work, _intended(request, supervisor_id))
+    await with_intent(
+        request, supervisor_id, lambda svc: svc.reset_offsets(supervisor_id, raw, who)
+    )
     return {"id": supervisor_id}
 
 
@@ -313,11 +316,11 @@ async def handoff(
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
 ) -> dict[str, Any]:
-    def work(svc: SupervisorService) -> None:
-        fenced(request, svc.session)
-        svc.request_handoff(supervisor_id, _handoff_groups(raw), who)
-
-    await with_service(request, work, _intended(request, supervisor_id))
+    await with_intent(
+        request,
+        supervisor_id,
+        lambda svc: svc.request_handoff(supervisor_id, _handoff_groups(raw), who),
+    )
     return {}
 
 

@@ -13,9 +13,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
+from supervisor.api.common import (
+    JSON_BODY,
+    actor,
+    fenced,
+    in_session,
+    intended,
+    json_body,
+    leader_epoch,
+)
 from supervisor.api.context import context
-from supervisor.db.lease import LeaseRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import DomainError, NotFoundError, NotLeading
 from supervisor.services.publish import PublishService
@@ -147,11 +154,9 @@ def _act(
             },
         )
     app = context(request)
-    try:
-        leader = app.fence.check()
-        epoch = None if leader is None else leader.epoch
-        if epoch is not None and isinstance(act, CheckpointAction):
-            LeaseRepository(session).require(epoch)  # in the intent's transaction
+    try:  # a checkpoint's intent is fenced here; a publish in its own transaction (below)
+        checkpoint = isinstance(act, CheckpointAction)
+        epoch = fenced(request, session) if checkpoint else leader_epoch(request)
     except NotLeading as exc:
         log.warning("%s of task %s refused: %s", type(act).__name__, task.id, exc)
         raise

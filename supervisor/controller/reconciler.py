@@ -146,16 +146,8 @@ class Reconciler:
         with self.sessions() as session:
             pending = merge(IntentRepository(session).pending(STANDALONE))
             executor = Executor(session, self.clock, self.runner, self.fence)
-            now = self.clock()
-            for task_id, rows in pending.shutdowns.items():
-                IntentRepository.done(rows, now, "task killed")
-                executor.tasks.shut_down(task_id)
-            executor.checkpoints(
-                {task_id: start for task_id, (start, _) in pending.checkpoints.items()},
-                skip_groups=set(),
-            )
-            for _, rows in pending.checkpoints.values():
-                IntentRepository.done(rows, now, "checkpoint asked of the task")
+            self._shut_down(executor.tasks, pending)
+            self._checkpoint(executor, pending, skip_groups=set())
             session.commit()
 
     def reconcile(self, supervisor_id: str) -> Result:
@@ -232,10 +224,7 @@ class Reconciler:
             rolling = {a.group for a in actions if isinstance(a, Rollover)}
             executor.handoffs = {g: rows for g, rows in pending.handoffs.items() if g in rolling}
             executor.run(actions, spec, row.id)
-            executor.checkpoints(
-                {task_id: start for task_id, (start, _) in pending.checkpoints.items()},
-                skip_groups=rolling,
-            )
+            self._checkpoint(executor, pending, skip_groups=rolling)
             laps["execute"] = self.monotonic() - executing
             self._settle(session, pending, snapshot, rolling, memory)
             running = any(t.running for t in snapshot.tasks)
@@ -255,14 +244,27 @@ class Reconciler:
         intent is marked done in the commit that records the kills, so a repeat (the overlord
         died between the kills and that commit) finds the same tasks, none newer: no pass
         launches anything before its intents are done."""
-        now = self.clock()
         if pending.restarts:
-            IntentRepository.done(pending.restarts, now, "tasks killed")
+            IntentRepository.done(pending.restarts, self.clock(), "tasks killed")
             groups = pending.restart_groups
             tasks.kill_running(supervisor_id, None if groups is None else set(groups), RESET_REASON)
+        self._shut_down(tasks, pending)
+
+    def _shut_down(self, tasks: TaskService, pending: Pending) -> None:
+        """The tasks users shut down, each intent done in the commit of its kill."""
+        now = self.clock()
         for task_id, rows in pending.shutdowns.items():
             IntentRepository.done(rows, now, "task killed")
             tasks.shut_down(task_id)
+
+    def _checkpoint(self, executor: Executor, pending: Pending, skip_groups: set[int]) -> None:
+        """Close the sequences tasks asked to (safe to repeat: done for the caller's commit)."""
+        executor.checkpoints(
+            {task_id: start for task_id, (start, _) in pending.checkpoints.items()},
+            skip_groups,
+        )
+        asked = [row for _, rows in pending.checkpoints.values() for row in rows]
+        IntentRepository.done(asked, self.clock(), "checkpoint asked of the group")
 
     def _settle(
         self,
@@ -272,12 +274,10 @@ class Reconciler:
         rolling: set[int],
         memory: Memory,
     ) -> None:
-        """Mark done what the pass did that carries no commit of its own (checkpoints, which
-        are safe to repeat; handoffs of groups with nothing reading, as Druid ignores them),
-        and commit. A handoff whose rollover waits for its tasks to read stays pending."""
+        """Mark done the handoffs of groups with nothing reading (Druid ignores them), and
+        commit what the pass did that carries no commit of its own (its checkpoints). A
+        handoff whose rollover waits for its tasks to read stays pending."""
         now = self.clock()
-        for _, rows in pending.checkpoints.values():
-            IntentRepository.done(rows, now, "checkpoint asked of the group")
         reading = {t.group for t in snapshot.tasks if t.reading}
         for group, rows in pending.handoffs.items():
             if group not in rolling and group not in reading:

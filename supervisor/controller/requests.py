@@ -25,10 +25,6 @@ class Pending:
     )  # by requesting task: the sequence's start, the intents asking it
     shutdowns: Mapping[str, list[IntentRow]] = field(default_factory=dict)  # by task id
 
-    @property
-    def empty(self) -> bool:
-        return not (self.handoffs or self.restarts or self.checkpoints or self.shutdowns)
-
 
 def merge(rows: Iterable[IntentRow]) -> Pending:
     """Intents asking the same thing become one request (two handoffs of a group are one

@@ -69,11 +69,6 @@ class IntentRepository:
         query = select(IntentRow.owner).where(IntentRow.done_at.is_(None)).distinct()
         return set(self.session.scalars(query))
 
-    def of_owner(self, owner: str) -> list[IntentRow]:
-        """Every intent of the owner, done or not, oldest first."""
-        query = select(IntentRow).where(IntentRow.owner == owner).order_by(IntentRow.id)
-        return list(self.session.scalars(query))
-
     @staticmethod
     def done(rows: Iterable[IntentRow], now: datetime, outcome: str) -> None:
         """Mark them done; the caller's commit (the effect's own) writes it."""

@@ -204,7 +204,7 @@ class SupervisorService:
             {},
             now,
         )
-        self._intend(supervisor_id, IntentKind.RESTART, {"groups": None}, actor, now)
+        intend(self.session, supervisor_id, IntentKind.RESTART, {"groups": None}, actor, now)
 
     def request_handoff(self, supervisor_id: str, groups: list[int], actor: Actor) -> None:
         """taskGroups/handoff: one intent per group, each done when its group rolls over (or
@@ -212,25 +212,7 @@ class SupervisorService:
         self._require(supervisor_id)
         now = self.clock()
         for group in sorted(set(groups)):
-            self._intend(supervisor_id, IntentKind.HANDOFF, {"group": group}, actor, now)
-
-    def _intend(
-        self,
-        supervisor_id: str,
-        kind: IntentKind,
-        payload: dict[str, Any],
-        actor: Actor,
-        now: datetime,
-    ) -> None:
-        IntentRepository(self.session).add(
-            supervisor_id,
-            kind,
-            payload,
-            now,
-            author=actor.author,
-            comment=actor.comment,
-            remote_address=actor.remote_address,
-        )
+            intend(self.session, supervisor_id, IntentKind.HANDOFF, {"group": group}, actor, now)
 
     def reset_offsets(self, supervisor_id: str, body: object, actor: Actor) -> list[int]:
         """Merge the given offsets into the committed ones; the partitions' groups restart.
@@ -260,8 +242,30 @@ class SupervisorService:
         )
         task_count = int(io.get("taskCount", 1))
         groups = sorted({task_group(parse_key(p), task_count) for p in offsets})
-        self._intend(supervisor_id, IntentKind.RESTART, {"groups": groups}, actor, now)
+        intend(self.session, supervisor_id, IntentKind.RESTART, {"groups": groups}, actor, now)
         return groups
+
+
+def intend(
+    session: Session,
+    owner: str,
+    kind: IntentKind,
+    payload: dict[str, Any],
+    actor: Actor,
+    now: datetime,
+    task_id: str | None = None,
+) -> None:
+    """Write an intent for `owner`'s pass, with who asked (in the caller's transaction)."""
+    IntentRepository(session).add(
+        owner,
+        kind,
+        payload,
+        now,
+        task_id=task_id,
+        author=actor.author,
+        comment=actor.comment,
+        remote_address=actor.remote_address,
+    )
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock, druid_timestamp
-from supervisor.db.intents import STANDALONE, IntentKind, IntentRepository
+from supervisor.db.intents import STANDALONE, IntentKind
 from supervisor.db.models import TaskRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, Runner
 from supervisor.schemas.secrets import mask_task
-from supervisor.services.supervisors import Actor
+from supervisor.services.supervisors import Actor, intend
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
 from tasks.spec.errors import SpecError, from_validation_error
 from tasks.support import unsupported
@@ -189,11 +189,7 @@ class TaskService:
 
     def kill(self, task_id: str, reason: str) -> None:
         """Kill a running task and record why (the supervisor's kills, a user's shutdown)."""
-        row = self.require(task_id)
-        if row.status == TaskStatusCode.RUNNING:
-            self.fence.check()
-            self.runner.kill(task_id)
-            self._finish(row, TaskStatusCode.FAILED, reason, None)
+        if self._kill(self.require(task_id), reason):
             self.session.commit()
 
     def kill_running(self, supervisor_id: str, groups: set[int] | None, reason: str) -> None:
@@ -203,8 +199,7 @@ class TaskService:
         for row in self.tasks.of_supervisor(supervisor_id, self.clock()):
             if row.status == TaskStatusCode.RUNNING and (groups is None or row.group_id in groups):
                 log.info("killing %s: %s", row.id, reason)
-                self.runner.kill(row.id)
-                self._finish(row, TaskStatusCode.FAILED, reason, None)
+                self._kill(row, reason)
         self.session.commit()
 
     def request_shutdown(self, task_id: str, actor: Actor) -> str | None:
@@ -215,41 +210,35 @@ class TaskService:
         if row.status != TaskStatusCode.RUNNING:
             return None
         owner = row.supervisor_id or STANDALONE
-        IntentRepository(self.session).add(
-            owner,
-            IntentKind.SHUTDOWN,
-            {},
-            self.clock(),
-            task_id=task_id,
-            author=actor.author,
-            comment=actor.comment,
-            remote_address=actor.remote_address,
-        )
+        intend(self.session, owner, IntentKind.SHUTDOWN, {}, actor, self.clock(), task_id)
         return owner
 
     def request_checkpoint(self, row: TaskRow, start: dict[str, int]) -> str:
         """A task's checkpoint request, as an intent for its supervisor's pass (or the pass
         of the tasks with none). Returns whose pass that is."""
         owner = row.supervisor_id or STANDALONE
-        IntentRepository(self.session).add(
-            owner,
-            IntentKind.CHECKPOINT,
-            {"start": dict(start)},
-            self.clock(),
-            task_id=row.id,
-            author=row.id,
-        )
+        payload = {"start": dict(start)}
+        asker = Actor(author=row.id)
+        intend(self.session, owner, IntentKind.CHECKPOINT, payload, asker, self.clock(), row.id)
         return owner
 
     def shut_down(self, task_id: str) -> None:
         """Carry out a user's shutdown (the pass that read the intent calls this)."""
         row = self.tasks.get(task_id)
         if row is not None and row.status == TaskStatusCode.RUNNING:
-            self.fence.check()
             log.info("killing %s: shutdown request from user", task_id)
-            self.runner.kill(task_id)
-            self._finish(row, TaskStatusCode.FAILED, "Shutdown request from user", None)
+            self._kill(row, "Shutdown request from user")
         self.session.commit()
+
+    def _kill(self, row: TaskRow, reason: str) -> bool:
+        """Kill the row's task if it runs (only while this overlord leads) and record why, for
+        the caller to commit; whether it ran."""
+        if row.status != TaskStatusCode.RUNNING:
+            return False
+        self.fence.check()
+        self.runner.kill(row.id)
+        self._finish(row, TaskStatusCode.FAILED, reason, None)
+        return True
 
     def _finish(
         self, row: TaskRow, status: TaskStatusCode, error: str | None, report: TaskReport | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.controller.requests import merge
+from supervisor.controller.requests import Pending, merge
 from supervisor.db.intents import IntentKind
 from supervisor.db.models import IntentRow
 
@@ -28,7 +28,7 @@ def test_handoffs_merge_by_group_and_a_full_restart_covers_named_groups() -> Non
     assert {g: len(rs) for g, rs in pending.handoffs.items()} == {1: 2, 0: 1}
     assert pending.restart_groups is None
     assert pending.restarts == rows[3:]
-    assert not pending.empty
+    assert pending != Pending()
 
 
 def test_named_restarts_add_up_and_the_newest_checkpoint_of_a_task_wins() -> None:
@@ -45,4 +45,4 @@ def test_named_restarts_add_up_and_the_newest_checkpoint_of_a_task_wins() -> Non
     start, asking = pending.checkpoints["t1"]
     assert (start, asking) == ({"0": 9}, rows[2:4])
     assert pending.shutdowns == {"t2": rows[4:]}
-    assert merge([]).empty
+    assert merge([]) == Pending()
