@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
@@ -17,6 +18,8 @@ from starlette.staticfiles import StaticFiles
 from supervisor import __version__
 from supervisor.api import coordinator, leader, supervisors, tasks
 from supervisor.api.context import AppContext
+from supervisor.api.documented import documented
+from supervisor.api.guard import RequestGuard
 from supervisor.api.redirect import FollowerRedirect
 from supervisor.clock import Clock, utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
@@ -24,6 +27,7 @@ from supervisor.errors import DomainError
 from supervisor.leading import LeaderDuties
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.services.leadership import Leadership, LeaseHeld
+from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
 from tasks.spec.errors import SpecError
 
@@ -59,11 +63,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail))
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _error(500, f"internal error: {type(exc).__name__}")
-
 
 def create_app(
     settings: Settings | None = None,
@@ -79,6 +78,7 @@ def create_app(
     settings = settings or Settings()
 
     context = AppContext(settings, clock, LocalProcessRunner(settings))
+    context.metrics = Metrics(context.kafka_access)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -134,12 +134,23 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.context = context
+    app.openapi = lambda: documented(app)  # type: ignore[method-assign]
     _install_error_handlers(app)
     app.include_router(supervisors.router)
     app.include_router(tasks.router)
     app.include_router(coordinator.router)
     app.include_router(leader.router)
     app.add_middleware(FollowerRedirect, context=context)
+    origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_credentials=True,
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
+    app.add_middleware(RequestGuard, settings=settings)  # outermost: before any work
     app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
 
     @app.get("/status/health", tags=["service"], summary="Liveness of the service")

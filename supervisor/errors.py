@@ -16,6 +16,12 @@ class BadRequestError(DomainError):
     status_code = 400
 
 
+class ForbiddenError(DomainError):
+    """Authenticated, but the identity lacks the permission (or a task its token)."""
+
+    status_code = 403
+
+
 class NotFoundError(DomainError):
     status_code = 404
 
@@ -28,3 +34,10 @@ class NotLeading(DomainError):
     """This overlord does not hold the leader lease (any more): it may not act."""
 
     status_code = 503
+
+
+class Raced(DomainError):
+    """Another request changed the same thing first: the request's transaction is tried again
+    on what it wrote (a 409 if that keeps happening)."""
+
+    status_code = 409

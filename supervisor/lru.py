@@ -1,38 +1,61 @@
-"""A small thread-safe map that keeps its most recently used entries."""
+"""A small thread-safe map that keeps its most recently used entries, bounded by count and,
+when told each entry's weight (its bytes), by their sum."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
+CACHE_BYTES = 64 * 1024 * 1024  # what each cache of spec versions may hold, about
 V = TypeVar("V")
 
 
 class Lru(Generic[K, V]):
-    """At most `size` entries; a get or a put makes an entry the most recent, and a put past
-    `size` drops the least recent."""
+    """At most `size` entries, and entries of at most `max_weight` in all (the weights given
+    to `put`); a get or a put makes an entry the most recent, and a put past either bound
+    drops the least recent. An entry heavier than `max_weight` alone is not kept."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_weight: int | None = None) -> None:
         self.size = size
-        self._entries: OrderedDict[K, V] = OrderedDict()
+        self.max_weight = max_weight
+        self.weight = 0
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
         with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._entries[key] = value
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
             self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            return entry[0]
+
+    def put(self, key: K, value: V, weight: int = 0) -> None:
+        with self._lock:
+            self._pop(key)
+            if self.max_weight is not None and weight > self.max_weight:
+                return
+            self._entries[key] = (value, weight)
+            self.weight += weight
+            while len(self._entries) > self.size or (
+                self.max_weight is not None and self.weight > self.max_weight
+            ):
+                self.weight -= self._entries.popitem(last=False)[1][1]
 
     def discard(self, key: K) -> None:
         with self._lock:
-            self._entries.pop(key, None)
+            self._pop(key)
+
+    def _pop(self, key: K) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.weight -= entry[1]
+
+
+def json_weight(value: object) -> int:
+    """An entry's weight for a cache: the length of its JSON text, which a decoded or parsed
+    copy takes a few times over in memory."""
+    return len(json.dumps(value, separators=(",", ":"), default=str))

@@ -53,6 +53,21 @@ class Settings(BaseSettings):
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)
 
+    # Names a request may give as its Host besides loopback ones and the service's own
+    # (comma-separated; "*": any). Guards against DNS rebinding.
+    allowed_hosts: str = ""
+    # Web origins (scheme://host:port, comma-separated) whose pages may call the API: CORS
+    # answers for them, and their writes are let through. None by default.
+    cors_origins: str = ""
+
+    # Consumer properties that name files, libraries, commands, classes or URLs, which specs
+    # may give (comma-separated names; "prefix*" for a family), and that the service's own
+    # Kafka clients then use too. None by default: a spec cannot make the service act.
+    allowed_consumer_properties: str = ""
+    # Environment variables a spec's druid.dynamic.config.provider may name (a regular
+    # expression over the whole name; none by default).
+    spec_environment: str = ""
+
     def advertised_url(self) -> str:
         if self.overlord_url:
             return self.overlord_url.rstrip("/")

@@ -289,7 +289,7 @@ class KafkaIndexer:
             due = (
                 sequence.rows >= tuning.maxRowsPerSegment
                 or (tuning.maxTotalRows is not None and sequence.rows >= tuning.maxTotalRows)
-                or age_ms >= duration_millis(tuning.intermediateHandoffPeriod)
+                or age_ms >= duration_millis(tuning.intermediateHandoffPeriod, longest=None)
             )
             if not due:
                 return

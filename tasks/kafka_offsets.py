@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from tasks.kafka_properties import resolved
 from tasks.partitions import PartitionKey, split_key
 
 KAFKA_LOG = logging.getLogger("kafka")
@@ -17,7 +18,8 @@ KAFKA_LOG = logging.getLogger("kafka")
 def client_config(consumer_properties: Mapping[str, object]) -> dict[str, str]:
     """The consumer properties an admin client takes: where the brokers are, how to reach them."""
     allowed = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id")
-    return {k: str(v) for k, v in consumer_properties.items() if k.startswith(allowed)}
+    props = resolved(consumer_properties)
+    return {k: str(v) for k, v in props.items() if k.startswith(allowed)}
 
 
 class OffsetReader:

@@ -47,6 +47,29 @@ class ContextFilter(logging.Filter):
         return True
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+
+
+def escaped(text: str) -> str:
+    """A field or message with its control characters written out (\\n, \\x00): one log
+    record stays one line, whatever a request put in it."""
+    return text.translate(_CONTROL)
+
+
+class TextFormatter(logging.Formatter):
+    """One line per record: the message and the context fields escaped (a traceback, added
+    after, keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escaped(record.message)
+        record.context = escaped(getattr(record, "context", ""))
+        return super().formatMessage(record)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -70,7 +93,7 @@ def configure_logging(
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s")
+            TextFormatter("%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s")
         )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -16,6 +16,7 @@ from tasks.spec.base import DruidModel
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.errors import field_error
 from tasks.spec.io_config import InputFormat
+from tasks.spec.names import name_problem, task_id_problem
 from tasks.spec.tuning_config import KafkaTuningConfig
 
 END_OF_PARTITION = 2**63 - 1  # Druid's Long.MAX_VALUE: read until told where to end
@@ -160,8 +161,17 @@ class IndexKafkaTask(DruidModel):
     @field_validator("id")
     @classmethod
     def _safe_id(cls, value: str) -> str:
-        if "/" in value or value.startswith(".") or not value.strip():
-            raise ValueError("cannot be blank, contain '/' or start with '.'")
+        problem = task_id_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("supervisorId")
+    @classmethod
+    def _safe_supervisor(cls, value: str | None) -> str | None:
+        problem = None if value is None else name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @property

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tasks.kafka_properties import resolved
 from tasks.partitions import Offsets, PartitionKey, split_key
 
 if TYPE_CHECKING:  # not at run time: Python workers import this module without pydantic
@@ -122,4 +123,8 @@ def kafka_options(props: dict[str, Any]) -> dict[str, str]:
         "value.deserializer",
         "isolation.level",
     )
-    return {k: str(v) for k, v in props.items() if k not in skip and not k.startswith("druid.")}
+    return {
+        k: str(v)
+        for k, v in resolved(props).items()
+        if k not in skip and not k.startswith("druid.")
+    }

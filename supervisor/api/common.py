@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.api.context import context
 from supervisor.db.lease import LeaseRepository
-from supervisor.errors import BadRequestError, PayloadTooLargeError
+from supervisor.errors import BadRequestError, DomainError, PayloadTooLargeError, Raced
 from supervisor.services.supervisors import Actor
 
 log = logging.getLogger(__name__)
@@ -37,21 +38,116 @@ async def in_session(
     Routes are `async def` and hand their DB work over in this one hop: a sync route with a
     sync session dependency costs FastAPI four or five hops to its thread pool per request
     (the dependency's enter and exit, the route, the answer's validation), each a thread
-    wake-up and a GIL hand-over, which were most of a request's CPU time."""
+    wake-up and a GIL hand-over, which were most of a request's CPU time.
+
+    Work that raced another request on the same rows (Raced) is run again on what that one
+    wrote, a few times."""
     sessions = context(request).sessions
 
     def run() -> T:
-        with sessions() as session:  # closing rolls back whatever was not committed
-            result = work(session)
-            session.commit()
-        if then is not None:
-            then(result)
-        return result
+        for attempt in range(RACE_ATTEMPTS):
+            with sessions() as session:  # closing rolls back whatever was not committed
+                try:
+                    result = work(session)
+                    session.commit()
+                except Raced:
+                    if attempt + 1 == RACE_ATTEMPTS:
+                        raise
+                    continue
+            if then is not None:
+                then(result)
+            return result
+        raise AssertionError("unreachable")
 
     return await run_in_threadpool(run)
 
 
+RACE_ATTEMPTS = 5
+MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
+_MAX_INT = 2**63 - 1  # numbers are Java longs in Druid's specs
+
+
+class UnsupportedMediaTypeError(DomainError):
+    status_code = 415
+
+
+def _json_media_type(value: str | None) -> bool:
+    media = (value or "").split(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or not -_MAX_INT - 1 <= (value := int(text)) <= _MAX_INT:
+        raise ValueError(
+            f"the number {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits"
+        )
+    return value
+
+
+def _decimal(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:24]} is out of range")
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON (numbers are finite)")
+
+
+def _too_deep(value: Any) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        )
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > MAX_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def parse_json(data: bytes) -> Any:
+    """A request body as JSON: UTF-8, finite numbers that fit in 64 bits, nested at most
+    MAX_DEPTH deep; anything else a 400 naming the body."""
+    if not data.strip():
+        raise BadRequestError("body: is empty; send a JSON document", field="body")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequestError("body: is not UTF-8 text", field="body") from None
+    try:
+        value = json.loads(text, parse_int=_integer, parse_float=_decimal, parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise BadRequestError(
+            f"body: malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            field="body",
+        ) from None
+    except ValueError as exc:
+        raise BadRequestError(f"body: {exc}", field="body") from None
+    except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = _too_deep(value)
+    if deep:
+        raise BadRequestError(f"body: nested deeper than {MAX_DEPTH} levels", field="body")
+    return value
+
+
 async def json_body(request: Request) -> Any:
+    """The body of a write: JSON (any other Content-Type is a 415, as in Druid: a web page
+    can send text/plain to any address without asking, never application/json), at most the
+    configured size (413)."""
+    if not _json_media_type(request.headers.get("content-type")):
+        raise UnsupportedMediaTypeError(
+            "Content-Type: must be application/json", field="Content-Type"
+        )
     limit = context(request).settings.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -63,20 +159,7 @@ async def json_body(request: Request) -> Any:
         if size > limit:
             raise PayloadTooLargeError(f"body: larger than the limit of {limit} bytes")
         chunks.append(chunk)
-    data = b"".join(chunks)
-    if not data.strip():
-        raise BadRequestError("body: is empty; send a JSON document", field="body")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequestError("body: is not UTF-8 text", field="body") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadRequestError(
-            f"body: malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            field="body",
-        ) from None
+    return parse_json(b"".join(chunks))
 
 
 async def actor(request: Request) -> Actor:

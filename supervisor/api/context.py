@@ -16,6 +16,7 @@ from supervisor.db.statuses import StatusRepository
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
+from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
@@ -33,6 +34,13 @@ class AppContext:
     manager: SupervisorManager | None = None  # while this overlord leads
     leadership: Leadership | None = None  # its hold on the lease, once taken
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
+
+    @property
+    def kafka_access(self) -> KafkaAccess:
+        """What specs' consumerProperties may make the service do (the operator's leave)."""
+        return KafkaAccess.parse(
+            self.settings.allowed_consumer_properties, self.settings.spec_environment
+        )
 
     @property
     def sessions(self) -> SessionFactory:

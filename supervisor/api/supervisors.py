@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
@@ -23,7 +23,7 @@ from supervisor.services.status import (
     stats_report,
     status_report,
 )
-from supervisor.services.supervisors import Actor, SupervisorService
+from supervisor.services.supervisors import MAX_HISTORY, Actor, SupervisorService
 from tasks.spec.errors import SpecError
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,12 @@ async def with_service(
     then: Callable[[T], None] | None = None,
 ) -> T:
     """`work` with a SupervisorService on a session of its own (api.common.in_session)."""
-    clock = context(request).clock
-    return await in_session(request, lambda session: work(SupervisorService(session, clock)), then)
+    app = context(request)
+    return await in_session(
+        request,
+        lambda session: work(SupervisorService(session, app.clock, app.kafka_access)),
+        then,
+    )
 
 
 def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]:
@@ -143,9 +147,17 @@ async def list_supervisors(
     )
 
 
-@router.get("/history", summary="Spec history of every supervisor")
-async def all_history(request: Request) -> dict[str, list[dict[str, Any]]]:
-    return await with_service(request, lambda svc: svc.all_history())
+TRUNCATED = "X-Sluicegate-Truncated"  # a history answer left older versions off
+
+
+@router.get("/history", summary="Spec history of every supervisor (?count: newest per supervisor)")
+async def all_history(
+    request: Request, response: Response, count: int | None = Query(None, le=MAX_HISTORY)
+) -> dict[str, list[dict[str, Any]]]:
+    history = await with_service(request, lambda svc: svc.all_history(count))
+    if history.truncated:
+        response.headers[TRUNCATED] = "true"
+    return history.versions
 
 
 @router.post("/suspendAll", summary="Suspend every supervisor")
@@ -175,9 +187,15 @@ async def get_spec(supervisor_id: str, request: Request) -> dict[str, Any]:
 
 @router.get("/{supervisor_id}/history", summary="Spec versions of a supervisor, newest first")
 async def history(
-    supervisor_id: str, request: Request, count: int | None = Query(None)
+    supervisor_id: str,
+    request: Request,
+    response: Response,
+    count: int | None = Query(None, le=MAX_HISTORY),
 ) -> list[dict[str, Any]]:
-    return await with_service(request, lambda svc: svc.history(supervisor_id, count))
+    history = await with_service(request, lambda svc: svc.history(supervisor_id, count))
+    if history.truncated:
+        response.headers[TRUNCATED] = "true"
+    return history.versions[supervisor_id]
 
 
 @router.post("/{supervisor_id}/suspend", summary="Suspend a supervisor")

@@ -24,10 +24,10 @@ from supervisor.api.common import (
 )
 from supervisor.api.context import context
 from supervisor.db.tasks import TaskRepository
-from supervisor.errors import DomainError, NotFoundError, NotLeading
+from supervisor.errors import ForbiddenError, NotFoundError, NotLeading
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
-from supervisor.services.tasks import TaskService
+from supervisor.services.tasks import MAX_TASKS_LISTED, TaskService
 from tasks.protocol import (
     TOKEN_HEADER,
     CheckpointAction,
@@ -42,10 +42,6 @@ router = APIRouter(prefix="/druid/indexer/v1", tags=["tasks"])
 T = TypeVar("T")
 
 
-class ForbiddenError(DomainError):
-    status_code = 403
-
-
 async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
     """`work` with a TaskService on a session of its own (api.common.in_session)."""
     app = context(request)
@@ -56,7 +52,8 @@ async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
 
 @router.post("/task", openapi_extra=JSON_BODY, summary="Submit an index_kafka task")
 async def submit(request: Request, raw: Any = Depends(json_body)) -> dict[str, str]:
-    return {"task": await with_service(request, lambda svc: svc.submit(raw))}
+    access = context(request).kafka_access
+    return {"task": await with_service(request, lambda svc: svc.submit(raw, access))}
 
 
 @router.get("/tasks", summary="List tasks (state: running, complete, waiting, pending)")
@@ -64,7 +61,7 @@ async def list_tasks(
     request: Request,
     state: str | None = Query(None),
     datasource: str | None = Query(None),
-    max: int | None = Query(None),
+    max: int | None = Query(None, le=MAX_TASKS_LISTED),
 ) -> list[dict[str, Any]]:
     return await with_service(request, lambda svc: svc.list_tasks(state, datasource, max))
 

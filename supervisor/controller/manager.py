@@ -29,6 +29,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore
 from supervisor.runner.protocol import Runner
+from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,12 @@ class SupervisorManager:
             sessions,
             clock,
             runner,
-            stream or StreamReader(),
+            stream
+            or StreamReader(
+                access=KafkaAccess.parse(
+                    settings.allowed_consumer_properties, settings.spec_environment
+                )
+            ),
             self.statuses,
             standby_lead_s=settings.standby_lead_s,
             fence=fence,

@@ -18,6 +18,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.lru import Lru
 from supervisor.model.fence import Leader
 from supervisor.model.views import Snapshot, spec_view, task_view
+from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, multi_key, offsets_from_json, sorted_keys
 from tasks.protocol import TaskMetrics, TaskStatusCode
@@ -38,8 +39,9 @@ class StreamReader:
     requests wait on its connections and metadata), on an idle machine against a local broker.
     A client whose cluster fails a pass is dropped, so a dead address keeps nothing connecting."""
 
-    def __init__(self, timeout_s: float = 10.0) -> None:
+    def __init__(self, timeout_s: float = 10.0, access: KafkaAccess | None = None) -> None:
         self.timeout_s = timeout_s
+        self.access = access or KafkaAccess()
         self.readers: Lru[tuple[tuple[str, str], ...], Any] = Lru(CLUSTERS_KEPT)
 
     def describe(
@@ -48,11 +50,12 @@ class StreamReader:
         from tasks.kafka_offsets import OffsetReader, client_config
 
         servers = str(consumer_properties["bootstrap.servers"])
-        cluster = tuple(sorted(client_config(consumer_properties).items()))
         try:
+            config = self.access.service_config(consumer_properties)
+            cluster = tuple(sorted(client_config(config).items()))
             reader = self.readers.get(cluster)
             if reader is None:
-                reader = OffsetReader(consumer_properties, timeout=self.timeout_s)
+                reader = OffsetReader(config, timeout=self.timeout_s)
                 self.readers.put(cluster, reader)
             if pattern:
                 partitions = _matching(reader.admin.list_topics(timeout=self.timeout_s), stream)

@@ -51,10 +51,16 @@ class SupervisorSpecRow(Base):
     """Append-only history of specs; the newest row per supervisor wins, a tombstone ends it."""
 
     __tablename__ = "supervisor_specs"
-    __table_args__ = (Index("ix_supervisor_specs_supervisor_id", "supervisor_id", "id"),)
+    __table_args__ = (
+        Index("ix_supervisor_specs_supervisor_id", "supervisor_id", "id"),
+        Index("ux_supervisor_specs_parent", "supervisor_id", "parent_id", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     supervisor_id: Mapped[str] = mapped_column(String(255))
+    # the version this one was decided on (0: none); once per supervisor, so two requests
+    # that read the same version cannot both append after it
+    parent_id: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     datasource: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime]
     tombstone: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -183,3 +189,4 @@ class SupervisorStatusRow(Base):
     payload: Mapped[dict[str, Any]]
     epoch: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime]
+

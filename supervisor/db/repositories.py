@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import ColumnElement, Engine, bindparam, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import (
@@ -17,7 +19,8 @@ from supervisor.db.models import (
     SegmentRow,
     SupervisorSpecRow,
 )
-from supervisor.lru import Lru
+from supervisor.errors import Raced
+from supervisor.lru import CACHE_BYTES, Lru, json_weight
 
 # The statements every loop pass and status request runs, built once with bound parameters:
 # building a select costs SQLAlchemy about as much CPU as running it.
@@ -80,7 +83,7 @@ def _payloads(session: Session) -> Lru[int, dict[str, Any]]:
     with _payload_caches_lock:
         cache = _payload_caches.get(engine)
         if cache is None:
-            cache = _payload_caches[engine] = Lru(SPEC_PAYLOADS_KEPT)
+            cache = _payload_caches[engine] = Lru(SPEC_PAYLOADS_KEPT, CACHE_BYTES)
         return cache
 
 
@@ -101,7 +104,7 @@ class SpecRepository:
         payload = cache.get(version)
         if payload is None:
             payload = self.session.execute(_SPEC_PAYLOAD, {"version": version}).scalar_one()
-            cache.put(version, payload)
+            cache.put(version, payload, 3 * json_weight(payload))
         return payload
 
     def active(self, supervisor_id: str) -> SpecVersion | None:
@@ -148,14 +151,15 @@ class SpecRepository:
 
     def history(
         self, supervisor_id: str | None = None, count: int | None = None
-    ) -> list[SupervisorSpecRow]:
-        """Versions newest first, for one supervisor or all of them."""
+    ) -> Iterator[SupervisorSpecRow]:
+        """Versions newest first, for one supervisor or all of them, read a few at a time (a
+        caller that stops early has not loaded the rest)."""
         query = select(SupervisorSpecRow).order_by(SupervisorSpecRow.id.desc())
         if supervisor_id is not None:
             query = query.where(SupervisorSpecRow.supervisor_id == supervisor_id)
         if count is not None:
             query = query.limit(count)
-        return list(self.session.scalars(query))
+        yield from self.session.scalars(query.execution_options(yield_per=32))
 
     def append(
         self,
@@ -164,19 +168,26 @@ class SpecRepository:
         payload: dict[str, Any],
         created_at: datetime,
         *,
+        parent: int,
         suspended: bool = False,
         tombstone: bool = False,
     ) -> SupervisorSpecRow:
+        """A new version after `parent` (the version the change was decided on, 0: none);
+        Raced if another was appended after it meanwhile."""
         row = SupervisorSpecRow(
             supervisor_id=supervisor_id,
             datasource=datasource,
             payload=payload,
             created_at=created_at,
+            parent_id=parent,
             suspended=suspended,
             tombstone=tombstone,
         )
         self.session.add(row)
-        self.session.flush()
+        try:
+            self.session.flush()
+        except IntegrityError:
+            raise Raced(f"[{supervisor_id}] changed meanwhile; try again") from None
         return row
 
 

@@ -1,4 +1,10 @@
-"""Secrets in consumerProperties: stored as given, masked in every response and log line."""
+"""Secrets in consumerProperties: stored as given, masked in every response and log line, and
+never sent anywhere new on the strength of a mask.
+
+A key holds a secret when a word of its name says so (secret, password, key, token,
+credential, ...), when it ends in `.pem`, or when it is a whole login configuration
+(`sasl.jaas.config`, `sasl.oauthbearer.config`); at any depth of consumerProperties. The
+variables of Druid's dynamic config provider name environment variables, not secrets."""
 
 from __future__ import annotations
 
@@ -6,17 +12,45 @@ import copy
 import re
 from typing import Any
 
+from tasks.kafka_properties import PROVIDER
 from tasks.spec.errors import SpecError
 
 MASK = "<masked>"
-_SECRET_KEY = re.compile(
-    r"(password|passwd|secret|jaas|credential|token|private|(^|\.)key$|keystore\.key|user\.info)",
+PROPERTIES = "spec.ioConfig.consumerProperties"
+_SECRET_WORDS = frozenset(
+    {"secret", "password", "passwd", "key", "token", "credential", "credentials", "private", "jaas"}
+)
+_SECRET_KEYS = frozenset({"sasl.jaas.config", "sasl.oauthbearer.config", "basic.auth.user.info"})
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# Settings that decide where the secrets go, or whom the client trusts on the way: a masked
+# secret is kept only while they are unchanged (else an update could send it elsewhere).
+_DESTINATION_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.jaas.config",
+        "ssl.endpoint.identification.algorithm",
+        "enable.ssl.certificate.verification",
+        PROVIDER,
+    }
+)
+_DESTINATION = re.compile(
+    r"(url|urls|uri|endpoint|endpoints|\.class|\.classes)$|^ssl\.(truststore|ca)\.|"
+    r"^sasl\.oauthbearer\.|^https\.ca\.",
     re.I,
 )
 
 
 def is_secret(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key))
+    if key.lower() in _SECRET_KEYS or key.lower().endswith(".pem"):
+        return True
+    return any(word.lower() in _SECRET_WORDS for word in _WORD.findall(key))
+
+
+def is_destination(key: str) -> bool:
+    return key in _DESTINATION_KEYS or bool(_DESTINATION.search(key))
 
 
 def _properties(spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -24,11 +58,18 @@ def _properties(spec: dict[str, Any]) -> dict[str, Any] | None:
     return props if isinstance(props, dict) else None
 
 
-def _mask(props: dict[str, Any] | None) -> None:
-    if props is not None:
-        for key in props:
-            if is_secret(key) and props[key] is not None:
-                props[key] = MASK
+def _mask(node: Any) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == PROVIDER:
+                continue
+            if is_secret(str(key)) and value is not None:
+                node[key] = MASK
+            else:
+                _mask(value)
+    elif isinstance(node, list):
+        for item in node:
+            _mask(item)
 
 
 def mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
@@ -41,24 +82,47 @@ def mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
 def mask_task(payload: dict[str, Any]) -> dict[str, Any]:
     """A copy of a task payload with the secrets of its consumerProperties masked."""
     masked = copy.deepcopy(payload)
-    props = masked.get("ioConfig", {}).get("consumerProperties")
-    _mask(props if isinstance(props, dict) else None)
+    _mask(masked.get("ioConfig", {}).get("consumerProperties"))
     return masked
 
 
+def _restore(node: Any, before: Any, path: str, restored: list[str]) -> Any:
+    """`node` with each MASK replaced by the value at the same place in `before`."""
+    if isinstance(node, str) and node == MASK:
+        if before is None or before == MASK:
+            raise SpecError.single(path, f"holds the placeholder {MASK}; send the real value")
+        restored.append(path)
+        return before
+    if isinstance(node, dict):
+        old = before if isinstance(before, dict) else {}
+        return {k: _restore(v, old.get(k), f"{path}.{k}", restored) for k, v in node.items()}
+    if isinstance(node, list):
+        old_list = before if isinstance(before, list) else []
+        return [
+            _restore(v, old_list[i] if i < len(old_list) else None, f"{path}[{i}]", restored)
+            for i, v in enumerate(node)
+        ]
+    return node
+
+
 def restore_masked(spec: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """An update that sends back a masked value keeps the stored secret instead of the mask."""
+    """An update that sends back a masked value keeps the stored secret instead of the mask,
+    as long as nothing that decides where secrets go changed; otherwise it is a 400 asking
+    for the secrets again."""
     props = _properties(spec)
     if props is None:
         return spec
-    before = _properties(previous) if previous is not None else None
-    for key, value in props.items():
-        if value != MASK:
-            continue
-        if before is None or key not in before:
-            raise SpecError.single(
-                f"spec.ioConfig.consumerProperties.{key}",
-                f"holds the placeholder {MASK}; send the real value",
-            )
-        props[key] = before[key]
+    before = (_properties(previous) if previous is not None else None) or {}
+    restored: list[str] = []
+    spec["spec"]["ioConfig"]["consumerProperties"] = new = _restore(
+        props, before, PROPERTIES, restored
+    )
+    if restored:
+        for key in sorted(set(new) | set(before)):
+            if is_destination(key) and new.get(key) != before.get(key):
+                raise SpecError.single(
+                    f"{PROPERTIES}.{key}",
+                    f"changed while {restored[0][len(PROPERTIES) + 1 :]} was sent masked "
+                    f"({MASK}): send every secret again with this change",
+                )
     return spec

@@ -6,11 +6,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from supervisor.lru import Lru
+from supervisor.lru import CACHE_BYTES, Lru, json_weight
 from tasks.spec.base import DruidModel
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.errors import SpecError, field_error, from_validation_error
 from tasks.spec.io_config import KafkaIOConfig
+from tasks.spec.names import name_problem
 from tasks.spec.tuning_config import KafkaTuningConfig
 
 SUPPORTED_TYPES = ("kafka",)
@@ -40,12 +41,9 @@ class SupervisorSpec(DruidModel):
     @field_validator("id")
     @classmethod
     def _valid_id(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.strip():
-            raise ValueError("cannot be empty")
-        if "/" in value or value.startswith("."):
-            raise ValueError("cannot contain '/' or start with '.'")
+        problem = None if value is None else name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @property
@@ -94,7 +92,7 @@ def parse_supervisor_spec(raw: Any) -> SupervisorSpec:
         raise from_validation_error(exc) from None
 
 
-_stored: Lru[int, tuple[dict[str, Any], SupervisorSpec]] = Lru(STORED_SPECS_KEPT)
+_stored: Lru[int, tuple[dict[str, Any], SupervisorSpec]] = Lru(STORED_SPECS_KEPT, CACHE_BYTES)
 
 
 def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:
@@ -106,5 +104,5 @@ def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:
     if hit is not None and (hit[0] is payload or hit[0] == payload):
         return hit[1]
     spec = parse_supervisor_spec(payload)
-    _stored.put(version, (payload, spec))
+    _stored.put(version, (payload, spec), 6 * json_weight(payload))  # a parsed copy: ~6x
     return spec

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from supervisor.db.repositories import OffsetsRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.model.status import SupervisorStatus
+from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.services.status import partition_lag
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, sorted_keys
@@ -155,7 +156,8 @@ def _add(totals: dict[str, float], values: Mapping[str, Any]) -> None:
 class Metrics:
     """What the service keeps for /metrics between scrapes."""
 
-    def __init__(self) -> None:
+    def __init__(self, access: KafkaAccess | None = None) -> None:
+        self.access = access or KafkaAccess()
         self.publish = PublishLatency()
         self.finished = FinishedTotals()
 
@@ -170,7 +172,7 @@ class Metrics:
                 "datasource": row.datasource,
                 "stream": io.get("topic") or io.get("topicPattern"),
             }
-            _supervisor(families, session, loop, labels, io)
+            _supervisor(families, session, loop, labels, io, self.access)
             totals = self.finished.totals(session, row.supervisor_id)
             if loop is not None:
                 for live in loop.task_metrics.values():
@@ -258,6 +260,7 @@ def _supervisor(
     loop: SupervisorStatus | None,
     labels: dict[str, Any],
     io: dict[str, Any],
+    access: KafkaAccess,
 ) -> None:
     if loop is None:  # no loop runs (supervisors off): nothing observed yet
         return
@@ -266,7 +269,7 @@ def _supervisor(
     lag = partition_lag(committed, loop.current, loop.latest)
     _lag_family(families, "", lag, labels)
     stream = str(io.get("topic") or io.get("topicPattern") or "")
-    behind = time_lag(io["consumerProperties"], stream, loop.latest, lag)
+    behind = time_lag(access.service_config(io["consumerProperties"]), stream, loop.latest, lag)
     _lag_family(families, "/time", behind, labels)
     families["supervisor/healthy"].add(1 if loop.healthy else 0, **labels)
     families["supervisor/state"].add(

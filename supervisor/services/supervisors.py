@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,8 @@ from supervisor.db.repositories import (
     SpecVersion,
 )
 from supervisor.errors import BadRequestError, NotFoundError
-from supervisor.lru import Lru
+from supervisor.lru import CACHE_BYTES, Lru, json_weight
+from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
 from tasks.partitions import PartitionKey, parse_key, split_key, task_group
@@ -65,10 +66,34 @@ def _check_update(new: dict[str, Any], old: dict[str, Any]) -> None:
             )
 
 
+MAX_HISTORY = 1000  # versions of one supervisor a history answer holds at most
+HISTORY_BYTES = 16 * 1024 * 1024  # about what one history answer holds at most
+
+
+@dataclass
+class History:
+    """Spec versions for an answer, newest first per supervisor, until HISTORY_BYTES: then
+    `truncated` (the answer says so in a header; ask with ?count for fewer)."""
+
+    versions: dict[str, list[dict[str, object]]] = field(default_factory=dict)
+    size: int = 0
+    truncated: bool = False
+
+    def add(self, row: SupervisorSpecRow) -> bool:
+        weight = json_weight(row.payload)
+        if self.versions and self.size + weight > HISTORY_BYTES:
+            self.truncated = True
+            return False
+        self.size += weight
+        self.versions.setdefault(row.supervisor_id, []).append(SupervisorService.version_entry(row))
+        return True
+
+
 class SupervisorService:
-    def __init__(self, session: Session, clock: Clock) -> None:
+    def __init__(self, session: Session, clock: Clock, access: KafkaAccess | None = None) -> None:
         self.session = session
         self.clock = clock
+        self.access = access or KafkaAccess()  # nothing beyond the defaults
         self.specs = SpecRepository(session)
         self.audit = AuditRepository(session)
 
@@ -86,12 +111,19 @@ class SupervisorService:
         datasource: str,
         payload: dict[str, Any],
         *,
+        parent: SpecVersion | None,
         suspended: bool = False,
         tombstone: bool = False,
     ) -> SupervisorSpecRow:
         now = self.clock()
         row = self.specs.append(
-            supervisor_id, datasource, payload, now, suspended=suspended, tombstone=tombstone
+            supervisor_id,
+            datasource,
+            payload,
+            now,
+            parent=0 if parent is None else parent.id,
+            suspended=suspended,
+            tombstone=tombstone,
         )
         self.audit.add(
             supervisor_id,
@@ -113,8 +145,10 @@ class SupervisorService:
         checked = _checked(raw)
         supervisor_id = checked.supervisor_id
         payload = json.loads(checked.payload)
-        previous = self.specs.active(supervisor_id)
+        latest = self.specs.latest(supervisor_id)
+        previous = None if latest is None or latest.tombstone else latest
         payload = restore_masked(payload, previous.payload if previous else None)
+        self.access.check(payload["spec"]["ioConfig"]["consumerProperties"])
         if previous is not None:
             _check_update(payload, previous.payload)
             if skip_if_unmodified and previous.payload == payload:
@@ -125,6 +159,7 @@ class SupervisorService:
             supervisor_id,
             checked.datasource,
             payload,
+            parent=latest,
             suspended=checked.suspended,
         )
         return supervisor_id, True
@@ -135,19 +170,29 @@ class SupervisorService:
     def list_active(self) -> list[SupervisorSpecRow]:
         return self.specs.all_active()
 
-    def history(self, supervisor_id: str, count: int | None) -> list[dict[str, object]]:
+    def history(self, supervisor_id: str, count: int | None) -> History:
+        """The newest `count` versions (at most MAX_HISTORY), within HISTORY_BYTES."""
         if count is not None and count <= 0:
             raise BadRequestError("count must be greater than zero", field="count")
-        rows = self.specs.history(supervisor_id, count)
-        if not rows:
+        history = History()
+        for row in self.specs.history(supervisor_id, min(count or MAX_HISTORY, MAX_HISTORY)):
+            if not history.add(row):
+                break
+        if not history.versions:
             raise NotFoundError(f"No history for [{supervisor_id}]")
-        return [self.version_entry(row) for row in rows]
+        return history
 
-    def all_history(self) -> dict[str, list[dict[str, object]]]:
-        result: dict[str, list[dict[str, Any]]] = {}
+    def all_history(self, count: int | None) -> History:
+        """Each supervisor's newest `count` versions (at most MAX_HISTORY), within
+        HISTORY_BYTES in all."""
+        if count is not None and count <= 0:
+            raise BadRequestError("count must be greater than zero", field="count")
+        history, kept = History(), min(count or MAX_HISTORY, MAX_HISTORY)
         for row in self.specs.history():
-            result.setdefault(row.supervisor_id, []).append(self.version_entry(row))
-        return dict(sorted(result.items()))
+            if len(history.versions.get(row.supervisor_id, ())) < kept and not history.add(row):
+                break
+        history.versions = dict(sorted(history.versions.items()))
+        return history
 
     @staticmethod
     def version_entry(row: SupervisorSpecRow) -> dict[str, object]:
@@ -165,6 +210,7 @@ class SupervisorService:
             supervisor_id,
             row.datasource,
             payload,
+            parent=row,
             suspended=suspended,
         )
         return mask_spec(payload)
@@ -182,7 +228,15 @@ class SupervisorService:
             "dataSources": [row.datasource],
             "suspended": False,
         }
-        self._append("terminate", actor, supervisor_id, row.datasource, tombstone, tombstone=True)
+        self._append(
+            "terminate",
+            actor,
+            supervisor_id,
+            row.datasource,
+            tombstone,
+            parent=row,
+            tombstone=True,
+        )
 
     def terminate_all(self, actor: Actor) -> None:
         for row in self.specs.all_active():
@@ -280,7 +334,7 @@ class _Checked:
 
 
 CHECKED_KEPT = 1024
-_checked_specs: Lru[str, _Checked] = Lru(CHECKED_KEPT)
+_checked_specs: Lru[str, _Checked] = Lru(CHECKED_KEPT, CACHE_BYTES)
 
 
 def _checked(raw: Any) -> _Checked:
@@ -304,7 +358,7 @@ def _checked(raw: Any) -> _Checked:
         parsed.supervisor_id, parsed.datasource, parsed.suspended, json.dumps(payload)
     )
     if key is not None:
-        _checked_specs.put(key, checked)
+        _checked_specs.put(key, checked, len(key) + len(checked.payload))
     return checked
 
 

@@ -18,13 +18,15 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, Runner
-from supervisor.schemas.secrets import mask_task
+from supervisor.schemas.kafka_access import KafkaAccess
+from supervisor.schemas.secrets import PROPERTIES, mask_task
 from supervisor.services.supervisors import Actor, intend
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
-from tasks.spec.errors import SpecError, from_validation_error
+from tasks.spec.errors import FieldError, SpecError, from_validation_error
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
+MAX_TASKS_LISTED = 100_000  # ?max= at most this
 STATE_FILTERS = {
     "running": (TaskStatusCode.RUNNING,),
     "complete": (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED),
@@ -33,7 +35,7 @@ STATE_FILTERS = {
 }
 
 
-def parse_task(raw: object) -> IndexKafkaTask:
+def parse_task(raw: object, access: KafkaAccess) -> IndexKafkaTask:
     if not isinstance(raw, dict):
         raise SpecError.single("", "the body must be a JSON object holding a task")
     if raw.get("type") != "index_kafka":
@@ -46,6 +48,10 @@ def parse_task(raw: object) -> IndexKafkaTask:
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     problems = unsupported(task.dataSchema, task.ioConfig.inputFormat, "")
+    problems += [
+        FieldError(f"ioConfig.consumerProperties{e.field[len(PROPERTIES) :]}", e.reason)
+        for e in access.problems(task.ioConfig.consumerProperties)
+    ]
     if problems:
         raise SpecError(problems)
     return task
@@ -87,8 +93,8 @@ class TaskService:
             raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
         return row
 
-    def submit(self, raw: object) -> str:
-        task = parse_task(raw)
+    def submit(self, raw: object, access: KafkaAccess) -> str:
+        task = parse_task(raw, access)
         if self.tasks.get(task.id) is not None:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
         return self.launch(task)

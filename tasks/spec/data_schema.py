@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from tasks.spec.base import DruidModel, check_period
 from tasks.spec.errors import field_error
+from tasks.spec.names import name_problem
 
 TIMESTAMP_FORMATS = {"auto", "iso", "posix", "millis", "micro", "nano", "ruby"}
 _JODA_LETTERS = set("GCYxwweEyDMdaKhHkmsSzZ")
@@ -227,9 +228,6 @@ class TransformSpec(DruidModel):
         return self
 
 
-_DATASOURCE_BAD = re.compile(r"[/\t\n\r\f\v\u2028\u2029]")
-
-
 class DataSchema(DruidModel):
     dataSource: str = Field(min_length=1)
     timestampSpec: TimestampSpec = Field(default_factory=TimestampSpec)
@@ -242,10 +240,9 @@ class DataSchema(DruidModel):
     @field_validator("dataSource")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if value.startswith("."):
-            raise ValueError("cannot start with '.'")
-        if _DATASOURCE_BAD.search(value):
-            raise ValueError("cannot contain '/' or whitespace other than spaces")
+        problem = name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

@@ -9,6 +9,12 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from tasks.spec.base import DruidModel, FixedPeriod, IsoDateTime, PositivePeriod
 from tasks.spec.errors import field_error
+from tasks.spec.names import topic_problem
+
+# Bounds a supervisor's tasks stay within: more replicas than this protect nothing more, and a
+# taskCount above the partitions a topic can have only leaves groups empty.
+MAX_REPLICAS = 32
+MAX_TASK_COUNT = 10_000
 
 INPUT_FORMATS = {
     "json",
@@ -102,8 +108,8 @@ class KafkaIOConfig(DruidModel):
         validation_alias=AliasChoices("useEarliestOffset", "useEarliestSequenceNumber"),
     )
     inputFormat: InputFormat | None = None
-    replicas: int = Field(default=1, ge=1)
-    taskCount: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    taskCount: int = Field(default=1, ge=1, le=MAX_TASK_COUNT)
     taskDuration: PositivePeriod = "PT1H"
     startDelay: FixedPeriod = "PT5S"
     period: PositivePeriod = "PT30S"
@@ -133,8 +139,9 @@ class KafkaIOConfig(DruidModel):
     def _consistent(self) -> KafkaIOConfig:
         if (self.topic is None) == (self.topicPattern is None):
             raise field_error("topic", "exactly one of topic and topicPattern must be set")
-        if self.topic is not None and not self.topic.strip():
-            raise field_error("topic", "cannot be empty")
+        problem = None if self.topic is None else topic_problem(self.topic)
+        if problem:
+            raise field_error("topic", problem)
         if self.topicPattern is not None:
             try:
                 re.compile(self.topicPattern)

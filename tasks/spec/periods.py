@@ -60,10 +60,18 @@ def _parse(text: str) -> Period:
     return Period(text=text, millis=millis, **{key: int(value) for key, value in parts.items()})
 
 
-def duration_millis(text: str) -> int:
-    """Parse a period that must have a fixed, positive length (a timeout, a duration)."""
+# The longest duration a spec may give where it is added to a time (a task's duration, a
+# timeout): a hundred years. Longer ones overflowed the date arithmetic of every pass.
+MAX_DURATION_MS = 36_500 * _MS["days"]
+
+
+def duration_millis(text: str, *, longest: int | None = MAX_DURATION_MS) -> int:
+    """Parse a period that must have a fixed, positive length (a timeout, a duration) of at
+    most `longest` milliseconds (None: any)."""
     period = parse_period(text)
     millis = period.to_millis()
     if millis <= 0:
         raise ValueError(f"'{text}' must be longer than zero")
+    if longest is not None and millis > longest:
+        raise ValueError(f"'{text}' is longer than {longest // _MS['days']} days, the most allowed")
     return millis

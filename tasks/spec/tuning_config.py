@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from tasks.spec.base import DruidModel, PositivePeriod
+from tasks.spec.base import DruidModel, LongPeriod, PositivePeriod
 
 INT_MAX = 2_147_483_647
 
@@ -19,7 +19,7 @@ class KafkaTuningConfig(DruidModel):
     maxRowsPerSegment: int = Field(default=5_000_000, gt=0)
     maxTotalRows: int | None = Field(default=20_000_000, gt=0)
     intermediatePersistPeriod: PositivePeriod = "PT10M"
-    intermediateHandoffPeriod: PositivePeriod = f"P{INT_MAX}D"
+    intermediateHandoffPeriod: LongPeriod = f"P{INT_MAX}D"
     maxPendingPersists: int = Field(default=0, ge=0)
     indexSpec: dict[str, Any] = Field(default_factory=dict)
     indexSpecForIntermediatePersists: dict[str, Any] = Field(default_factory=dict)

@@ -260,7 +260,7 @@ def test_body_over_the_limit_without_a_length_header(api: httpx.Client) -> None:
         for _ in range(20):
             yield b" " * 8192
 
-    response = api.post(BASE, content=chunks())
+    response = api.post(BASE, content=chunks(), headers={"content-type": "application/json"})
     assert response.status_code == 413
 
 

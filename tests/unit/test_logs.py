@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
-from tasks.logs import ContextFilter, JsonFormatter, log_context
+from tasks.logs import ContextFilter, JsonFormatter, TextFormatter, log_context
 
 
 def record(message: str, **extra: object) -> logging.LogRecord:
@@ -38,3 +39,19 @@ def test_json_lines() -> None:
     assert entry["message"] == "paused 3 replicas" and entry["task"] == "t1"
     assert entry["level"] == "INFO" and entry["logger"] == "sluicegate.test"
     assert entry["time"].endswith("+00:00")
+
+
+def test_text_lines_escape_what_a_request_put_in_them() -> None:
+    # an id with a newline used to forge a second log line
+    made = record("supervisor %s: created", supervisor="x\nFAKE y")
+    made.args = ("a\n2026-01-01 INFO forged\x00",)
+    ContextFilter().filter(made)
+    line = TextFormatter("%(levelname)s%(context)s: %(message)s").format(made)
+    assert line == "INFO supervisor=x\\nFAKE y: supervisor a\\n2026-01-01 INFO forged\\x00: created"
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = record("failed")
+        failed.exc_info = sys.exc_info()
+    ContextFilter().filter(failed)
+    assert "\nTraceback" in TextFormatter("%(message)s").format(failed)  # tracebacks keep lines

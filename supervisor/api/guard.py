@@ -1,0 +1,122 @@
+"""What every request passes before a route: a Host this service answers to (against DNS
+rebinding), no cross-site write (a web page may send a form or a text/plain POST to any
+address without asking), a path with no control characters, and no exception that escapes
+as a reset connection (an unexpected error is a 500 whose connection stays usable)."""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from supervisor.settings import Settings
+
+log = logging.getLogger(__name__)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+MAX_PATH = 2048
+
+
+def host_name(value: str) -> str:
+    """The name of a Host header's value, without its port (IPv6 in brackets or not)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value[1:]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def allowed_hosts(settings: Settings) -> frozenset[str] | None:
+    """The names of this service a request may give as its Host (None: any)."""
+    names = {name.strip().lower() for name in settings.allowed_hosts.split(",") if name.strip()}
+    if "*" in names:
+        return None
+    names |= LOOPBACK_NAMES
+    if settings.host not in ("0.0.0.0", "::", ""):
+        names.add(settings.host.lower())
+    advertised = urlsplit(settings.advertised_url()).hostname
+    if advertised:
+        names.add(advertised.lower())
+    return frozenset(host_name(name) for name in names)
+
+
+def _origin(value: str) -> tuple[str, str] | None:
+    """(scheme, host[:port]) of an Origin header, None for "null" or garbage."""
+    parts = urlsplit(value.strip())
+    return (parts.scheme.lower(), parts.netloc.lower()) if parts.scheme and parts.netloc else None
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.hosts = allowed_hosts(settings)
+        self.origins = {
+            origin
+            for text in settings.cors_origins.split(",")
+            if (origin := _origin(text)) is not None
+        }
+
+    def refusal(self, scope: Scope) -> JSONResponse | None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        if self.hosts is not None and host_name(host) not in self.hosts:
+            return _refuse(
+                400,
+                f"Host: '{host[:100]}' is not a name this service answers to; "
+                "the operator adds it to SLUICEGATE_ALLOWED_HOSTS",
+                "Host",
+            )
+        path = scope["path"]
+        if len(path) > MAX_PATH:
+            return _refuse(414, f"path: longer than {MAX_PATH} characters", "path")
+        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+            return _refuse(400, "path: holds control characters", "path")
+        if scope["method"] not in SAFE_METHODS and self._cross_site(headers, host):
+            return _refuse(
+                403,
+                "Origin: writes from another site's page are refused "
+                "(the operator allows an origin with SLUICEGATE_CORS_ORIGINS)",
+                "Origin",
+            )
+        return None
+
+    def _cross_site(self, headers: dict[str, str], host: str) -> bool:
+        origin_header = headers.get("origin")
+        if origin_header is None:
+            return headers.get("sec-fetch-site") == "cross-site"
+        origin = _origin(origin_header)
+        if origin is None:
+            return True
+        return origin[1] != host.lower() and origin not in self.origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            log.exception("unexpected error on %s %s", scope["method"], scope["path"])
+            if started:
+                raise
+            error = _refuse(500, f"internal error: {type(exc).__name__}", None)
+            await error(scope, receive, send)
+
+
+def _refuse(status: int, message: str, field: str | None) -> JSONResponse:
+    content: dict[str, str] = {"error": message}
+    if field:
+        content["field"] = field
+    return JSONResponse(status_code=status, content=content)

@@ -1,0 +1,143 @@
+"""What a spec's consumerProperties may make Sluicegate do.
+
+A setting that names a file, a shared library, an engine, a command, a Java class or a URL
+would act inside the service and its tasks (read /etc/shadow as a CA, load a library, POST a
+secret to any address): each is refused at submit, with a 400 naming the key, unless the
+operator allows it (`SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES`). The service's own Kafka
+clients (partitions, offsets, lag) take only what reaching the broker needs, plus what the
+operator allowed; tasks get the spec's properties as given. Druid's dynamic config provider
+may name only the environment variables the operator allows (`SLUICEGATE_SPEC_ENVIRONMENT`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from supervisor.schemas.secrets import PROPERTIES
+from tasks.kafka_properties import PROVIDER, provider_variables, resolved
+from tasks.spec.errors import FieldError, SpecError
+
+# Keys that make a client act on the machine or call out: files, libraries, engines,
+# commands, classes (Java), URLs, Java config providers (which read files).
+_ACTING = re.compile(
+    r"(\.location|\.locations|\.keytab|\.cmd|\.url|\.urls|\.class|\.classes)$|"
+    r"^ssl\.engine\.|^ssl\.providers$|^plugin\.library\.paths$|^config\.providers|"
+    r"^metric\.reporters$",
+    re.I,
+)
+# The login modules a JAAS configuration may name without the operator's leave: user names
+# and passwords or tokens inline. Others (Kerberos: keytab files) act on the machine.
+_LOGIN_MODULES = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+)
+# What the service's own clients take: where the brokers are and how to log in to them.
+SERVICE_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "security.protocol",
+        "client.id",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "sasl.jaas.config",
+        "ssl.endpoint.identification.algorithm",
+        "enable.ssl.certificate.verification",
+        "ssl.ca.pem",
+        "ssl.certificate.pem",
+        "ssl.key.pem",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.certificates",
+        "ssl.keystore.type",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+    }
+)
+
+
+@dataclass(frozen=True)
+class KafkaAccess:
+    """The operator's leave: consumer properties allowed beyond the defaults (exact names, or
+    prefixes ending in '*'), and a pattern of environment variable names specs may name."""
+
+    allowed: frozenset[str] = frozenset()
+    environment: str = ""
+
+    @classmethod
+    def parse(cls, allowed: str, environment: str) -> KafkaAccess:
+        names = frozenset(name.strip() for name in allowed.split(",") if name.strip())
+        return cls(names, environment.strip())
+
+    def allows(self, key: str) -> bool:
+        return any(
+            key == name or (name.endswith("*") and key.startswith(name[:-1]))
+            for name in self.allowed
+        )
+
+    def problems(self, props: Mapping[str, Any]) -> list[FieldError]:
+        """What the operator has not allowed in a spec's consumerProperties."""
+        found: list[FieldError] = []
+        for key, value in props.items():
+            field = f"{PROPERTIES}.{key}"
+            if key == PROVIDER:
+                found.extend(self._provider_problems(props))
+            elif self.allows(key):
+                continue
+            elif _ACTING.search(key):
+                found.append(
+                    FieldError(
+                        field,
+                        "names a file, library, command, class or URL the service would use; "
+                        "the operator allows it with SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES",
+                    )
+                )
+            elif key == "sasl.jaas.config" and not _plain_login(value):
+                found.append(
+                    FieldError(
+                        field,
+                        "names a login module other than Plain, SCRAM or OAuthBearer; "
+                        "the operator allows it with SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES",
+                    )
+                )
+        return found
+
+    def _provider_problems(self, props: Mapping[str, Any]) -> list[FieldError]:
+        field = f"{PROPERTIES}.{PROVIDER}"
+        try:
+            variables = provider_variables(props)
+        except ValueError as exc:
+            return [FieldError(field, str(exc))]
+        found = []
+        for key, name in variables.items():
+            if not self.environment or not re.fullmatch(self.environment, name):
+                found.append(
+                    FieldError(
+                        f"{field}.variables.{key}",
+                        f"names the environment variable {name}, which the operator has not "
+                        "allowed specs to read (SLUICEGATE_SPEC_ENVIRONMENT)",
+                    )
+                )
+        return found
+
+    def check(self, props: Mapping[str, Any]) -> None:
+        problems = self.problems(props)
+        if problems:
+            raise SpecError(problems)
+
+    def service_config(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """The properties the service's own clients use: the provider's values filled in,
+        then only what reaching the broker needs and what the operator allowed."""
+        return {
+            key: value
+            for key, value in resolved(props).items()
+            if key in SERVICE_KEYS or self.allows(key)
+        }
+
+
+def _plain_login(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().startswith(_LOGIN_MODULES)

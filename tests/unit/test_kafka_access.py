@@ -1,0 +1,61 @@
+"""What a spec's consumerProperties may make the service do, and what its clients take."""
+
+from __future__ import annotations
+
+import pytest
+
+from supervisor.schemas.kafka_access import KafkaAccess
+from tasks.kafka_properties import MissingVariable, resolved
+
+PROVIDER = {
+    "type": "environment",
+    "variables": {"sasl.password": "SG_PASSWORD", "ssl.key.password": "SG_KEY"},
+}
+
+
+def test_the_provider_fills_values_from_the_environment_and_wins() -> None:
+    props = {
+        "bootstrap.servers": "b:9092",
+        "sasl.password": "old",
+        "druid.dynamic.config.provider": PROVIDER,
+    }
+    filled = resolved(props, {"SG_PASSWORD": "s3cret", "SG_KEY": "k"})
+    assert filled == {
+        "bootstrap.servers": "b:9092",
+        "sasl.password": "s3cret",
+        "ssl.key.password": "k",
+    }
+    with pytest.raises(MissingVariable, match="SG_KEY is not set"):
+        resolved(props, {"SG_PASSWORD": "s3cret"})
+    assert resolved({"bootstrap.servers": "b"}) == {"bootstrap.servers": "b"}
+
+
+def test_the_service_clients_take_only_what_reaching_the_broker_needs() -> None:
+    props = {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "u",
+        "ssl.ca.location": "/etc/shadow",
+        "ssl.engine.location": "/tmp/evil.so",
+        "fetch.max.bytes": "1",
+    }
+    config = KafkaAccess().service_config(props)
+    assert config == {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "u",
+    }
+    allowed = KafkaAccess.parse("ssl.ca.location", "")
+    assert allowed.service_config(props)["ssl.ca.location"] == "/etc/shadow"
+    assert allowed.problems(props)[0].field.endswith("ssl.engine.location")
+
+
+def test_operator_patterns() -> None:
+    access = KafkaAccess.parse(" ssl.*, sasl.kerberos.kinit.cmd ", "SG_.*")
+    assert access.allows("ssl.ca.location") and access.allows("sasl.kerberos.kinit.cmd")
+    assert not access.allows("sasl.kerberos.keytab")
+    assert access.problems({"druid.dynamic.config.provider": PROVIDER}) == []
+    refused = KafkaAccess().problems({"druid.dynamic.config.provider": PROVIDER})
+    assert [p.field.rsplit(".", 1)[-1] for p in refused] == ["password", "password"]
