@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -53,6 +55,7 @@ async def in_session(
                 except Raced:
                     if attempt + 1 == RACE_ATTEMPTS:
                         raise
+                    time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # the racers spread out
                     continue
             if then is not None:
                 then(result)
@@ -62,7 +65,7 @@ async def in_session(
     return await run_in_threadpool(run)
 
 
-RACE_ATTEMPTS = 5
+RACE_ATTEMPTS = 10
 MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
 _MAX_INT = 2**63 - 1  # numbers are Java longs in Druid's specs
 

@@ -189,4 +189,3 @@ class SupervisorStatusRow(Base):
     payload: Mapped[dict[str, Any]]
     epoch: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime]
-
