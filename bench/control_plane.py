@@ -25,6 +25,7 @@ Prints a table, writes bench/results/control_plane.json and ends with a RATIO li
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import random
@@ -127,9 +128,15 @@ class Service:
         self.thread.join(120)
 
 
+# With --auth basic, every request carries the admin's Basic credentials (set by main()).
+AUTH_HEADERS: dict[str, str] = {}
+ADMIN_PASSWORD = "bench-admin-password"
+
+
 def in_child(mode: str, url: str, params: dict[str, Any]) -> dict[str, Any]:
     """Run bench/rest_load.py (the REST load, or a burst) in a process of its own."""
     command = [sys.executable, str(ROOT / "bench" / "rest_load.py"), mode, url]
+    params = {**params, "headers": AUTH_HEADERS}
     done = subprocess.run(
         command, input=json.dumps(params), capture_output=True, text=True, check=False
     )
@@ -185,7 +192,10 @@ class PassSamples:
 
 
 def submit_all(url: str, args: argparse.Namespace) -> None:
-    with httpx.Client(base_url=url, timeout=120) as api, ThreadPoolExecutor(4) as pool:
+    with (
+        httpx.Client(base_url=url, timeout=120, headers=AUTH_HEADERS) as api,
+        ThreadPoolExecutor(4) as pool,
+    ):
         for response in pool.map(
             lambda i: api.post(BASE, json=spec(i, args)), range(args.supervisors)
         ):
@@ -194,7 +204,7 @@ def submit_all(url: str, args: argparse.Namespace) -> None:
 
 def resume_all(url: str) -> None:
     """Resume whatever the REST load's writes left suspended."""
-    with httpx.Client(base_url=url, timeout=120) as api:
+    with httpx.Client(base_url=url, timeout=120, headers=AUTH_HEADERS) as api:
         for entry in api.get(BASE, params={"state": "true"}).json():
             if entry["suspended"]:
                 api.post(f"{BASE}/{entry['id']}/resume").raise_for_status()
@@ -325,6 +335,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         kill_tasks_on_exit=True,
         log_level="warning",
         standby_lead_s=0.0,  # simulated tasks read at once: no standby processes to warm
+        auth=args.auth,
+        admin_password=ADMIN_PASSWORD,
     )
     simulator = subprocess.Popen(
         [
@@ -404,7 +416,7 @@ def rest_plan(args: argparse.Namespace, ids: list[str], url: str) -> dict[str, A
     50 supervisors), unchanged specs are resubmitted for the others; running tasks' ids."""
     toggle = ids[: max(1, min(50, len(ids) // 2))]
     resubmit = [index for index, sid in enumerate(ids) if sid not in toggle]
-    with httpx.Client(base_url=url, timeout=120) as api:
+    with httpx.Client(base_url=url, timeout=120, headers=AUTH_HEADERS) as api:
         running = api.get(f"{TASKS}/tasks", params={"state": "running"}).json()
     return {
         "ids": ids,
@@ -599,7 +611,16 @@ def main() -> None:
     parser.add_argument(
         "--cost-requests", type=int, default=200, help="per kind, for the CPU per request"
     )
+    parser.add_argument(
+        "--auth",
+        choices=("none", "basic"),
+        default="none",
+        help="basic: every request authenticated (the admin, HTTP Basic)",
+    )
     args = parser.parse_args()
+    if args.auth == "basic":
+        token = base64.b64encode(f"admin:{ADMIN_PASSWORD}".encode()).decode()
+        AUTH_HEADERS["Authorization"] = f"Basic {token}"
     logging.getLogger("supervisor").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="sluicegate-control-") as tmp:
         results = run(args, Path(tmp))

@@ -78,7 +78,8 @@ class Http:
     new one whenever every open one is busy (so nothing queues on the client's side). httpx's
     async pool spends more CPU per request than the service at a few hundred a second."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+        self.headers = headers or {}  # sent with every request (credentials)
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", int(parts.port or 80)
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
@@ -97,7 +98,8 @@ class Http:
         head = f"{method} {path} HTTP/1.1\r\nhost: {self.host}\r\ncontent-length: {len(data)}\r\n"
         if data:
             head += "content-type: application/json\r\n"
-        head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+        sent = {**self.headers, **(headers or {})}
+        head += "".join(f"{name}: {value}\r\n" for name, value in sent.items())
         writer.write(head.encode() + b"\r\n" + data)
         status = int((await reader.readline()).split()[1])
         length, close = 0, False
@@ -119,13 +121,15 @@ class Http:
             writer.close()
 
 
-async def rest(url: str, rps: float, seconds: float, plan: dict[str, Any]) -> dict[str, Any]:
+async def rest(
+    url: str, rps: float, seconds: float, plan: dict[str, Any], headers: dict[str, str]
+) -> dict[str, Any]:
     rng = random.Random(7)  # the same requests in the same order on every run
     requests = Requests(plan, rng)
     kinds = rng.choices(list(MIX), weights=list(MIX.values()), k=int(rps * seconds))
     samples: list[tuple[str, float, int]] = []
     late: list[float] = []
-    http = Http(url)
+    http = Http(url, headers)
 
     async def one(kind: str, method: str, path: str, body: Any, at: float) -> None:
         late.append(time.perf_counter() - at)
@@ -153,10 +157,12 @@ async def rest(url: str, rps: float, seconds: float, plan: dict[str, Any]) -> di
     }
 
 
-async def burst(url: str, requests: list[list[Any]], width: int) -> dict[str, Any]:
+async def burst(
+    url: str, requests: list[list[Any]], width: int, headers: dict[str, str]
+) -> dict[str, Any]:
     gate = asyncio.Semaphore(width)
     codes: list[int] = []
-    http = Http(url)
+    http = Http(url, headers)
 
     async def one(method: str, path: str, body: Any) -> None:
         async with gate:
@@ -168,8 +174,8 @@ async def burst(url: str, requests: list[list[Any]], width: int) -> dict[str, An
     return {"began": began, "ended": time.time(), "errors": sum(c >= 400 for c in codes)}
 
 
-async def serial(url: str, requests: list[list[Any]]) -> dict[str, Any]:
-    http = Http(url)
+async def serial(url: str, requests: list[list[Any]], headers: dict[str, str]) -> dict[str, Any]:
+    http = Http(url, headers)
     latencies: list[float] = []
     errors = 0
     for method, path, body in requests:
@@ -184,12 +190,13 @@ async def serial(url: str, requests: list[list[Any]]) -> dict[str, Any]:
 def main() -> None:
     mode, url = sys.argv[1], sys.argv[2]
     params = json.load(sys.stdin)
+    headers = params.get("headers", {})
     if mode == "rest":
-        result = asyncio.run(rest(url, params["rps"], params["seconds"], params["plan"]))
+        result = asyncio.run(rest(url, params["rps"], params["seconds"], params["plan"], headers))
     elif mode == "serial":
-        result = asyncio.run(serial(url, params["requests"]))
+        result = asyncio.run(serial(url, params["requests"], headers))
     else:
-        result = asyncio.run(burst(url, params["requests"], params["width"]))
+        result = asyncio.run(burst(url, params["requests"], params["width"], headers))
     json.dump(result, sys.stdout)
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -16,16 +17,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
-from supervisor.api import coordinator, leader, supervisors, tasks
+from supervisor.api import basic_security, coordinator, leader, supervisors, tasks
+from supervisor.api.auth import Authentication, needs
 from supervisor.api.context import AppContext
 from supervisor.api.documented import documented
 from supervisor.api.guard import RequestGuard
 from supervisor.api.redirect import FollowerRedirect
 from supervisor.clock import Clock, utc_now
-from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.db.engine import SessionFactory, make_engine, migrate, session_factory
 from supervisor.errors import DomainError
 from supervisor.leading import LeaderDuties
+from supervisor.model.access import Action, ResourceType
 from supervisor.runner.local import LocalProcessRunner
+from supervisor.services.authentication import ADMIN, Authenticator, ensure_admin
 from supervisor.services.leadership import Leadership, LeaseHeld
 from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
@@ -64,6 +68,22 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(exc.status_code, str(exc.detail))
 
 
+def _start_authentication(context: AppContext, sessions: SessionFactory) -> None:
+    """Authentication on: the admin user on a metadata DB with none (its password shown once
+    when it was not given), and the authenticator every request goes through."""
+    settings = context.settings
+    given = settings.admin_password.get_secret_value() if settings.admin_password else None
+    generated = ensure_admin(sessions, given, context.clock())
+    if generated is not None:
+        print(  # once, on the terminal of whoever started it; never in a log file
+            f"sluicegate: created user {ADMIN} with password {generated} "
+            "(shown once; change it with the basic-security API)",
+            file=sys.stderr,
+            flush=True,
+        )
+    context.authenticator = Authenticator(sessions, settings.auth_cache_s)
+
+
 def create_app(
     settings: Settings | None = None,
     clock: Clock = utc_now,
@@ -88,6 +108,8 @@ def create_app(
         sessions = context.started_sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
         context.shared = engine.dialect.name != "sqlite"
+        if settings.auth == "basic":
+            _start_authentication(context, sessions)
         held = leadership or Leadership(sessions, settings.advertised_url(), settings.lease_s)
         held.sessions = sessions  # one engine (SQLite: one writer queue)
         duties = LeaderDuties(context, held)
@@ -140,7 +162,9 @@ def create_app(
     app.include_router(tasks.router)
     app.include_router(coordinator.router)
     app.include_router(leader.router)
+    app.include_router(basic_security.router)
     app.add_middleware(FollowerRedirect, context=context)
+    app.add_middleware(Authentication, context=context)
     origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]
     if origins:
         app.add_middleware(
@@ -157,9 +181,12 @@ def create_app(
     def health() -> bool:
         return True
 
+    state_read = [Depends(needs(ResourceType.STATE, "STATE", Action.READ))]
+
     @app.get(
         "/metrics",
         tags=["service"],
+        dependencies=state_read,
         summary="Druid's ingestion metrics in Prometheus' text format",
         response_class=PlainTextResponse,
     )
@@ -168,7 +195,7 @@ def create_app(
             text = context.metrics.render(session, context.statuses_of(session))
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @app.get("/status", tags=["service"], summary="Version of the service")
+    @app.get("/status", tags=["service"], summary="Version of the service", dependencies=state_read)
     def status() -> dict[str, str]:
         return {"version": __version__}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -53,6 +53,23 @@ class Settings(BaseSettings):
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)
 
+    # Authentication: "none" (every request may do everything; only on a loopback address
+    # unless allow_unauthenticated) or "basic" (HTTP Basic and Bearer API tokens against the
+    # users and roles in the metadata DB).
+    auth: Literal["none", "basic"] = "none"
+    allow_unauthenticated: bool = False
+    # The first start with "basic" and no users creates `admin` with this password (else with
+    # a generated one, shown once).
+    admin_password: SecretStr | None = None
+    # How long verified credentials and users' permissions are kept in memory.
+    auth_cache_s: float = Field(default=30.0, ge=0, le=3600)
+    # Names in Druid's basic-security paths (/druid-ext/basic-security/authentication/db/<name>)
+    authenticator_name: str = "basic"
+    authorizer_name: str = "basic"
+    # TLS: the service (and its tasks' chat API) serve HTTPS with this certificate (chain) and
+    # key, PEM files. Clients verify against the system's CAs or SSL_CERT_FILE.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     # Names a request may give as its Host besides loopback ones and the service's own
     # (comma-separated; "*": any). Guards against DNS rebinding.
     allowed_hosts: str = ""
@@ -68,11 +85,21 @@ class Settings(BaseSettings):
     # expression over the whole name; none by default).
     spec_environment: str = ""
 
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key: give both or neither")
+        return self
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls_cert is None else "https"
+
     def advertised_url(self) -> str:
         if self.overlord_url:
             return self.overlord_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def prepare_dirs(self) -> None:
         """Create the local directories the service writes to, including a SQLite file's."""

@@ -9,10 +9,12 @@ that keeps a deposed leader from touching a task its successor drives. A call wi
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -87,7 +89,7 @@ def create_control_app(
     ) -> None:
         if taskId != task_id:
             raise ControlError(404, f"no task [{taskId}] here")
-        if given != token:
+        if not hmac.compare_digest(given or "", token):
             raise ControlError(403, "missing or wrong task token")
         if epoch is not None:
             fence.admit(epoch, command=request.method != "GET", leader=leader)
@@ -164,8 +166,23 @@ def create_control_app(
 class ControlServer:
     """uvicorn in a daemon thread, so the main thread can drive Spark."""
 
-    def __init__(self, app: Any, host: str, port: int) -> None:
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    def __init__(
+        self,
+        app: Any,
+        host: str,
+        port: int,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+    ) -> None:
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            ssl_certfile=tls_cert,
+            ssl_keyfile=tls_key,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="control-api", daemon=True)
 

@@ -356,6 +356,7 @@ class KafkaIndexer:
         with self.lock:
             self._count("persists", 1)
             self._count("fastPersists", int(persisted.engine is EngineName.PYTHON_WORKERS))
+            self._count("directReads", int(persisted.direct))
             self._count("persistSeconds", self.clock() - began)
             sequence.persists.append(persist)
             sequence.written_by.add(persisted.engine)

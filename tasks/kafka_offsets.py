@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from tasks.kafka_properties import resolved
+from tasks.kafka_properties import librdkafka_config, resolved
 from tasks.partitions import PartitionKey, split_key
 
 KAFKA_LOG = logging.getLogger("kafka")
@@ -18,8 +18,8 @@ KAFKA_LOG = logging.getLogger("kafka")
 def client_config(consumer_properties: Mapping[str, object]) -> dict[str, str]:
     """The consumer properties an admin client takes: where the brokers are, how to reach them."""
     allowed = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id")
-    props = resolved(consumer_properties)
-    return {k: str(v) for k, v in props.items() if k.startswith(allowed)}
+    props = librdkafka_config(resolved(consumer_properties))
+    return {k: v for k, v in props.items() if k.startswith(allowed)}
 
 
 class OffsetReader:

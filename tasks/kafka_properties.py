@@ -6,6 +6,7 @@ holding it."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,3 +49,69 @@ def resolved(props: Mapping[str, Any], environ: Mapping[str, str] | None = None)
             )
         result[key] = environ[name]
     return result
+
+
+# A JAAS configuration's options: key="value" (or key=value) pairs after the login module.
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+_LOGIN_WITH_PASSWORD = ("PlainLoginModule", "ScramLoginModule")
+# Java client settings with no librdkafka counterpart (the rest of a Java client's SSL store
+# settings is mapped below, or has the same name in both)
+_JAVA_ONLY = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.type",
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.type",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.trustmanager.algorithm",
+        "ssl.keymanager.algorithm",
+    }
+)
+
+
+def jaas_options(jaas: str) -> dict[str, str]:
+    """A JAAS configuration's options (quoted values unescaped, as Java's tokenizer does)."""
+    return {
+        match.group(1): (
+            re.sub(r"\\(.)", r"\1", match.group(2))
+            if match.group(2) is not None
+            else match.group(3)
+        )
+        for match in _JAAS_OPTION.finditer(jaas)
+    }
+
+
+def librdkafka_config(props: Mapping[str, object]) -> dict[str, str]:
+    """A Java client's consumer properties (what Druid specs hold) as librdkafka's: the
+    JAAS user and password of PLAIN and SCRAM as sasl.username/sasl.password, a PEM trust
+    store as ssl.ca.pem (or ssl.ca.location), a PEM key store as ssl.certificate.pem and
+    ssl.key.pem, Java's empty endpoint identification as "none"; librdkafka's own names
+    pass through."""
+    config = {k: str(v) for k, v in props.items() if k not in _JAVA_ONLY}
+    jaas = props.get("sasl.jaas.config")
+    if isinstance(jaas, str) and any(module in jaas for module in _LOGIN_WITH_PASSWORD):
+        options = jaas_options(jaas)
+        if "username" in options:
+            config.setdefault("sasl.username", options["username"])
+        if "password" in options:
+            config.setdefault("sasl.password", options["password"])
+    if str(props.get("ssl.truststore.type", "")).upper() == "PEM":
+        if "ssl.truststore.certificates" in props:
+            config.setdefault("ssl.ca.pem", str(props["ssl.truststore.certificates"]))
+        elif "ssl.truststore.location" in props:
+            config.setdefault("ssl.ca.location", str(props["ssl.truststore.location"]))
+    if str(props.get("ssl.keystore.type", "")).upper() == "PEM":
+        if "ssl.keystore.certificate.chain" in props:
+            config.setdefault("ssl.certificate.pem", str(props["ssl.keystore.certificate.chain"]))
+        if "ssl.keystore.key" in props:
+            config.setdefault("ssl.key.pem", str(props["ssl.keystore.key"]))
+    if config.get("ssl.endpoint.identification.algorithm") == "":
+        config["ssl.endpoint.identification.algorithm"] = "none"
+    return config

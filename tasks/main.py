@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--deep-storage", type=Path, required=True)
     parser.add_argument("--jar-cache", type=Path, required=True)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--tls-cert", type=Path, help="serve the chat API over TLS (PEM)")
+    parser.add_argument("--tls-key", type=Path)
     parser.add_argument(
         "--publish-niceness",
         type=int,
@@ -165,7 +167,7 @@ def _standby(args: argparse.Namespace, token: str) -> int:
             cancel_warm_up(sessions[0])
 
     switch.app = create_standby_app(token, assignment, on_assign)
-    control = ControlServer(switch, args.host, args.port)
+    control = ControlServer(switch, args.host, args.port, args.tls_cert, args.tls_key)
     control.start()
     log.info("standby: starting Spark")
     began = time.monotonic()
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
     configure_logging("info", args.log_format, _fields(task))
     run = _Run(args, task, token)
-    control = ControlServer(Switch(run.app), args.host, args.port)
+    control = ControlServer(Switch(run.app), args.host, args.port, args.tls_cert, args.tls_key)
     control.start()
     return run.run(control, None)
 

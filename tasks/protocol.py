@@ -237,6 +237,7 @@ class TaskCounters(BaseModel):
 
     persists: int = 0
     fastPersists: int = 0  # written by the Python-worker engine (tasks/engines/)
+    directReads: int = 0  # of those, read by its own librdkafka consumers
     persistSeconds: float = 0.0
     handoffs: int = 0
     handoffSeconds: float = 0.0

@@ -50,6 +50,15 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, jar_cache: Path) -> Iterator
 
 
 @pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory, jar_cache: Path) -> Iterator[LocalKafka]:
+    """A broker that takes only SASL_SSL (SCRAM-SHA-512 over TLS with a self-signed CA)."""
+    broker = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), jar_cache, security="sasl_ssl")
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
 def spark(jar_cache: Path) -> Iterator[Any]:
     from tasks.spark import build_session
 
@@ -101,9 +110,16 @@ class RunningService:
         self.port = port or free_port()
         # what the service tells tasks and other overlords it is at (its advertised URL)
         settings.port = self.port
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{settings.scheme}://127.0.0.1:{self.port}"
         self.app = create_app(settings)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            ssl_certfile=settings.tls_cert,
+            ssl_keyfile=settings.tls_key,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -48,3 +48,21 @@ def set_path(body: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     else:
         node[last] = value
     return body
+
+
+def task(task_id: str, consumer_properties: dict[str, Any]) -> dict[str, Any]:
+    """An index_kafka task of the wiki datasource over one record of topic t (a user's own,
+    as POST /druid/indexer/v1/task takes it)."""
+    numbers = {"type": "end", "stream": "t"}
+    return {
+        "type": "index_kafka",
+        "id": task_id,
+        "dataSchema": spec("wiki")["spec"]["dataSchema"],
+        "ioConfig": {
+            "topic": "t",
+            "consumerProperties": consumer_properties,
+            "inputFormat": {"type": "json"},
+            "startSequenceNumbers": {**numbers, "partitionSequenceNumberMap": {"0": 0}},
+            "endSequenceNumbers": {**numbers, "partitionSequenceNumberMap": {"0": 1}},
+        },
+    }

@@ -15,6 +15,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
+from supervisor.api.auth import identity
 from supervisor.api.context import context
 from supervisor.db.lease import LeaseRepository
 from supervisor.errors import BadRequestError, DomainError, PayloadTooLargeError, Raced
@@ -166,11 +167,15 @@ async def json_body(request: Request) -> Any:
 
 
 async def actor(request: Request) -> Actor:
+    """Who asks: the authenticated identity (with authentication off, the X-Druid-Author
+    header names the author), with the X-Druid-Comment and the client's address."""
     client = request.client
+    who = identity(request)
     return Actor(
-        author=request.headers.get("x-druid-author", ""),
-        comment=request.headers.get("x-druid-comment", ""),
+        author=who.name if who.authenticated else request.headers.get("x-druid-author", "")[:255],
+        comment=request.headers.get("x-druid-comment", "")[:4096],
         remote_address=client.host if client else None,
+        identity=who,
     )
 
 

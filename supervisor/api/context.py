@@ -17,6 +17,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.schemas.kafka_access import KafkaAccess
+from supervisor.services.authentication import Authenticator
 from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
@@ -34,6 +35,7 @@ class AppContext:
     manager: SupervisorManager | None = None  # while this overlord leads
     leadership: Leadership | None = None  # its hold on the lease, once taken
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
+    authenticator: Authenticator | None = None  # with authentication on, once started
 
     @property
     def kafka_access(self) -> KafkaAccess:

@@ -7,11 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
 
+from supervisor.api.auth import identity, may_read, require
 from supervisor.api.common import in_session
 from supervisor.clock import druid_timestamp
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import SegmentRepository
 from supervisor.errors import NotFoundError
+from supervisor.model.access import Action, ResourceType
 
 router = APIRouter(prefix="/druid/coordinator/v1/metadata", tags=["coordinator"])
 
@@ -37,7 +39,9 @@ def data_segment(row: SegmentRow) -> dict[str, Any]:
 
 @router.get("/datasources", summary="Datasources with published (used) segments")
 async def datasources(request: Request) -> list[str]:
-    return await in_session(request, lambda session: SegmentRepository(session).datasources())
+    readable = may_read(request)
+    names = await in_session(request, lambda session: SegmentRepository(session).datasources())
+    return [name for name in names if readable(name)]
 
 
 def _segments(session: Session, datasource: str, full: bool) -> list[str] | list[dict[str, Any]]:
@@ -59,6 +63,7 @@ async def segments(
     request: Request,
     full: str | None = Query(default=None, description="Present: whole DataSegment objects"),
 ) -> list[str] | list[dict[str, Any]]:
+    require(identity(request), ResourceType.DATASOURCE, datasource, Action.READ)
     return await in_session(
         request, lambda session: _segments(session, datasource, full is not None)
     )

@@ -9,6 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from supervisor.api.auth import OPEN_PATHS
+
 ERROR = {
     "type": "object",
     "properties": {
@@ -26,6 +28,13 @@ ERROR = {
 }
 _REF = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _READS = {"get", "head", "options"}
+
+
+def _open(path: str) -> bool:
+    """Paths any request reaches (supervisor.api.auth.OPEN_PATHS)."""
+    return any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
+
+
 # (status, description, applies(path, method, operation))
 _CODES: list[tuple[str, str, Any]] = [
     (
@@ -40,9 +49,15 @@ _CODES: list[tuple[str, str, Any]] = [
         lambda path, method, op: True,
     ),
     (
+        "401",
+        "authentication is on and the request has no valid credentials (Basic or Bearer)",
+        lambda path, method, op: not _open(path),
+    ),
+    (
         "403",
-        "a write from another site's page, or a task action without its task's token",
-        lambda path, method, op: method not in _READS,
+        "the identity's roles lack the permission; a write from another site's page; a task "
+        "action without its task's token",
+        lambda path, method, op: not _open(path) or method not in _READS,
     ),
     (
         "404",

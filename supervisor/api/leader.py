@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from supervisor.api.auth import needs
 from supervisor.api.context import context
 from supervisor.errors import NotLeading
+from supervisor.model.access import Action, ResourceType
 
-router = APIRouter(prefix="/druid/indexer/v1", tags=["overlord"])
+router = APIRouter(
+    prefix="/druid/indexer/v1",
+    tags=["overlord"],
+    dependencies=[Depends(needs(ResourceType.STATE, "STATE", Action.READ))],
+)
 
 
 @router.get("/leader", response_class=PlainTextResponse, summary="The leading overlord's URL")

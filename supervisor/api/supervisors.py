@@ -11,10 +11,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
+from supervisor.api.auth import identity, may_read, on_supervisor
 from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
 from supervisor.api.context import context
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
+from supervisor.model.access import Action
 from supervisor.model.status import SupervisorStatus
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import (
@@ -29,6 +31,8 @@ from tasks.spec.errors import SpecError
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1/supervisor", tags=["supervisors"])
 SUCCESS = {"status": "success"}
+READ = [Depends(on_supervisor(Action.READ))]  # the supervisor's datasource, as Druid checks
+WRITE = [Depends(on_supervisor(Action.WRITE))]
 T = TypeVar("T")
 
 
@@ -113,15 +117,25 @@ async def submit(
 
 
 def _listing(request: Request, svc: SupervisorService, full: bool, system: bool) -> list[Any]:
+    """What the identity may read (as Druid's list filters)."""
+    readable = may_read(request)
     if full or system:
         status = context(request).statuses_of(svc.session)
-        return [_summary(status, row, spec=full, system=system) for row in svc.list_active()]
+        return [
+            _summary(status, row, spec=full, system=system)
+            for row in svc.list_active()
+            if readable(row.datasource)
+        ]
+    if identity(request).authenticated:
+        states = SpecRepository(svc.session).active_states()
+        return [supervisor_id for supervisor_id, datasource, _ in states if readable(datasource)]
     return SpecRepository(svc.session).active_ids()
 
 
 def _states(request: Request, session: Session) -> list[dict[str, Any]]:
     """?state=true: each supervisor's state as its loop last saw it (as Druid's list does)."""
     status = context(request).statuses_of(session)
+    readable = may_read(request)
     return [
         {
             "id": supervisor_id,
@@ -130,6 +144,7 @@ def _states(request: Request, session: Session) -> list[dict[str, Any]]:
             "suspended": suspended,
         }
         for supervisor_id, datasource, suspended in SpecRepository(session).active_states()
+        if readable(datasource)
     ]
 
 
@@ -154,7 +169,8 @@ TRUNCATED = "X-Sluicegate-Truncated"  # a history answer left older versions off
 async def all_history(
     request: Request, response: Response, count: int | None = Query(None, le=MAX_HISTORY)
 ) -> dict[str, list[dict[str, Any]]]:
-    history = await with_service(request, lambda svc: svc.all_history(count))
+    readable = may_read(request)
+    history = await with_service(request, lambda svc: svc.all_history(count, readable))
     if history.truncated:
         response.headers[TRUNCATED] = "true"
     return history.versions
@@ -180,12 +196,16 @@ async def terminate_all(request: Request, who: Actor = Depends(actor)) -> dict[s
     return SUCCESS
 
 
-@router.get("/{supervisor_id}", summary="The current spec of a supervisor")
+@router.get("/{supervisor_id}", summary="The current spec of a supervisor", dependencies=READ)
 async def get_spec(supervisor_id: str, request: Request) -> dict[str, Any]:
     return await with_service(request, lambda svc: svc.get(supervisor_id))
 
 
-@router.get("/{supervisor_id}/history", summary="Spec versions of a supervisor, newest first")
+@router.get(
+    "/{supervisor_id}/history",
+    summary="Spec versions of a supervisor, newest first",
+    dependencies=READ,
+)
 async def history(
     supervisor_id: str,
     request: Request,
@@ -198,7 +218,7 @@ async def history(
     return history.versions[supervisor_id]
 
 
-@router.post("/{supervisor_id}/suspend", summary="Suspend a supervisor")
+@router.post("/{supervisor_id}/suspend", summary="Suspend a supervisor", dependencies=WRITE)
 async def suspend(
     supervisor_id: str,
     request: Request,
@@ -211,7 +231,7 @@ async def suspend(
     )
 
 
-@router.post("/{supervisor_id}/resume", summary="Resume a suspended supervisor")
+@router.post("/{supervisor_id}/resume", summary="Resume a suspended supervisor", dependencies=WRITE)
 async def resume(
     supervisor_id: str,
     request: Request,
@@ -224,7 +244,11 @@ async def resume(
     )
 
 
-@router.post("/{supervisor_id}/terminate", summary="Terminate a supervisor (writes a tombstone)")
+@router.post(
+    "/{supervisor_id}/terminate",
+    summary="Terminate a supervisor (writes a tombstone)",
+    dependencies=WRITE,
+)
 async def terminate(
     supervisor_id: str,
     request: Request,
@@ -240,6 +264,7 @@ async def terminate(
     "/{supervisor_id}/shutdown",
     summary="Deprecated alias of terminate",
     deprecated=True,
+    dependencies=WRITE,
 )
 async def shutdown(
     supervisor_id: str,
@@ -249,7 +274,11 @@ async def shutdown(
     return await terminate(supervisor_id, request, who)
 
 
-@router.get("/{supervisor_id}/status", summary="Live status: state, tasks, offsets and lag")
+@router.get(
+    "/{supervisor_id}/status",
+    summary="Live status: state, tasks, offsets and lag",
+    dependencies=READ,
+)
 async def supervisor_status(supervisor_id: str, request: Request) -> dict[str, Any]:
     return await in_session(request, lambda s: _status(request, s, supervisor_id))
 
@@ -259,13 +288,21 @@ def _status(request: Request, session: Session, supervisor_id: str) -> dict[str,
     return status_report(session, app.status(session, supervisor_id), app.clock(), supervisor_id)
 
 
-@router.get("/{supervisor_id}/stats", summary="Row counts of each running task, by task group")
+@router.get(
+    "/{supervisor_id}/stats",
+    summary="Row counts of each running task, by task group",
+    dependencies=READ,
+)
 async def supervisor_stats(supervisor_id: str, request: Request) -> dict[str, Any]:
     clock = context(request).clock
     return await in_session(request, lambda s: stats_report(s, clock(), supervisor_id))
 
 
-@router.get("/{supervisor_id}/parseErrors", summary="Sampled unparseable records of running tasks")
+@router.get(
+    "/{supervisor_id}/parseErrors",
+    summary="Sampled unparseable records of running tasks",
+    dependencies=READ,
+)
 async def supervisor_parse_errors(supervisor_id: str, request: Request) -> list[dict[str, Any]]:
     clock = context(request).clock
     return await in_session(request, lambda s: parse_errors(s, clock(), supervisor_id))
@@ -286,7 +323,11 @@ async def with_intent(
     await with_service(request, fenced_work, lambda _: intended(request, supervisor_id))
 
 
-@router.post("/{supervisor_id}/reset", summary="Forget the committed offsets and kill the tasks")
+@router.post(
+    "/{supervisor_id}/reset",
+    summary="Forget the committed offsets and kill the tasks",
+    dependencies=WRITE,
+)
 async def reset(
     supervisor_id: str,
     request: Request,
@@ -301,6 +342,7 @@ async def reset(
     "/{supervisor_id}/resetOffsets",
     openapi_extra=JSON_BODY,
     summary="Set the committed offsets of chosen partitions; their groups restart",
+    dependencies=WRITE,
 )
 async def reset_offsets(
     supervisor_id: str,
@@ -327,6 +369,7 @@ def _handoff_groups(raw: Any) -> list[int]:
     "/{supervisor_id}/taskGroups/handoff",
     openapi_extra=JSON_BODY,
     summary="Roll the named task groups over now (best effort)",
+    dependencies=WRITE,
 )
 async def handoff(
     supervisor_id: str,
@@ -343,7 +386,10 @@ async def handoff(
 
 
 @router.get(
-    "/{supervisor_id}/health", summary="200 when healthy, 503 when not", response_model=None
+    "/{supervisor_id}/health",
+    summary="200 when healthy, 503 when not",
+    response_model=None,
+    dependencies=READ,
 )
 async def health(supervisor_id: str, request: Request) -> JSONResponse | dict[str, bool]:
     report = await in_session(request, lambda s: _status(request, s, supervisor_id))

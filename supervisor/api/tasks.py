@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from supervisor.api.auth import may_read, on_task
 from supervisor.api.common import (
     JSON_BODY,
     actor,
@@ -25,6 +27,7 @@ from supervisor.api.common import (
 from supervisor.api.context import context
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import ForbiddenError, NotFoundError, NotLeading
+from supervisor.model.access import Action
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
 from supervisor.services.tasks import MAX_TASKS_LISTED, TaskService
@@ -40,6 +43,8 @@ from tasks.spec.errors import from_validation_error
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/druid/indexer/v1", tags=["tasks"])
 T = TypeVar("T")
+READ = [Depends(on_task(Action.READ))]  # the task's datasource, as Druid checks
+WRITE = [Depends(on_task(Action.WRITE))]
 
 
 async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
@@ -51,9 +56,11 @@ async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
 
 
 @router.post("/task", openapi_extra=JSON_BODY, summary="Submit an index_kafka task")
-async def submit(request: Request, raw: Any = Depends(json_body)) -> dict[str, str]:
+async def submit(
+    request: Request, raw: Any = Depends(json_body), who: Actor = Depends(actor)
+) -> dict[str, str]:
     access = context(request).kafka_access
-    return {"task": await with_service(request, lambda svc: svc.submit(raw, access))}
+    return {"task": await with_service(request, lambda svc: svc.submit(raw, access, who))}
 
 
 @router.get("/tasks", summary="List tasks (state: running, complete, waiting, pending)")
@@ -63,30 +70,41 @@ async def list_tasks(
     datasource: str | None = Query(None),
     max: int | None = Query(None, le=MAX_TASKS_LISTED),
 ) -> list[dict[str, Any]]:
-    return await with_service(request, lambda svc: svc.list_tasks(state, datasource, max))
+    readable = may_read(request)
+    listed = await with_service(request, lambda svc: svc.list_tasks(state, datasource, max))
+    return [entry for entry in listed if readable(str(entry.get("dataSource", "")))]
 
 
-@router.get("/task/{task_id}", summary="A task's payload")
+@router.get("/task/{task_id}", summary="A task's payload", dependencies=READ)
 async def payload(task_id: str, request: Request) -> dict[str, Any]:
     return await with_service(request, lambda svc: svc.payload(task_id))
 
 
-@router.get("/task/{task_id}/status", summary="A task's status")
+@router.get("/task/{task_id}/status", summary="A task's status", dependencies=READ)
 async def status(task_id: str, request: Request) -> dict[str, Any]:
     return await with_service(request, lambda svc: svc.status(task_id))
 
 
-@router.get("/task/{task_id}/reports", summary="Row stats and unparseable events of a task")
+@router.get(
+    "/task/{task_id}/reports",
+    summary="Row stats and unparseable events of a task",
+    dependencies=READ,
+)
 async def reports(task_id: str, request: Request) -> dict[str, Any]:
     return await with_service(request, lambda svc: svc.reports(task_id))
 
 
-@router.get("/task/{task_id}/log", response_class=PlainTextResponse, summary="A task's log")
+@router.get(
+    "/task/{task_id}/log",
+    response_class=PlainTextResponse,
+    summary="A task's log",
+    dependencies=READ,
+)
 async def task_log(task_id: str, request: Request) -> str:
     return await with_service(request, lambda svc: svc.log_text(task_id))
 
 
-@router.post("/task/{task_id}/shutdown", summary="Kill a task")
+@router.post("/task/{task_id}/shutdown", summary="Kill a task", dependencies=WRITE)
 async def shutdown(task_id: str, request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
     # an intent the leader's next pass of the task's supervisor carries out, as Druid's
     # shutdown is asynchronous too: the task's status says FAILED once it is done
@@ -135,7 +153,7 @@ def _act(
     task = TaskRepository(session).get(holder.task)
     if task is None:
         raise NotFoundError(f"Cannot find any task with id: [{holder.task}]")
-    if task.token is None or token != task.token:
+    if task.token is None or not hmac.compare_digest(token or "", task.token):
         raise ForbiddenError("missing or wrong task token")
     act = holder.action
     expected_key = task.supervisor_id or task.datasource

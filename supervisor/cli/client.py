@@ -4,6 +4,10 @@ it on one line and exits 1 (refused) or 3 (unreachable)."""
 
 from __future__ import annotations
 
+import getpass
+import os
+import sys
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import httpx
@@ -12,6 +16,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 DEFAULT_URL = "http://127.0.0.1:8090"
+MAX_REDIRECTS = 5
 
 
 class ServiceError(Exception):
@@ -23,6 +28,37 @@ class ServiceError(Exception):
         self.status_code = status_code
 
 
+class BearerAuth(httpx.Auth):
+    def __init__(self, token: str) -> None:
+        self.header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self.header
+        yield request
+
+
+def credentials(user: str | None, environ: Mapping[str, str] | None = None) -> httpx.Auth | None:
+    """How the CLI authenticates: SLUICEGATE_TOKEN (an API token), else a user (--user or
+    SLUICEGATE_USER) with SLUICEGATE_PASSWORD, asked for on a terminal when unset; None
+    with neither (the service may not need it)."""
+    environ = os.environ if environ is None else environ
+    token = environ.get("SLUICEGATE_TOKEN")
+    if token:
+        return BearerAuth(token)
+    user = user or environ.get("SLUICEGATE_USER")
+    if not user:
+        return None
+    password = environ.get("SLUICEGATE_PASSWORD")
+    if password is None:
+        if not sys.stdin.isatty():
+            raise CliError(
+                f"no password for {user}: set SLUICEGATE_PASSWORD (or SLUICEGATE_TOKEN)",
+                EXIT_USAGE,
+            )
+        password = getpass.getpass(f"password for {user}: ")
+    return httpx.BasicAuth(user, password)
+
+
 class ServiceClient:
     """`transport` is httpx's seam: tests pass an httpx.MockTransport or an ASGI app's."""
 
@@ -31,11 +67,12 @@ class ServiceClient:
         url: str = DEFAULT_URL,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        self.http = httpx.Client(  # a follower overlord redirects writes to the leader (307)
-            base_url=self.url, timeout=timeout, transport=transport, follow_redirects=True
-        )
+        # a follower overlord redirects writes to the leader (307): followed here, not by
+        # httpx, which drops the credentials on the way to another address
+        self.http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, auth=auth)
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -64,6 +101,16 @@ class ServiceClient:
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self.http.request(method, path, **kwargs)
+            for _ in range(MAX_REDIRECTS):
+                location = response.headers.get("location")
+                if response.status_code not in (307, 308) or not location:
+                    break
+                target = response.url.join(location)
+                if target.scheme not in ("http", "https") or (
+                    response.url.scheme == "https" and target.scheme != "https"
+                ):
+                    break  # credentials go only where they are as safe as here
+                response = self.http.request(method, target, **kwargs)
         except httpx.TransportError as exc:
             raise ServiceError(
                 f"cannot reach the service at {self.url} ({type(exc).__name__}); "

@@ -10,15 +10,15 @@ from typing import Any, TypeVar
 
 import click
 
-from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, CliError, ServiceClient
+from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, CliError, ServiceClient, credentials
 from supervisor.cli.output import emit_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Context:
-    def __init__(self, url: str, output: str) -> None:
-        self.client = ServiceClient(url)
+    def __init__(self, url: str, output: str, user: str | None = None) -> None:
+        self.client = ServiceClient(url, auth=credentials(user))
         self.output = output
 
     @property
@@ -37,7 +37,15 @@ pass_context = click.make_pass_decorator(Context)
 
 
 def api_options(group: F) -> F:
-    """--url and --output on a command group; the group's commands get a Context."""
+    """--url, --user and --output on a command group; the group's commands get a Context."""
+    group = click.option(
+        "--user",
+        "-u",
+        envvar="SLUICEGATE_USER",
+        default=None,
+        help="Log in as this user (or SLUICEGATE_USER); the password comes from "
+        "SLUICEGATE_PASSWORD or is asked for. SLUICEGATE_TOKEN logs in with an API token.",
+    )(group)
     group = click.option(
         "--output",
         "-o",
@@ -62,8 +70,8 @@ def api_group(name: str, doc: str) -> click.Group:
     @click.group(name, help=doc)
     @api_options
     @click.pass_context
-    def group(ctx: click.Context, url: str, output: str) -> None:
-        ctx.obj = Context(url, output)
+    def group(ctx: click.Context, url: str, output: str, user: str | None) -> None:
+        ctx.obj = Context(url, output, user)
 
     return group
 

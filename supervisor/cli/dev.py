@@ -3,6 +3,7 @@ resolution."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from types import FrameType
@@ -36,6 +37,27 @@ if TYPE_CHECKING:
     type=click.Choice(["text", "json"]),
     help="Log lines as text or JSON objects [SLUICEGATE_LOG_FORMAT, default text].",
 )
+@click.option(
+    "--auth",
+    type=click.Choice(["none", "basic"]),
+    help="Authentication [SLUICEGATE_AUTH, default none: loopback only].",
+)
+@click.option(
+    "--allow-unauthenticated",
+    is_flag=True,
+    default=None,
+    help="Serve a non-loopback address with authentication off [SLUICEGATE_ALLOW_UNAUTHENTICATED].",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this certificate chain, PEM [SLUICEGATE_TLS_CERT].",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The certificate's private key, PEM [SLUICEGATE_TLS_KEY].",
+)
 def serve(**options: Any) -> None:
     """Run the service: migrate the metadata DB, then serve the API."""
     import uvicorn
@@ -45,13 +67,49 @@ def serve(**options: Any) -> None:
     from tasks.logs import configure_logging
 
     overrides = {key: value for key, value in options.items() if value is not None}
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValueError as exc:  # pydantic's ValidationError: one line per problem
+        problems: list[Any] = getattr(exc, "errors", lambda: [])()
+        text = "; ".join(str(p.get("msg", p)) for p in problems) or str(exc)
+        raise CliError(f"bad settings: {text}", EXIT_USAGE) from None
+    refusal = unauthenticated_refusal(settings)
+    if refusal:
+        raise CliError(refusal, EXIT_USAGE)
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings, leadership=_lead(settings))
     heap.settle(settings.gc_young_threshold)
     uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level=settings.log_level, log_config=None
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        log_config=None,
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
     )
+
+
+def unauthenticated_refusal(settings: Settings) -> str | None:
+    """Why the service must not start: anyone who reaches a non-loopback address could do
+    anything with authentication off."""
+    if settings.auth != "none" or settings.allow_unauthenticated or is_loopback(settings.host):
+        return None
+    return (
+        f"refusing to serve {settings.host} with authentication off: anyone who reaches it "
+        "could change or stop every supervisor; use --auth basic, or --allow-unauthenticated"
+    )
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _lead(settings: Settings) -> Leadership | None:
@@ -85,12 +143,20 @@ def _lead(settings: Settings) -> Leadership | None:
     default=Path("var/kafka"),
     show_default=True,
 )
-def kafka_local(port: int, data_dir: Path) -> None:
+@click.option(
+    "--security",
+    type=click.Choice(["plaintext", "sasl_ssl"]),
+    default="plaintext",
+    show_default=True,
+    help="sasl_ssl: SCRAM-SHA-512 over TLS, with a self-signed CA written under DATA_DIR/tls.",
+)
+def kafka_local(port: int, data_dir: Path, security: str) -> None:
     """Run a real single-node Apache Kafka broker (KRaft) on 127.0.0.1 until SIGINT/SIGTERM."""
     from supervisor.devstack.kafka import BrokerError, LocalKafka
     from tasks.jars import JarsMissingError
 
-    broker = LocalKafka(data_dir, Settings().jar_cache, port=port)
+    mode: Any = security
+    broker = LocalKafka(data_dir, Settings().jar_cache, port=port, security=mode)
     stopping: list[int] = []
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -104,6 +170,13 @@ def kafka_local(port: int, data_dir: Path) -> None:
             f"Kafka {_kafka_version()} ready at {broker.bootstrap_servers} "
             f"(data in {data_dir}); Ctrl-C stops it"
         )
+        if security == "sasl_ssl":
+            assert broker.certs is not None
+            click.echo(
+                f"SASL_SSL, SCRAM-SHA-512 user sluicegate (password in {data_dir}/tls/"
+                f"client-password), CA {broker.certs.ca}; a spec's consumerProperties:"
+            )
+            click.echo(json.dumps(broker.java_properties(), indent=2))
         code = broker.wait() if broker.process is not None else 0
     except (BrokerError, JarsMissingError) as exc:
         raise CliError(str(exc).splitlines()[0], 1) from None

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.cli.client import DEFAULT_URL, ServiceClient
+from supervisor.cli.client import DEFAULT_URL, ServiceClient, credentials
 
 METADATA = "/druid/coordinator/v1/metadata/datasources"
 
 
 def published_files(url: str = DEFAULT_URL) -> dict[str, list[str]]:
     """The Parquet files of every datasource's used segments, from the service at `url`."""
-    with ServiceClient(url) as client:
+    with ServiceClient(url, auth=credentials(None)) as client:
         return {
             datasource: [
                 segment["loadSpec"]["path"]

@@ -5,8 +5,10 @@ and shares them between threads."""
 
 from __future__ import annotations
 
+import functools
 import http.client
 import select
+import ssl
 import threading
 from collections.abc import Mapping
 from datetime import datetime
@@ -62,11 +64,11 @@ class _Connections:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.idle: dict[tuple[str, int], list[tuple[http.client.HTTPConnection, float]]] = {}
+        self.idle: dict[tuple[str, str, int], list[tuple[http.client.HTTPConnection, float]]] = {}
         self.count = 0  # idle connections in all
         self.swept = monotonic()
 
-    def _take(self, address: tuple[str, int], timeout: float) -> http.client.HTTPConnection:
+    def _take(self, address: tuple[str, str, int], timeout: float) -> http.client.HTTPConnection:
         now = monotonic()
         while True:
             with self.lock:
@@ -74,7 +76,12 @@ class _Connections:
                 entry = stack.pop() if stack else None
                 self.count -= entry is not None
             if entry is None:
-                return http.client.HTTPConnection(*address, timeout=timeout)
+                scheme, host, port = address
+                if scheme == "https":  # verified: the system's CAs, or SSL_CERT_FILE's
+                    return http.client.HTTPSConnection(
+                        host, port, timeout=timeout, context=_tls_context()
+                    )
+                return http.client.HTTPConnection(host, port, timeout=timeout)
             connection, since = entry
             if now - since < IDLE_S and not _stale(connection):
                 if connection.sock is not None:
@@ -82,7 +89,7 @@ class _Connections:
                 return connection
             connection.close()
 
-    def _give(self, address: tuple[str, int], connection: http.client.HTTPConnection) -> None:
+    def _give(self, address: tuple[str, str, int], connection: http.client.HTTPConnection) -> None:
         now = monotonic()
         expired = []
         with self.lock:
@@ -108,7 +115,7 @@ class _Connections:
 
     def request(
         self,
-        address: tuple[str, int],
+        address: tuple[str, str, int],
         method: str,
         path: str,
         headers: dict[str, str],
@@ -133,6 +140,13 @@ class _Connections:
 _connections = _Connections()
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The context of connections to tasks serving TLS: the default one (hostname checked,
+    the system's CAs or SSL_CERT_FILE's), built once."""
+    return ssl.create_default_context()
+
+
 class PooledTransport(httpx.BaseTransport):
     """httpx's transport over the shared keep-alive connections (`_connections`). The
     request's `timeout` extension (httpx's) bounds each socket operation."""
@@ -144,7 +158,7 @@ class PooledTransport(httpx.BaseTransport):
         body = request.read() or None
         try:
             status, content = _connections.request(
-                (url.host, url.port or 80),
+                (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80)),
                 request.method,
                 url.raw_path.decode("ascii"),
                 headers,
@@ -206,8 +220,9 @@ class TaskApiClient:
         timeout: float = 10.0,
         transport: httpx.BaseTransport = POOLED,
         leader: Leader | None = None,
+        scheme: str = "http",
     ) -> None:
-        self.base = f"http://{host}:{port}/druid/worker/v1/chat/{task_id}"
+        self.base = f"{scheme}://{host}:{port}/druid/worker/v1/chat/{task_id}"
         headers = {TOKEN_HEADER: token}
         if leader is not None:  # the task refuses commands of older epochs, publishes here
             headers[EPOCH_HEADER] = str(leader.epoch)
@@ -234,6 +249,7 @@ class TaskApiClient:
             timeout,
             transport,
             leader,
+            row.location_scheme or "http",
         )
 
     # ---- the endpoints ------------------------------------------------------------------

@@ -21,8 +21,49 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// With authentication on, the console logs in with a user's password or an API token, kept
+// for this tab only (sessionStorage) and sent as the Authorization header of its API calls.
+const AUTH_KEY = "sluicegate.authorization";
+
+class LoginNeeded extends Error {}
+
+function send(path, options = {}) {
+  const headers = { ...(options.headers || {}), "X-Sluicegate-Console": "1" };
+  const authorization = sessionStorage.getItem(AUTH_KEY);
+  if (authorization) headers.Authorization = authorization;
+  return fetch(path, { ...options, headers });
+}
+
+function loginView(failed) {
+  const user = el("input", { id: "login-user", autocomplete: "username", placeholder: "user" });
+  const password = el("input", { id: "login-password", type: "password", autocomplete: "current-password", placeholder: "password or API token" });
+  const submit = (event) => {
+    event.preventDefault();
+    const secret = password.value;
+    const value = user.value
+      ? `Basic ${btoa(String.fromCharCode(...new TextEncoder().encode(`${user.value}:${secret}`)))}`
+      : `Bearer ${secret}`;
+    sessionStorage.setItem(AUTH_KEY, value);
+    document.getElementById("view").replaceChildren();
+    render();
+  };
+  return [
+    el("h1", {}, "Log in"),
+    failed ? el("p", { class: "muted" }, "Those credentials were not accepted.") : null,
+    el("form", { id: "login", onsubmit: submit },
+      user, " ", password, " ", el("button", { type: "submit", id: "login-submit" }, "Log in")),
+    el("p", { class: "muted" }, "A user and password, or an API token alone."),
+  ];
+}
+
+function logout() {
+  sessionStorage.removeItem(AUTH_KEY);
+  render();
+}
+
 async function api(path, options = {}) {
-  const response = await fetch(path, options);
+  const response = await send(path, options);
+  if (response.status === 401) throw new LoginNeeded("log in");
   const text = await response.text();
   const body = text ? JSON.parse(text) : null;
   if (!response.ok && response.status !== 503) {
@@ -109,9 +150,9 @@ async function supervisorsView() {
 // leader: the console says which overlord leads and takes actions to the leader's console
 // (a browser does not follow a redirect of a JSON POST to another origin).
 async function leaderElsewhere() {
-  const here = await fetch("/druid/indexer/v1/isLeader");
+  const here = await send("/druid/indexer/v1/isLeader");
   if (here.status !== 404) return null;
-  const leader = await fetch("/druid/indexer/v1/leader");
+  const leader = await send("/druid/indexer/v1/leader");
   const url = leader.ok ? (await leader.text()).replace(/\/$/, "") : "";
   return /^https?:\/\/[^\s]+$/.test(url) ? url : "";
 }
@@ -231,8 +272,15 @@ async function render() {
       content = await supervisorsView();
     }
   } catch (error) {
+    if (error instanceof LoginNeeded) {
+      const failed = sessionStorage.getItem(AUTH_KEY) !== null;
+      if (!document.getElementById("login")) view.replaceChildren(...loginView(failed).flat(Infinity));
+      document.getElementById("logout").hidden = true;
+      return;
+    }
     content = [el("h1", {}, "Cannot load"), el("p", { class: "muted" }, error.message)];
   }
+  document.getElementById("logout").hidden = !sessionStorage.getItem(AUTH_KEY);
   view.replaceChildren(...[content].flat(Infinity));
   await showLeader();
   document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -244,5 +292,6 @@ function schedule() {
 }
 
 window.addEventListener("hashchange", () => { render(); schedule(); });
+document.getElementById("logout").addEventListener("click", (event) => { event.preventDefault(); logout(); });
 render();
 schedule();

@@ -85,6 +85,7 @@ class TaskRow(Base):
     error_msg: Mapped[str | None] = mapped_column(Text)
     location_host: Mapped[str | None] = mapped_column(String(255))
     location_port: Mapped[int | None] = mapped_column(Integer)
+    location_scheme: Mapped[str | None] = mapped_column(String(8))  # None: http
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     token: Mapped[str | None] = mapped_column(String(64))
@@ -189,3 +190,53 @@ class SupervisorStatusRow(Base):
     payload: Mapped[dict[str, Any]]
     epoch: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime]
+
+
+class AuthnUserRow(Base):
+    """A user who can log in (Druid's authenticator users): a PBKDF2 hash of the password,
+    never the password; none until credentials are assigned."""
+
+    __tablename__ = "authn_users"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    password_hash: Mapped[str | None] = mapped_column(String(255))  # base64
+    salt: Mapped[str | None] = mapped_column(String(255))  # base64
+    iterations: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+
+
+class ApiTokenRow(Base):
+    """An API token of a user, by its SHA-256 (a token is 32 random bytes: nothing to
+    stretch); shown once when it is made."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (Index("ux_api_tokens_user_name", "user_name", "name", unique=True),)
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_name: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime]
+
+
+class AuthzUserRow(Base):
+    """A user roles are given to (Druid's authorizer users)."""
+
+    __tablename__ = "authz_users"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+
+
+class AuthzRoleRow(Base):
+    """A role: its permissions, Druid's [{resource: {name: regex, type}, action}]."""
+
+    __tablename__ = "authz_roles"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    permissions: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+
+
+class AuthzUserRoleRow(Base):
+    __tablename__ = "authz_user_roles"
+
+    user_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    role_name: Mapped[str] = mapped_column(String(255), primary_key=True)

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import signal
 import subprocess
 import time
 import uuid
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
+from supervisor.devstack.certs import Certs, self_signed
 from supervisor.net import free_port
 from tasks.jars import jars, kafka_broker_bundle
 
@@ -34,6 +37,13 @@ class BrokerError(RuntimeError):
     """The broker could not be formatted or started."""
 
 
+def scram_jaas(user: str, password: str) -> str:
+    return (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{password}";'
+    )
+
+
 def _cluster_id() -> str:
     """A random KRaft cluster id. Like Kafka's own Uuid.randomUuid, never one starting with "-":
     kafka-storage's argument parser takes `-t -abc...` for a missing value (1 id in 64)."""
@@ -43,8 +53,18 @@ def _cluster_id() -> str:
             return cluster_id
 
 
+SCRAM = "SCRAM-SHA-512"
+BROKER_USER = "broker"  # the broker's own SCRAM user (inter-broker)
+CLIENT_USER = "sluicegate"  # the clients' SCRAM user
+
+
 class LocalKafka:
-    """One KRaft broker+controller. `start()` returns once clients can use it."""
+    """One KRaft broker+controller. `start()` returns once clients can use it.
+
+    `security="sasl_ssl"`: clients reach it over TLS (a self-signed CA written to
+    `data_dir/tls/ca.pem`) and log in with SCRAM-SHA-512 as `sluicegate` (its password in
+    `data_dir/tls/client-password`); `java_properties()` are the consumerProperties of a spec
+    that reads from it, `client_config()` a librdkafka client's."""
 
     def __init__(
         self,
@@ -54,6 +74,7 @@ class LocalKafka:
         java: str = "java",
         heap: str = "512m",
         log_level: str = "WARN",
+        security: Literal["plaintext", "sasl_ssl"] = "plaintext",
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.jar_cache = jar_cache
@@ -62,7 +83,49 @@ class LocalKafka:
         self.java = java
         self.heap = heap
         self.log_level = log_level
+        self.security = security
         self.process: subprocess.Popen[bytes] | None = None
+        self.certs: Certs | None = None
+        self.passwords: dict[str, str] = {}
+
+    def _secrets(self) -> None:
+        """The CA, the broker's certificate and the SCRAM passwords (made once, kept)."""
+        tls = self.data_dir / "tls"
+        self.certs = self_signed(tls)
+        for user in (BROKER_USER, CLIENT_USER):
+            path = tls / f"{'client' if user == CLIENT_USER else user}-password"
+            if not path.exists():
+                path.write_text(secrets.token_urlsafe(18))
+                path.chmod(0o600)
+            self.passwords[user] = path.read_text().strip()
+
+    def java_properties(self) -> dict[str, str]:
+        """consumerProperties of a spec reading from this broker (Java client names)."""
+        props = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security == "sasl_ssl":
+            assert self.certs is not None
+            props |= {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": SCRAM,
+                "sasl.jaas.config": scram_jaas(CLIENT_USER, self.passwords[CLIENT_USER]),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.certificates": self.certs.ca.read_text(),
+            }
+        return props
+
+    def client_config(self) -> dict[str, str]:
+        """A librdkafka client's settings for this broker."""
+        config = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security == "sasl_ssl":
+            assert self.certs is not None
+            config |= {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": SCRAM,
+                "sasl.username": CLIENT_USER,
+                "sasl.password": self.passwords[CLIENT_USER],
+                "ssl.ca.location": str(self.certs.ca),
+            }
+        return config
 
     @property
     def bootstrap_servers(self) -> str:
@@ -99,6 +162,25 @@ class LocalKafka:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
         }
+        if self.security == "sasl_ssl":
+            assert self.certs is not None
+            listener = f"SASL_SSL://{HOST}:{self.port}"
+            props |= {
+                "listeners": f"{listener},CONTROLLER://{HOST}:{self.controller_port}",
+                "advertised.listeners": listener,
+                "inter.broker.listener.name": "SASL_SSL",
+                "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "sasl.enabled.mechanisms": SCRAM,
+                "sasl.mechanism.inter.broker.protocol": SCRAM,
+                f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config": scram_jaas(
+                    BROKER_USER, self.passwords[BROKER_USER]
+                ),
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.certs.keystore),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.certs.ca),
+                "ssl.endpoint.identification.algorithm": "https",
+            }
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
         (self.data_dir / "log4j2.properties").write_text(
@@ -122,8 +204,15 @@ class LocalKafka:
     def _format(self, config: Path) -> None:
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
+        scram = [
+            arg
+            for user, password in self.passwords.items()
+            for arg in ("--add-scram", f"{SCRAM}=[name={user},password={password}]")
+        ]
         result = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)),
+            self._java(
+                "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config), *scram
+            ),
             capture_output=True,
             text=True,
             check=False,
@@ -135,6 +224,8 @@ class LocalKafka:
 
     def start(self, timeout: float = 90.0) -> LocalKafka:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.security == "sasl_ssl":
+            self._secrets()
         config = self._write_config()
         self._format(config)
         out = (self.data_dir / "broker.out").open("ab")
@@ -152,7 +243,7 @@ class LocalKafka:
     def _wait_ready(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        admin = AdminClient({**self.client_config(), "log_level": 0})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> bool:
-    """Create a topic; False when it already exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    timeout: float = 30.0,
+    client: Mapping[str, str] | None = None,
+) -> bool:
+    """Create a topic; False when it already exists. `client`: librdkafka settings beyond
+    the bootstrap servers (a secured broker's)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     future = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
         name
     ]
@@ -35,6 +42,7 @@ def produce(
     records: Iterable[tuple[bytes | None, bytes]],
     partition: int | None = None,
     transactional_id: str | None = None,
+    client: Mapping[str, str] | None = None,
 ) -> int:
     """Produce (key, value) records and wait for every delivery; return how many were sent."""
     # log_level 3: librdkafka's retry warnings while a fresh broker loads its coordinators are noise
@@ -43,6 +51,7 @@ def produce(
         "linger.ms": 5,
         "enable.idempotence": True,
         "log_level": 3,
+        **(client or {}),
     }
     if transactional_id:
         config["transactional.id"] = transactional_id

@@ -56,6 +56,15 @@ class LocalProcessRunner:
         return (self.settings.work_dir / "tasks" / task_id).resolve()
 
     def _command(self, work: Path, payload: Path, token_file: Path, port: int) -> list[str]:
+        tls = self.settings
+        served = (
+            ["--tls-cert", str(tls.tls_cert.resolve()), "--tls-key", str(tls.tls_key.resolve())]
+            if tls.tls_cert is not None and tls.tls_key is not None
+            else []
+        )
+        return [*self._base_command(work, payload, token_file, port), *served]
+
+    def _base_command(self, work: Path, payload: Path, token_file: Path, port: int) -> list[str]:
         return [
             sys.executable,
             "-m",
@@ -135,7 +144,7 @@ class LocalProcessRunner:
         )
         with self.lock:
             self.processes[task_id] = process
-        return Launched(HOST, port, str(log_path), token)
+        return Launched(HOST, port, str(log_path), token, self.settings.scheme)
 
     def _launch_on(
         self, standby: Standby, task: IndexKafkaTask, payload: str, token: str
@@ -158,7 +167,7 @@ class LocalProcessRunner:
         with self.lock:
             self.processes[task_id] = standby.process
         log.info("task %s runs on warm standby %s", task_id, standby.slot.name)
-        return Launched(HOST, standby.port, str(standby.log_path), token)
+        return Launched(HOST, standby.port, str(standby.log_path), token, self.settings.scheme)
 
     def adopt(self, task_id: str) -> bool:
         """Watch a task process an earlier overlord started; False when it is gone."""

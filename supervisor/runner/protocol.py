@@ -17,6 +17,7 @@ class Launched:
     port: int
     log_path: str
     token: str
+    scheme: str = "http"  # https: the task serves its chat API with the overlord's TLS
 
 
 @dataclass(frozen=True)

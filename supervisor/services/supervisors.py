@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,8 +24,9 @@ from supervisor.db.repositories import (
     SpecRepository,
     SpecVersion,
 )
-from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.errors import BadRequestError, ForbiddenError, NotFoundError
 from supervisor.lru import CACHE_BYTES, Lru, json_weight
+from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
@@ -41,11 +43,22 @@ RESET_REASON = "the supervisor's offsets were reset"  # why a reset's kills ende
 
 @dataclass(frozen=True)
 class Actor:
-    """Who asks for a change, recorded in the audit log (Druid's X-Druid-Author/Comment)."""
+    """Who asks for a change, recorded in the audit log: the authenticated identity's name
+    (with authentication off, Druid's X-Druid-Author header), the X-Druid-Comment, the
+    address; and what the identity may do."""
 
     author: str = ""
     comment: str = ""
     remote_address: str | None = None
+    identity: Identity = ANONYMOUS
+
+    def may(self, datasource: str, action: Action) -> bool:
+        return self.identity.allows(ResourceType.DATASOURCE, datasource, action)
+
+    def require(self, datasource: str, action: Action) -> None:
+        if not self.may(datasource, action):
+            who = self.identity.name or "this identity"
+            raise ForbiddenError(f"{who} may not {action} DATASOURCE '{datasource}'")
 
 
 def _check_update(new: dict[str, Any], old: dict[str, Any]) -> None:
@@ -147,6 +160,9 @@ class SupervisorService:
         payload = json.loads(checked.payload)
         latest = self.specs.latest(supervisor_id)
         previous = None if latest is None or latest.tombstone else latest
+        actor.require(checked.datasource, Action.WRITE)
+        if latest is not None:
+            actor.require(latest.datasource, Action.WRITE)
         payload = restore_masked(payload, previous.payload if previous else None)
         self.access.check(payload["spec"]["ioConfig"]["consumerProperties"])
         if previous is not None:
@@ -182,13 +198,15 @@ class SupervisorService:
             raise NotFoundError(f"No history for [{supervisor_id}]")
         return history
 
-    def all_history(self, count: int | None) -> History:
+    def all_history(self, count: int | None, readable: Callable[[str], bool]) -> History:
         """Each supervisor's newest `count` versions (at most MAX_HISTORY), within
         HISTORY_BYTES in all."""
         if count is not None and count <= 0:
             raise BadRequestError("count must be greater than zero", field="count")
         history, kept = History(), min(count or MAX_HISTORY, MAX_HISTORY)
         for row in self.specs.history():
+            if not readable(row.datasource):
+                continue
             if len(history.versions.get(row.supervisor_id, ())) < kept and not history.add(row):
                 break
         history.versions = dict(sorted(history.versions.items()))
@@ -216,8 +234,9 @@ class SupervisorService:
         return mask_spec(payload)
 
     def set_all_suspended(self, suspended: bool, actor: Actor) -> None:
+        """Every supervisor the actor may write (Druid's suspendAll and resumeAll)."""
         for row in self.specs.all_active():
-            if row.suspended != suspended:
+            if row.suspended != suspended and actor.may(row.datasource, Action.WRITE):
                 self.set_suspended(row.supervisor_id, suspended, actor)
 
     def terminate(self, supervisor_id: str, actor: Actor) -> None:
@@ -239,8 +258,10 @@ class SupervisorService:
         )
 
     def terminate_all(self, actor: Actor) -> None:
+        """Every supervisor the actor may write (Druid's terminateAll)."""
         for row in self.specs.all_active():
-            self.terminate(row.supervisor_id, actor)
+            if actor.may(row.datasource, Action.WRITE):
+                self.terminate(row.supervisor_id, actor)
 
     def reset(self, supervisor_id: str, actor: Actor) -> None:
         """Druid's hard reset: forget the committed offsets; the supervisor's next pass kills

@@ -16,6 +16,7 @@ from supervisor.db.intents import STANDALONE, IntentKind
 from supervisor.db.models import TaskRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.model.access import Action
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, Runner
 from supervisor.schemas.kafka_access import KafkaAccess
@@ -93,8 +94,9 @@ class TaskService:
             raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
         return row
 
-    def submit(self, raw: object, access: KafkaAccess) -> str:
+    def submit(self, raw: object, access: KafkaAccess, actor: Actor) -> str:
         task = parse_task(raw, access)
+        actor.require(task.datasource, Action.WRITE)
         if self.tasks.get(task.id) is not None:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
         return self.launch(task)
@@ -131,6 +133,7 @@ class TaskService:
                 raise
             return task.id
         row.location_host, row.location_port = launched.host, launched.port
+        row.location_scheme = launched.scheme
         row.token, row.log_path = launched.token, launched.log_path
         self.session.commit()
         log.info("task %s launched on %s:%s", task.id, launched.host, launched.port)

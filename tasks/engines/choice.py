@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 class Persisted:
     result: BatchResult
     engine: EngineName  # which engine wrote the persist
+    direct: bool = False  # its records were read by the workers' librdkafka consumers
 
 
 class Engines:
@@ -59,16 +60,18 @@ class Engines:
         """One micro-batch into a persist, by the first engine that can run it."""
         if self.unsupported is None:
             try:
+                direct = True
                 try:
                     records = self.workers.read(batch)
                     result = self.workers.persist(records, persist_path, max_samples, known)
                 except ReadGiveUp as exc:  # (2)
+                    direct = False
                     if not isinstance(exc, RefusedSettings):  # (said once, when found)
                         log.info("batch read by Spark's Kafka source: %s", exc)
                     _clear(persist_path)
                     records = self.sql.read(batch)
                     result = self.workers.persist(records, persist_path, max_samples, known)
-                return Persisted(result, EngineName.PYTHON_WORKERS)
+                return Persisted(result, EngineName.PYTHON_WORKERS, direct)
             except FallBack as exc:  # (3)
                 log.info("batch handed to the Spark SQL engine: %s", exc)
                 _clear(persist_path)

@@ -4,14 +4,18 @@ exactly-once check over the published segments."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +27,7 @@ from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
+from supervisor.devstack.certs import self_signed
 from supervisor.faults import FAULT_FILE_ENV
 from supervisor.net import free_port
 from tasks.protocol import TOKEN_HEADER
@@ -106,16 +111,42 @@ class Ledger:
             return [self.where[n] for n in numbers]
 
 
+ADMIN = ("admin", "e2e-admin-password")
+# Overlords serve HTTPS (and their tasks' chat API) with a dev CA's certificate; every client
+# here, the overlords' and the tasks' own, verifies it (SSL_CERT_FILE for the processes).
+TLS = self_signed(Path(tempfile.gettempdir()) / "sluicegate-e2e-tls")
+VERIFY = ssl.create_default_context(cafile=str(TLS.ca))
+
+
+class AdminAuth(httpx.Auth):
+    """The admin's Basic credentials on every request, again on the leader after a
+    follower's redirect (httpx drops them on the way to another address)."""
+
+    def __init__(self) -> None:
+        self.header = "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self.header
+        response = yield request
+        if response.status_code == 401 and "authorization" not in response.request.headers:
+            retry = response.request
+            retry.headers["Authorization"] = self.header
+            yield retry
+
+
 class Overlord:
     """`sluicegate serve` as a child process: started, SIGKILLed, restarted on the same port.
     Several (`name`) may share a PostgreSQL metadata DB (`db_url`) and one task host (the
-    work directory under `root`); each reads its fault file (supervisor/faults.py)."""
+    work directory under `root`); each reads its fault file (supervisor/faults.py).
+    Authentication is on: clients use `auth` (the admin); tasks use their own tokens."""
+
+    auth = AdminAuth()
 
     def __init__(
         self, root: Path, jar_cache: Path, db_url: str | None = None, name: str = "overlord"
     ) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"https://127.0.0.1:{self.port}"
         self.db_url = db_url or f"sqlite:///{root / 'meta.db'}"
         self.work = root / "work"
         self.log = root / f"{name}.log"
@@ -134,6 +165,11 @@ class Overlord:
             "SLUICEGATE_STANDBY_LEAD_S": "0",
             # a SIGKILLed overlord leaves its leader lease behind: its restart waits it out
             "SLUICEGATE_LEASE_S": "3",
+            "SLUICEGATE_AUTH": "basic",
+            "SLUICEGATE_TLS_CERT": str(TLS.cert),
+            "SLUICEGATE_TLS_KEY": str(TLS.key),
+            "SSL_CERT_FILE": str(TLS.ca),
+            "SLUICEGATE_ADMIN_PASSWORD": ADMIN[1],
             FAULT_FILE_ENV: str(self.fault_file),
         }
         self.process: subprocess.Popen[bytes] | None = None
@@ -146,7 +182,8 @@ class Overlord:
 
     def _up(self) -> bool:
         try:
-            return httpx.get(f"{self.url}/status/health", timeout=2).status_code == 200
+            health = httpx.get(f"{self.url}/status/health", timeout=2, verify=VERIFY)
+            return health.status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -161,7 +198,9 @@ class Overlord:
 
     def leads(self) -> bool:
         try:
-            answer = httpx.get(f"{self.url}/druid/indexer/v1/isLeader", timeout=2)
+            answer = httpx.get(
+                f"{self.url}/druid/indexer/v1/isLeader", timeout=2, auth=self.auth, verify=VERIFY
+            )
         except httpx.HTTPError:
             return False
         return answer.status_code == 200
@@ -307,8 +346,8 @@ def task_status(task: Task) -> str | None:
     if task.port is None or task.token is None:
         return None
     try:
-        url = f"http://127.0.0.1:{task.port}/druid/worker/v1/chat/{task.id}/status"
-        response = httpx.get(url, headers={TOKEN_HEADER: task.token}, timeout=5)
+        url = f"https://127.0.0.1:{task.port}/druid/worker/v1/chat/{task.id}/status"
+        response = httpx.get(url, headers={TOKEN_HEADER: task.token}, timeout=5, verify=VERIFY)
         return str(response.json()) if response.status_code == 200 else None
     except httpx.HTTPError:
         return None

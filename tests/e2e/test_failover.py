@@ -30,7 +30,7 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
 from supervisor.devstack.topics import create_topic
 from tests.conftest import wait_for
-from tests.e2e.harness import BASE, LONG, Ledger, Overlord, Run
+from tests.e2e.harness import BASE, LONG, VERIFY, Ledger, Overlord, Run
 from tests.e2e.test_supervisor import SID
 from tests.e2e.test_supervisor import spec as numbers_spec
 
@@ -66,7 +66,9 @@ def test_the_leader_dies_at_every_step_and_nothing_is_lost_or_repeated(
     ledger = Ledger(kafka.bootstrap_servers, [topic], rate=40).start()
     leader, follower = a, b
     try:
-        with httpx.Client(timeout=30, follow_redirects=True) as api:
+        with httpx.Client(
+            timeout=30, follow_redirects=True, auth=Overlord.auth, verify=VERIFY
+        ) as api:
             # writes go to the follower: it redirects them to the leader
             submitted = api.post(f"{follower.url}{BASE}", json=spec(topic, kafka.bootstrap_servers))
             assert submitted.json() == {"id": SID}

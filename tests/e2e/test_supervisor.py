@@ -25,7 +25,16 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
 from tests.conftest import wait_for
-from tests.e2e.harness import BASE, LONG, Ledger, Overlord, Run, ended_at, generations
+from tests.e2e.harness import (
+    BASE,
+    LONG,
+    VERIFY,
+    Ledger,
+    Overlord,
+    Run,
+    ended_at,
+    generations,
+)
 
 SID = "numbers"
 
@@ -59,7 +68,9 @@ def run(kafka: LocalKafka, jar_cache: Path, tmp_path: Path) -> Iterator[Run]:
     overlord.start()
     ledger = Ledger(kafka.bootstrap_servers, [topic], rate=40).start()
     try:
-        with httpx.Client(base_url=overlord.url, timeout=30) as api:
+        with httpx.Client(
+            base_url=overlord.url, timeout=30, auth=overlord.auth, verify=VERIFY
+        ) as api:
             yield Run(overlord, ledger, api, topic)
     finally:
         ledger.stop()

@@ -18,7 +18,7 @@ from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
 from tasks.partitions import task_group
 from tests.conftest import wait_for
-from tests.e2e.harness import BASE, LONG, Ledger, Overlord, Run, generations
+from tests.e2e.harness import BASE, LONG, VERIFY, Ledger, Overlord, Run, generations
 
 SID = "multi"
 
@@ -37,7 +37,9 @@ def test_a_topic_pattern_publishes_each_matching_record_once(
     overlord.start()
     ledger = Ledger(bootstrap, [a, b, decoy], rate=30, multi=True).start()
     try:
-        with httpx.Client(base_url=overlord.url, timeout=30) as api:
+        with httpx.Client(
+            base_url=overlord.url, timeout=30, auth=overlord.auth, verify=VERIFY
+        ) as api:
             run = Run(overlord, ledger, api, pattern)
             body = supervisor_spec(
                 SID,

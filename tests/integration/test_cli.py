@@ -280,3 +280,51 @@ def test_quickstart_streams_publishes_and_answers_sql(tmp_path: Path, jar_cache:
     progress = [line for line in output.splitlines() if " streamed " in line]
     assert progress and "published" in progress[-1] and "lag" in progress[-1]
     assert output.rstrip().endswith("`make quickstart` resumes.")
+
+
+@pytest.mark.parametrize("metadata_url", ["sqlite"], indirect=True)
+def test_the_cli_logs_in(settings, spec_file: Path, capsys, monkeypatch) -> None:
+    from pydantic import SecretStr
+
+    settings.auth = "basic"
+    settings.admin_password = SecretStr("admin-pass-1")
+    for name in ("SLUICEGATE_USER", "SLUICEGATE_PASSWORD", "SLUICEGATE_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with RunningService(settings) as service:
+        url = ["supervisor", "--url", service.url]
+        code, _, err = run(capsys, *url, "list")
+        assert code == 1 and err.startswith("error: 401: Authorization") and err.count("\n") == 1
+        # --user with no password and no terminal: one line, a usage error
+        code, _, err = run(capsys, *url, "--user", "admin", "list")
+        assert (code, err) == (
+            2,
+            "error: no password for admin: set SLUICEGATE_PASSWORD (or SLUICEGATE_TOKEN)\n",
+        )
+        monkeypatch.setenv("SLUICEGATE_PASSWORD", "admin-pass-1")
+        assert run(capsys, *url, "--user", "admin", "submit", str(spec_file))[0] == 0
+        monkeypatch.setenv("SLUICEGATE_USER", "admin")
+        code, out, _ = run(capsys, *url, "-o", "json", "list")
+        assert (code, json.loads(out)[0]["id"]) == (0, "wiki")
+        token = httpx.post(
+            f"{service.url}/druid-ext/basic-security/authentication/db/basic/users/admin/tokens/cli",
+            auth=("admin", "admin-pass-1"),
+        ).json()["token"]
+        monkeypatch.delenv("SLUICEGATE_USER")
+        monkeypatch.delenv("SLUICEGATE_PASSWORD")
+        monkeypatch.setenv("SLUICEGATE_TOKEN", token)
+        assert run(capsys, *url, "suspend", "wiki") == (0, "supervisor wiki suspended\n", "")
+
+
+def test_serve_refuses_a_public_address_without_authentication(tmp_path: Path) -> None:
+    env = {**os.environ, "SLUICEGATE_METADATA_URL": f"sqlite:///{tmp_path / 'env.db'}"}
+    env.pop("SLUICEGATE_AUTH", None)
+    done = subprocess.run(
+        [_sluicegate(), "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: refusing to serve 0.0.0.0 with authentication off")
+    assert done.stderr.count("\n") == 1

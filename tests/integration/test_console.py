@@ -170,3 +170,31 @@ def test_a_follower_console_names_the_leader_and_acts_there(
         wait_for(lambda: "SUSPENDED" in text_of(browser, "h1"), 60, "the supervisor there")
         assert text_of(browser, "#leader") == ""  # the leader's own console has no banner
         assert api.get(f"{BASE}/words").json()["suspended"]  # nothing was done on the way
+
+
+@pytest.mark.parametrize("metadata_url", ["sqlite"], indirect=True)
+def test_the_console_logs_in(settings: Any, browser: webdriver.Chrome) -> None:
+    from pydantic import SecretStr
+
+    settings.auth = "basic"
+    settings.admin_password = SecretStr("admin-pass-1")
+    with (
+        RunningService(settings) as service,
+        httpx.Client(base_url=service.url, timeout=30, auth=("admin", "admin-pass-1")) as api,
+    ):
+        assert api.post(BASE, json=words_spec("wiki", "wiki", "127.0.0.1:9")).is_success
+        browser.get(f"{service.url}/console/")
+        wait_for(lambda: browser.find_elements(By.ID, "login"), 30, "the login form")
+        browser.find_element(By.ID, "login-user").send_keys("admin")
+        browser.find_element(By.ID, "login-password").send_keys("wrong")
+        click(browser, By.ID, "login-submit")
+        wait_for(lambda: "not accepted" in text_of(browser, "main"), 30, "the refusal")
+        browser.find_element(By.ID, "login-user").clear()
+        browser.find_element(By.ID, "login-user").send_keys("admin")
+        browser.find_element(By.ID, "login-password").clear()
+        browser.find_element(By.ID, "login-password").send_keys("admin-pass-1")
+        click(browser, By.ID, "login-submit")
+        wait_for(lambda: "wiki" in text_of(browser, "#supervisors"), 30, "the supervisors")
+        assert browser.find_element(By.ID, "logout").is_displayed()
+        click(browser, By.ID, "logout")
+        wait_for(lambda: browser.find_elements(By.ID, "login"), 30, "the login form again")

@@ -17,7 +17,7 @@ from supervisor.lru import Lru
 from supervisor.schemas import spec as spec_module
 from supervisor.services import supervisors as supervisors_module
 from tests.conftest import RunningService
-from tests.specs import spec
+from tests.specs import spec, task
 
 BASE = "/druid/indexer/v1/supervisor"
 JSON = {"content-type": "application/json"}
@@ -371,27 +371,7 @@ def test_properties_that_act_on_the_service_are_refused_unless_allowed(
         assert refused.status_code == 400
         assert refused.json()["errors"][0]["field"] == f"spec.ioConfig.consumerProperties.{key}"
         assert "SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES" in refused.json()["error"]
-        task = {
-            "type": "index_kafka",
-            "id": "t1",
-            "dataSchema": spec("wiki")["spec"]["dataSchema"],
-            "ioConfig": {
-                "topic": "t",
-                "consumerProperties": props,
-                "inputFormat": {"type": "json"},
-                "startSequenceNumbers": {
-                    "type": "end",
-                    "stream": "t",
-                    "partitionSequenceNumberMap": {"0": 0},
-                },
-                "endSequenceNumbers": {
-                    "type": "end",
-                    "stream": "t",
-                    "partitionSequenceNumberMap": {"0": 1},
-                },
-            },
-        }
-        task_refused = api.post("/druid/indexer/v1/task", json=task)
+        task_refused = api.post("/druid/indexer/v1/task", json=task("t1", props))
         assert task_refused.status_code == 400, task_refused.text
         assert key in task_refused.json()["error"]
     settings.allowed_consumer_properties = f"{key.split('.')[0]}.*"

@@ -59,3 +59,32 @@ def test_operator_patterns() -> None:
     assert access.problems({"druid.dynamic.config.provider": PROVIDER}) == []
     refused = KafkaAccess().problems({"druid.dynamic.config.provider": PROVIDER})
     assert [p.field.rsplit(".", 1)[-1] for p in refused] == ["password", "password"]
+
+
+def test_java_client_properties_become_librdkafka_settings() -> None:
+    from tasks.kafka_properties import librdkafka_config
+
+    props = {
+        "bootstrap.servers": "b:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="p\\"w d";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----ca",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": "-----BEGIN CERTIFICATE-----me",
+        "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----k",
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    assert librdkafka_config(props) == {
+        "bootstrap.servers": "b:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": 'p"w d',
+        "ssl.ca.pem": "-----BEGIN CERTIFICATE-----ca",
+        "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----me",
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----k",
+        "ssl.endpoint.identification.algorithm": "none",
+    }

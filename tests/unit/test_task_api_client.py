@@ -148,7 +148,7 @@ def test_idle_connections_of_tasks_not_asked_again_are_closed(
     pool = task_api._Connections()
     monkeypatch.setattr(task_api, "_connections", pool)
     client(task).status()
-    address = ("127.0.0.1", task.server_address[1])
+    address = ("http", "127.0.0.1", task.server_address[1])
     assert pool.count == 1 and address in pool.idle
     clock[0] += task_api.IDLE_S + 1  # the task is not asked again; another one is
     other = Task()

@@ -1,0 +1,136 @@
+"""Authentication of every request, and the permission checks routes make.
+
+With `SLUICEGATE_AUTH=none` (the default; loopback only unless the operator says otherwise)
+every request is ANONYMOUS and may do everything. With `basic`, every request but the
+service's health, the console's static files and tasks' actions (which carry their own
+task's token) needs HTTP Basic or a Bearer API token: 401 without, 403 for an identity whose
+roles lack the permission. Routes about a supervisor or a task check its datasource, as
+Druid does; listings show only what the identity may read."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from supervisor.api.context import AppContext, context
+from supervisor.db.models import TaskRow
+from supervisor.db.repositories import SpecRepository, SpecVersion
+from supervisor.db.tasks import TaskRepository
+from supervisor.errors import ForbiddenError
+from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
+
+# Paths any request may reach: liveness, the console's page and scripts (they hold no
+# data; the console logs in for its API calls), and tasks' actions (their task's token).
+OPEN_PATHS = ("/status/health", "/console", "/druid/indexer/v1/action")
+CONSOLE_HEADER = "x-sluicegate-console"  # the console's calls: no browser login dialog
+
+
+class Authentication:
+    def __init__(self, app: ASGIApp, context: AppContext) -> None:
+        self.app = app
+        self.context = context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        identity: Identity | None = ANONYMOUS
+        path = scope["path"]
+        authenticator = self.context.authenticator  # None: authentication is off
+        if authenticator is not None and not (
+            path == "/" or any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
+        ):
+            headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            identity = await run_in_threadpool(
+                authenticator.identify, headers.get(b"authorization")
+            )
+            if identity is None:
+                await _unauthorized(CONSOLE_HEADER.encode() in headers)(scope, receive, send)
+                return
+        scope.setdefault("state", {})["identity"] = identity
+        await self.app(scope, receive, send)
+
+
+def _unauthorized(console: bool) -> JSONResponse:
+    headers = {} if console else {"WWW-Authenticate": 'Basic realm="sluicegate", charset="UTF-8"'}
+    return JSONResponse(
+        status_code=401,
+        content={"error": "Authorization: send a user's password (Basic) or an API token (Bearer)"},
+        headers=headers,
+    )
+
+
+def identity(request: Request) -> Identity:
+    found = request.scope.get("state", {}).get("identity")
+    return found if isinstance(found, Identity) else ANONYMOUS
+
+
+def require(who: Identity, kind: ResourceType, name: str, action: Action) -> None:
+    if not who.allows(kind, name, action):
+        who_text = who.name or "this identity"
+        raise ForbiddenError(f"{who_text} may not {action} {kind} '{name}'")
+
+
+def needs(kind: ResourceType, name: str, action: Action) -> Callable[[Request], Awaitable[None]]:
+    """A route dependency: the identity holds this permission."""
+
+    async def check(request: Request) -> None:
+        require(identity(request), kind, name, action)
+
+    return check
+
+
+def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
+    """A route dependency: the identity may `action` the datasource of the supervisor in the
+    path (one that does not exist is the route's 404)."""
+
+    async def check(request: Request, supervisor_id: str) -> None:
+        who = identity(request)
+        if not who.authenticated:
+            return
+        datasource = await _lookup(
+            request, lambda s: _datasource(SpecRepository(s).latest(supervisor_id))
+        )
+        if datasource is not None:
+            require(who, ResourceType.DATASOURCE, datasource, action)
+
+    return check
+
+
+def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
+    """A route dependency: the identity may `action` the datasource of the task in the path."""
+
+    async def check(request: Request, task_id: str) -> None:
+        who = identity(request)
+        if not who.authenticated:
+            return
+        datasource = await _lookup(request, lambda s: _datasource(TaskRepository(s).get(task_id)))
+        if datasource is not None:
+            require(who, ResourceType.DATASOURCE, datasource, action)
+
+    return check
+
+
+def _datasource(row: SpecVersion | TaskRow | None) -> str | None:
+    return None if row is None else row.datasource
+
+
+async def _lookup(request: Request, find: Callable[[Session], str | None]) -> str | None:
+    sessions = context(request).sessions
+
+    def run() -> str | None:
+        with sessions() as session:
+            return find(session)
+
+    return await run_in_threadpool(run)
+
+
+def may_read(request: Request) -> Callable[[str], bool]:
+    """Whether the identity may read a datasource: for filtering listings."""
+    who = identity(request)
+    return lambda datasource: who.allows(ResourceType.DATASOURCE, datasource, Action.READ)

@@ -1,0 +1,295 @@
+"""Authentication and roles on the real service (SQLite and PostgreSQL): every route is
+refused without credentials (401) and with a role that lacks its permission (403), and
+allowed with it; Druid's basic-security API manages users, roles and permissions; API
+tokens; the audit log names the identity."""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from supervisor.db.engine import make_engine, session_factory
+from supervisor.db.models import AuditRow, TaskRow
+from supervisor.settings import Settings
+from tests.conftest import RunningService
+from tests.integration.test_api_supervisors import db_rows
+from tests.specs import spec, task
+
+SUP = "/druid/indexer/v1/supervisor"
+SEC = "/druid-ext/basic-security"
+AUTHN = f"{SEC}/authentication/db/basic"
+AUTHZ = f"{SEC}/authorization/db/basic"
+ADMIN = ("admin", "admin-pass-1")
+
+
+@pytest.fixture
+def secured(settings: Settings) -> Any:
+    settings.auth = "basic"
+    settings.admin_password = SecretStr(ADMIN[1])
+    with (
+        RunningService(settings) as service,
+        httpx.Client(base_url=service.url, timeout=30, auth=ADMIN) as admin,
+    ):
+        yield service, admin
+
+
+def make_user(
+    admin: httpx.Client, name: str, password: str, permissions: list[dict[str, Any]]
+) -> None:
+    for path in (f"{AUTHN}/users/{name}", f"{AUTHZ}/users/{name}", f"{AUTHZ}/roles/{name}-role"):
+        assert admin.post(path).status_code == 200, path
+    assert (
+        admin.post(f"{AUTHN}/users/{name}/credentials", json={"password": password}).status_code
+        == 200
+    )
+    assert admin.post(f"{AUTHZ}/roles/{name}-role/permissions", json=permissions).status_code == 200
+    assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-role").status_code == 200
+
+
+def grant(kind: str, name: str, *actions: str) -> list[dict[str, Any]]:
+    return [{"resource": {"type": kind, "name": name}, "action": a} for a in actions]
+
+
+TASK = task("by-hand", {"bootstrap.servers": "127.0.0.1:9"})
+RESET = {
+    "type": "kafka",
+    "partitions": {"type": "end", "stream": "wiki-edits", "partitionOffsetMap": {"0": 0}},
+}
+# Every route: (method, path, body, what an identity without the permission gets).
+# "refused": 403; "filtered": 200 without the wiki datasource in it.
+ROUTES: list[tuple[str, str, Any, str]] = [
+    ("POST", SUP, spec("wiki"), "refused"),
+    ("GET", SUP, None, "filtered"),
+    ("GET", f"{SUP}?full", None, "filtered"),
+    ("GET", f"{SUP}/history", None, "filtered"),
+    ("POST", f"{SUP}/suspendAll", None, "filtered"),
+    ("POST", f"{SUP}/resumeAll", None, "filtered"),
+    ("POST", f"{SUP}/terminateAll", None, "filtered"),
+    ("GET", f"{SUP}/wiki", None, "refused"),
+    ("GET", f"{SUP}/wiki/history", None, "refused"),
+    ("POST", f"{SUP}/wiki/suspend", None, "refused"),
+    ("POST", f"{SUP}/wiki/resume", None, "refused"),
+    ("POST", f"{SUP}/wiki/terminate", None, "refused"),
+    ("POST", f"{SUP}/wiki/shutdown", None, "refused"),
+    ("GET", f"{SUP}/wiki/status", None, "refused"),
+    ("GET", f"{SUP}/wiki/stats", None, "refused"),
+    ("GET", f"{SUP}/wiki/parseErrors", None, "refused"),
+    ("POST", f"{SUP}/wiki/reset", None, "refused"),
+    ("POST", f"{SUP}/wiki/resetOffsets", RESET, "refused"),
+    ("POST", f"{SUP}/wiki/taskGroups/handoff", {"taskGroupIds": [0]}, "refused"),
+    ("GET", f"{SUP}/wiki/health", None, "refused"),
+    ("POST", "/druid/indexer/v1/task", TASK, "refused"),
+    ("GET", "/druid/indexer/v1/tasks", None, "filtered"),
+    ("GET", "/druid/indexer/v1/task/wiki-task", None, "refused"),
+    ("GET", "/druid/indexer/v1/task/wiki-task/status", None, "refused"),
+    ("GET", "/druid/indexer/v1/task/wiki-task/reports", None, "refused"),
+    ("GET", "/druid/indexer/v1/task/wiki-task/log", None, "refused"),
+    ("POST", "/druid/indexer/v1/task/wiki-task/shutdown", None, "refused"),
+    ("GET", "/druid/coordinator/v1/metadata/datasources", None, "filtered"),
+    ("GET", "/druid/coordinator/v1/metadata/datasources/wiki/segments", None, "refused"),
+    ("GET", "/druid/indexer/v1/leader", None, "refused"),
+    ("GET", "/druid/indexer/v1/isLeader", None, "refused"),
+    ("GET", "/metrics", None, "refused"),
+    ("GET", "/status", None, "refused"),
+    ("GET", f"{SEC}/authentication/loadStatus", None, "refused"),
+    ("GET", f"{AUTHN}/users", None, "refused"),
+    ("GET", f"{AUTHN}/users/admin", None, "refused"),
+    ("POST", f"{AUTHN}/users/mallory", None, "refused"),
+    ("DELETE", f"{AUTHN}/users/admin", None, "refused"),
+    ("POST", f"{AUTHN}/users/admin/credentials", {"password": "x"}, "refused"),
+    ("GET", f"{AUTHN}/users/admin/tokens", None, "refused"),
+    ("POST", f"{AUTHN}/users/admin/tokens/stolen", None, "refused"),
+    ("DELETE", f"{AUTHN}/users/admin/tokens/stolen", None, "refused"),
+    ("GET", f"{SEC}/authorization/loadStatus", None, "refused"),
+    ("GET", f"{AUTHZ}/users", None, "refused"),
+    ("GET", f"{AUTHZ}/users/admin", None, "refused"),
+    ("POST", f"{AUTHZ}/users/mallory", None, "refused"),
+    ("DELETE", f"{AUTHZ}/users/admin", None, "refused"),
+    ("GET", f"{AUTHZ}/roles", None, "refused"),
+    ("GET", f"{AUTHZ}/roles/admin", None, "refused"),
+    ("POST", f"{AUTHZ}/roles/mallory", None, "refused"),
+    ("DELETE", f"{AUTHZ}/roles/admin", None, "refused"),
+    ("POST", f"{AUTHZ}/users/reader/roles/admin", None, "refused"),
+    ("DELETE", f"{AUTHZ}/users/admin/roles/admin", None, "refused"),
+    ("POST", f"{AUTHZ}/roles/reader-role/permissions", grant("CONFIG", ".*", "WRITE"), "refused"),
+]
+OPEN = [("GET", "/status/health"), ("GET", "/console/"), ("POST", "/druid/indexer/v1/action")]
+
+
+def _template(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+def test_the_table_covers_every_route(secured: Any) -> None:
+    service = secured[0]
+    documented = {
+        (method.upper(), _template(path))
+        for path, operations in service.app.openapi()["paths"].items()
+        for method in operations
+    }
+    covered = {
+        (
+            m,
+            _template(
+                re.sub(
+                    r"(wiki|wiki-task|admin|mallory|stolen|reader-role|reader|basic)(?=/|$)",
+                    "{}",
+                    p.split("?")[0],
+                )
+            ),
+        )
+        for m, p, _, _ in ROUTES
+    }
+    covered |= {(m, p) for m, p in OPEN}
+    assert documented - covered == set(), "a route without a permission test"
+
+
+def _seed(service: RunningService, admin: httpx.Client) -> None:
+    assert admin.post(SUP, json=spec("wiki")).status_code == 200
+    engine = make_engine(service.settings.metadata_url)
+    now = datetime.now(UTC)
+    with session_factory(engine)() as session:
+        session.add(
+            TaskRow(
+                id="wiki-task",
+                type="index_kafka",
+                supervisor_id="wiki",
+                datasource="wiki",
+                payload=TASK,
+                status="SUCCESS",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        session.commit()
+    engine.dispose()
+
+
+def _call(client: httpx.Client, method: str, path: str, body: Any) -> httpx.Response:
+    return (
+        client.request(method, path, json=body)
+        if body is not None
+        else client.request(method, path)
+    )
+
+
+def test_every_route_needs_credentials_and_the_permission(secured: Any) -> None:
+    service, admin = secured
+    _seed(service, admin)
+    make_user(admin, "reader", "reader-pass", grant("DATASOURCE", "other.*", "READ", "WRITE"))
+    with (
+        httpx.Client(base_url=service.url, timeout=30) as anonymous,
+        httpx.Client(base_url=service.url, timeout=30, auth=("reader", "reader-pass")) as reader,
+        httpx.Client(base_url=service.url, timeout=30, auth=("admin", "wrong")) as wrong,
+    ):
+        for method, path, body, kind in ROUTES:
+            refused = _call(anonymous, method, path, body)
+            assert refused.status_code == 401, (method, path, refused.text)
+            assert refused.headers["www-authenticate"].startswith("Basic")
+            assert _call(wrong, method, path, body).status_code == 401, (method, path)
+            answer = _call(reader, method, path, body)
+            if kind == "refused":
+                assert answer.status_code == 403, (method, path, answer.text)
+            else:
+                assert answer.status_code == 200, (method, path, answer.text)
+                assert "wiki" not in answer.text, (method, path, answer.text)
+        assert admin.get(f"{SUP}/wiki").json()["suspended"] is False  # suspendAll left it
+        for method, path in OPEN:
+            assert (
+                _call(anonymous, method, path, {} if method == "POST" else None).status_code != 401
+            )
+        # the admin's role allows everything (the routes that change things last; on another
+        # user than the admin itself; a task that fails validation rather than starts)
+        for method, path, body, _ in sorted(ROUTES, key=lambda r: r[0] != "GET"):
+            if body is TASK:
+                body = {**TASK, "ioConfig": {**TASK["ioConfig"], "consumerProperties": {}}}
+            answer = _call(admin, method, path.replace("/admin", "/mallory"), body)
+            assert answer.status_code not in (401, 403), (method, path, answer.text)
+
+
+def test_the_first_start_prints_a_generated_admin_password_once(
+    settings: Settings, capfd: Any
+) -> None:
+    settings.auth = "basic"
+    with RunningService(settings) as service:
+        shown = re.search(r"created user admin with password (\S+)", capfd.readouterr().err)
+        assert shown is not None
+        password = shown.group(1)
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            assert client.get(SUP, auth=("admin", password)).status_code == 200
+            assert client.get(SUP, auth=("admin", "guess")).status_code == 401
+    with RunningService(settings):
+        assert "created user" not in capfd.readouterr().err  # users exist: nothing printed
+
+
+def test_roles_tokens_and_the_audit_log(secured: Any) -> None:
+    service, admin = secured
+    make_user(admin, "alice", "alice-pass", grant("DATASOURCE", "wiki.*", "READ", "WRITE"))
+    make_user(admin, "bob", "bob-pass", grant("DATASOURCE", "wiki.*", "READ"))
+    with (
+        httpx.Client(base_url=service.url, timeout=30, auth=("alice", "alice-pass")) as alice,
+        httpx.Client(base_url=service.url, timeout=30, auth=("bob", "bob-pass")) as bob,
+    ):
+        sent = alice.post(SUP, json=spec("wiki"), headers={"X-Druid-Author": "not-alice"})
+        assert sent.status_code == 200
+        assert alice.post(SUP, json=spec("other")).status_code == 403
+        assert bob.get(f"{SUP}/wiki").status_code == 200
+        assert bob.post(f"{SUP}/wiki/suspend").status_code == 403
+        assert admin.post(SUP, json=spec("other")).status_code == 200
+        assert bob.get(SUP).json() == ["wiki"]  # the list shows what bob may read
+        assert admin.get(SUP).json() == ["other", "wiki"]
+        authors = [row[0] for row in db_rows(service, select(AuditRow.author))]
+        assert authors == ["alice", "admin"]  # the identity, not the header
+
+        # an API token: made once, shown once, works as Bearer, revoked
+        made = admin.post(f"{AUTHN}/users/bob/tokens/ci").json()
+        assert made["name"] == "ci" and made["token"].startswith("sg_")
+        assert admin.get(f"{AUTHN}/users/bob/tokens").json()[0]["name"] == "ci"
+        assert "sg_" not in admin.get(f"{AUTHN}/users/bob/tokens").text
+        bearer = {"Authorization": f"Bearer {made['token']}"}
+        assert bob.get(SUP, auth=None, headers=bearer).json() == ["wiki"]
+        admin.delete(f"{AUTHN}/users/bob/tokens/ci")
+        assert bob.get(SUP, auth=None, headers=bearer).status_code == 401
+
+        # a new password takes effect at once on this overlord (its cache is dropped)
+        admin.post(f"{AUTHN}/users/bob/credentials", json={"password": "bob-pass-2"})
+        assert bob.get(SUP).status_code == 401
+        assert bob.get(SUP, auth=("bob", "bob-pass-2")).status_code == 200
+        # Druid's answers
+        user = admin.get(f"{AUTHZ}/users/bob", params={"full": "", "simplifyPermissions": ""})
+        assert user.json()["roles"][0]["permissions"] == grant("DATASOURCE", "wiki.*", "READ")
+        assert admin.get(f"{AUTHZ}/roles/bob-role", params={"full": ""}).json()["users"] == ["bob"]
+        assert "hash" not in admin.get(f"{AUTHN}/users/bob").text
+        assert admin.get(f"{AUTHN}/users/bob").json()["credentials"] == {"iterations": 10000}
+        bad = admin.post(
+            f"{AUTHZ}/roles/bob-role/permissions", json=grant("DATASOURCE", "(", "READ")
+        )
+        assert bad.status_code == 400 and "regular expression" in bad.json()["error"]
+        assert admin.get(f"{SEC}/authentication/db/MyOther/users").status_code == 400
+        admin.delete(f"{AUTHZ}/users/bob/roles/bob-role")
+        assert bob.get(f"{SUP}/wiki", auth=("bob", "bob-pass-2")).status_code == 403
+
+
+def test_malformed_authorization_headers_are_401(secured: Any) -> None:
+    service = secured[0]
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        for header in (
+            "Basic",
+            "Basic !!!",
+            "Basic " + base64.b64encode(b"no-colon").decode(),
+            "Basic " + base64.b64encode(b"\xff\xfe:x").decode(),
+            "Bearer",
+            "Bearer sg_nope",
+            "Digest x",
+            "Basic " + "A" * 10000,
+        ):
+            assert client.get(SUP, headers={"Authorization": header}).status_code == 401, header
+        console = client.get(SUP, headers={"X-Sluicegate-Console": "1"})
+        assert console.status_code == 401 and "www-authenticate" not in console.headers

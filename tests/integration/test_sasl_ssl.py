@@ -1,0 +1,102 @@
+"""Reading from a SASL_SSL broker (SCRAM-SHA-512 over TLS with a self-signed CA), as a
+secured production cluster is: a spec holds the Java client's properties (the JAAS config
+named through Druid's dynamic config provider, not held), and both read paths take them:
+the Python workers' librdkafka consumers (mapped to librdkafka's names) and Spark's Kafka
+source (a transform sends the batches to the Spark SQL engine); the service's own readers
+of partitions, offsets and lag work against it too."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from supervisor.db.models import SegmentRow, TaskRow
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.topics import create_topic, produce
+from tests.conftest import overlord_with_tasks, wait_for, words_spec
+from tests.integration.test_api_supervisors import db_rows
+
+BASE = "/druid/indexer/v1/supervisor"
+COUNT = 300
+
+
+def secured_spec(supervisor_id: str, topic: str, broker: LocalKafka) -> dict[str, Any]:
+    spec = words_spec(supervisor_id, topic, broker.bootstrap_servers)
+    props = broker.java_properties()
+    del props["sasl.jaas.config"]  # the spec names it; the tasks' environment holds it
+    props["druid.dynamic.config.provider"] = {
+        "type": "environment",
+        "variables": {"sasl.jaas.config": "SG_TEST_KAFKA_JAAS"},
+    }
+    spec["spec"]["ioConfig"]["consumerProperties"] = props
+    return spec
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_both_read_paths_and_the_lag_readers_over_sasl_ssl(
+    secure_kafka: LocalKafka, jar_cache: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("SG_TEST_KAFKA_JAAS", secure_kafka.java_properties()["sasl.jaas.config"])
+    client = secure_kafka.client_config()
+    topic = "secured-words"
+    create_topic(secure_kafka.bootstrap_servers, topic, 1, client=client)
+    record = (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "w"}).encode())
+    produce(secure_kafka.bootstrap_servers, topic, [record] * COUNT, client=client)
+    direct = secured_spec("direct", topic, secure_kafka)
+    spark = secured_spec("spark", topic, secure_kafka)
+    spark["spec"]["dataSchema"]["transformSpec"] = {
+        "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
+    }
+    with overlord_with_tasks(
+        tmp_path, jar_cache, "local[1]", spec_environment="SG_TEST_.*", standby_lead_s=0
+    ) as (service, api):
+        for body in (direct, spark):
+            assert api.post(BASE, json=body).status_code == 200
+        for name in ("direct", "spark"):
+            # the service's own reader: the topic's latest offset, and the lag behind it
+            wait_for(lambda n=name: _latest(api, n) == {"0": COUNT}, 120, f"{name}'s offsets")
+        for name in ("direct", "spark"):
+            api.post(f"{BASE}/{name}/taskGroups/handoff", json={"taskGroupIds": [0]})
+        for name in ("direct", "spark"):
+            wait_for(lambda n=name: _rows(service, n) == COUNT, 240, f"{name}'s rows")
+            assert api.get(f"{BASE}/{name}/status").json()["payload"]["aggregateLag"] == 0
+        # the first generation of each has published: its report.json, once it has exited
+        counters = wait_for(lambda: _counters(service), 60, "both first tasks' reports")
+    # the direct supervisor's batches were read by librdkafka, the other's by Spark's source
+    assert counters["direct"]["directReads"] == counters["direct"]["persists"] > 0
+    assert counters["spark"]["fastPersists"] == counters["spark"]["directReads"] == 0
+    assert counters["spark"]["persists"] > 0
+
+
+def _counters(service: Any) -> dict[str, Counter[str]] | None:
+    """Each supervisor's task counters, summed over the reports of its published tasks; None
+    until each has one."""
+    counters: dict[str, Counter[str]] = {"direct": Counter(), "spark": Counter()}
+    query = select(TaskRow.supervisor_id, TaskRow.status, TaskRow.log_path)
+    for supervisor_id, status, log_path in db_rows(service, query):
+        report = Path(str(log_path)).parent / "report.json"
+        if status == "SUCCESS" and report.exists():
+            try:
+                counters[supervisor_id].update(json.loads(report.read_text())["counters"])
+            except ValueError:  # being written
+                return None
+    return counters if all(c["persists"] for c in counters.values()) else None
+
+
+def _latest(api: httpx.Client, supervisor_id: str) -> dict[str, int] | None:
+    payload = api.get(f"{BASE}/{supervisor_id}/status").json()["payload"]
+    return payload.get("latestOffsets")
+
+
+def _rows(service: Any, supervisor_id: str) -> int:
+    rows = db_rows(
+        service, select(SegmentRow.num_rows).where(SegmentRow.datasource == supervisor_id)
+    )
+    return sum(row[0] for row in rows)
