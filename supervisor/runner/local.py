@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from supervisor.net import free_port
+from supervisor.runner.files import write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.standby import Standby, StandbyPool
 from supervisor.settings import Settings
@@ -134,9 +135,8 @@ class LocalProcessRunner:
         work = self.work_dir(task_id)
         work.mkdir(parents=True, exist_ok=True)
         token_file = work / "token"
-        token_file.write_text(token)
-        token_file.chmod(0o600)
-        (work / "payload.json").write_text(payload)
+        write_private(token_file, token)
+        write_private(work / "payload.json", payload)
         port = free_port()
         log_path = work / "task.log"
         process = self._popen(
@@ -155,9 +155,8 @@ class LocalProcessRunner:
         link = self.settings.work_dir.resolve() / "tasks" / task_id
         if link.exists() or link.is_symlink():
             raise OSError(f"{link} exists")
-        (standby.slot / "payload.json").write_text(payload)
-        (standby.slot / "token").write_text(token)
-        (standby.slot / "token").chmod(0o600)
+        write_private(standby.slot / "payload.json", payload)
+        write_private(standby.slot / "token", token)
         link.symlink_to(standby.slot, target_is_directory=True)
         try:
             standby.assign(task, token)

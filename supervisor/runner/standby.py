@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from supervisor.runner.files import write_private
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask
 from tasks.standby import ASSIGN_PATH, STATUS_PATH
 
@@ -197,9 +198,8 @@ class StandbyPool:
         slot = self.root / f"standby-{secrets.token_hex(6)}"
         slot.mkdir(parents=True)
         token = secrets.token_hex(16)
-        (slot / "standby-token").write_text(token)
-        (slot / "standby-token").chmod(0o600)
-        (slot / "warm-payload.json").write_text(template)
+        write_private(slot / "standby-token", token)
+        write_private(slot / "warm-payload.json", template)
         process, port, log_path = self.spawn(slot, token)
         log.info("standby %s started for %s group %s (pid %s)", slot.name, *key, process.pid)
         return Standby(slot, process, port, token, key, self.clock(), log_path)

@@ -83,3 +83,16 @@ def test_a_report_that_does_not_parse_is_no_report(tmp_path: Path) -> None:
     (runner_.work_dir("t3") / "report.json").write_text('{"status": "DONE-ISH"}')
     assert runner_.report("t3") is None
     assert runner_.report("never-ran") is None
+
+
+def test_private_files_are_made_readable_by_their_owner_only(tmp_path: Path) -> None:
+    from supervisor.runner.files import write_private
+
+    path = tmp_path / "payload.json"
+    path.write_text("old")
+    path.chmod(0o644)
+    write_private(path, '{"password": "p"}')
+    assert path.read_text() == '{"password": "p"}'
+    assert path.stat().st_mode & 0o777 == 0o600
+    write_private(tmp_path / "token", "t")
+    assert (tmp_path / "token").stat().st_mode & 0o777 == 0o600
