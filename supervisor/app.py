@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
 from supervisor.api import basic_security, coordinator, leader, supervisors, tasks
-from supervisor.api.auth import Authentication, needs
+from supervisor.api.auth import Authentication, may_read, needs
 from supervisor.api.context import AppContext
 from supervisor.api.documented import documented
 from supervisor.api.guard import RequestGuard
@@ -192,7 +192,7 @@ def create_app(
     )
     def metrics(request: Request) -> PlainTextResponse:
         with context.sessions() as session:
-            text = context.metrics.render(session, context.statuses_of(session))
+            text = context.metrics.render(session, context.statuses_of(session), may_read(request))
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/status", tags=["service"], summary="Version of the service", dependencies=state_read)

@@ -14,14 +14,12 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.api.context import AppContext, context
-from supervisor.db.models import TaskRow
-from supervisor.db.repositories import SpecRepository, SpecVersion
+from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
-from supervisor.errors import ForbiddenError
+from supervisor.errors import ForbiddenError, NotFoundError
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
 
 # Paths any request may reach: liveness, the console's page and scripts (they hold no
@@ -86,48 +84,50 @@ def needs(kind: ResourceType, name: str, action: Action) -> Callable[[Request], 
 
 
 def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
-    """A route dependency: the identity may `action` the datasource of the supervisor in the
-    path (one that does not exist is the route's 404)."""
+    """A route dependency: the identity may `action` every datasource the supervisor in the
+    path has had (its history holds the older ones' specs); one that does not exist is a 404
+    here, so a supervisor made between this check and the route's work is not acted on."""
 
     async def check(request: Request, supervisor_id: str) -> None:
         who = identity(request)
         if not who.authenticated:
             return
-        datasource = await _lookup(
-            request, lambda s: _datasource(SpecRepository(s).latest(supervisor_id))
-        )
-        if datasource is not None:
+        sessions = context(request).sessions
+
+        def find() -> list[str]:
+            with sessions() as session:
+                return SpecRepository(session).datasources_of(supervisor_id)
+
+        datasources = await run_in_threadpool(find)
+        if not datasources:
+            raise NotFoundError(f"[{supervisor_id}] does not exist")
+        for datasource in datasources:
             require(who, ResourceType.DATASOURCE, datasource, action)
 
     return check
 
 
 def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
-    """A route dependency: the identity may `action` the datasource of the task in the path."""
+    """A route dependency: the identity may `action` the datasource of the task in the path
+    (one that does not exist is a 404 here)."""
 
     async def check(request: Request, task_id: str) -> None:
         who = identity(request)
         if not who.authenticated:
             return
-        datasource = await _lookup(request, lambda s: _datasource(TaskRepository(s).get(task_id)))
-        if datasource is not None:
-            require(who, ResourceType.DATASOURCE, datasource, action)
+        sessions = context(request).sessions
+
+        def find() -> str | None:
+            with sessions() as session:
+                row = TaskRepository(session).get(task_id)
+                return None if row is None else row.datasource
+
+        datasource = await run_in_threadpool(find)
+        if datasource is None:
+            raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
+        require(who, ResourceType.DATASOURCE, datasource, action)
 
     return check
-
-
-def _datasource(row: SpecVersion | TaskRow | None) -> str | None:
-    return None if row is None else row.datasource
-
-
-async def _lookup(request: Request, find: Callable[[Session], str | None]) -> str | None:
-    sessions = context(request).sessions
-
-    def run() -> str | None:
-        with sessions() as session:
-            return find(session)
-
-    return await run_in_threadpool(run)
 
 
 def may_read(request: Request) -> Callable[[str], bool]:

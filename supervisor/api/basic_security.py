@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from supervisor.api.auth import identity, require
 from supervisor.api.common import JSON_BODY, in_session, json_body
@@ -78,15 +78,17 @@ async def authn_user(request: Request, authenticatorName: str, userName: str) ->
 
 
 @router.post(AUTHN + "/users/{userName}", summary="Create a user (authentication)")
-async def create_authn_user(request: Request, authenticatorName: str, userName: str) -> None:
+async def create_authn_user(request: Request, authenticatorName: str, userName: str) -> Response:
     _authenticator(request, authenticatorName)
     await _run(request, lambda svc: svc.create_authn_user(userName), writes=True)
+    return Response()
 
 
 @router.delete(AUTHN + "/users/{userName}", summary="Delete a user and its API tokens")
-async def delete_authn_user(request: Request, authenticatorName: str, userName: str) -> None:
+async def delete_authn_user(request: Request, authenticatorName: str, userName: str) -> Response:
     _authenticator(request, authenticatorName)
     await _run(request, lambda svc: svc.delete_authn_user(userName), writes=True)
+    return Response()
 
 
 @router.post(
@@ -96,9 +98,10 @@ async def delete_authn_user(request: Request, authenticatorName: str, userName: 
 )
 async def set_credentials(
     request: Request, authenticatorName: str, userName: str, body: Any = Depends(json_body)
-) -> None:
+) -> Response:
     _authenticator(request, authenticatorName)
     await _run(request, lambda svc: svc.set_credentials(userName, body), writes=True)
+    return Response()
 
 
 @router.get(AUTHN + "/users/{userName}/tokens", summary="A user's API tokens (names only)")
@@ -121,9 +124,10 @@ async def create_token(
 @router.delete(AUTHN + "/users/{userName}/tokens/{tokenName}", summary="Revoke an API token")
 async def delete_token(
     request: Request, authenticatorName: str, userName: str, tokenName: str
-) -> None:
+) -> Response:
     _authenticator(request, authenticatorName)
     await _run(request, lambda svc: svc.delete_token(userName, tokenName), writes=True)
+    return Response()
 
 
 @router.get("/authorization/loadStatus", summary="Whether each authorizer's roles are loaded")
@@ -151,15 +155,17 @@ async def authz_user(
 
 
 @router.post(AUTHZ + "/users/{userName}", summary="Create a user (authorization)")
-async def create_authz_user(request: Request, authorizerName: str, userName: str) -> None:
+async def create_authz_user(request: Request, authorizerName: str, userName: str) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.create_authz_user(userName), writes=True)
+    return Response()
 
 
 @router.delete(AUTHZ + "/users/{userName}", summary="Delete a user (authorization)")
-async def delete_authz_user(request: Request, authorizerName: str, userName: str) -> None:
+async def delete_authz_user(request: Request, authorizerName: str, userName: str) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.delete_authz_user(userName), writes=True)
+    return Response()
 
 
 @router.get(AUTHZ + "/roles", summary="Role names")
@@ -182,27 +188,31 @@ async def role(
 
 
 @router.post(AUTHZ + "/roles/{roleName}", summary="Create a role (no permissions yet)")
-async def create_role(request: Request, authorizerName: str, roleName: str) -> None:
+async def create_role(request: Request, authorizerName: str, roleName: str) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.create_role(roleName), writes=True)
+    return Response()
 
 
 @router.delete(AUTHZ + "/roles/{roleName}", summary="Delete a role")
-async def delete_role(request: Request, authorizerName: str, roleName: str) -> None:
+async def delete_role(request: Request, authorizerName: str, roleName: str) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.delete_role(roleName), writes=True)
+    return Response()
 
 
 @router.post(AUTHZ + "/users/{userName}/roles/{roleName}", summary="Give a user a role")
-async def assign(request: Request, authorizerName: str, userName: str, roleName: str) -> None:
+async def assign(request: Request, authorizerName: str, userName: str, roleName: str) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.assign(userName, roleName), writes=True)
+    return Response()
 
 
 @router.delete(AUTHZ + "/users/{userName}/roles/{roleName}", summary="Take a role from a user")
-async def unassign(request: Request, authorizerName: str, userName: str, roleName: str) -> None:
+async def unassign(request: Request, authorizerName: str, userName: str, roleName: str) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.unassign(userName, roleName), writes=True)
+    return Response()
 
 
 @router.post(
@@ -212,6 +222,7 @@ async def unassign(request: Request, authorizerName: str, userName: str, roleNam
 )
 async def set_permissions(
     request: Request, authorizerName: str, roleName: str, body: Any = Depends(json_body)
-) -> None:
+) -> Response:
     _authorizer(request, authorizerName)
     await _run(request, lambda svc: svc.set_permissions(roleName, body), writes=True)
+    return Response()

@@ -6,7 +6,7 @@ as a reset connection (an unexpected error is a 500 whose connection stays usabl
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -72,6 +72,9 @@ class RequestGuard:
             return _refuse(414, f"path: longer than {MAX_PATH} characters", "path")
         if any(ord(c) < 32 or ord(c) == 127 for c in path):
             return _refuse(400, "path: holds control characters", "path")
+        query = unquote_plus(scope.get("query_string", b"").decode("latin-1"))
+        if any(ord(c) < 32 or ord(c) == 127 for c in query):
+            return _refuse(400, "query: holds control characters", "query")
         if scope["method"] not in SAFE_METHODS and self._cross_site(headers, host):
             return _refuse(
                 403,

@@ -107,6 +107,15 @@ class SpecRepository:
             cache.put(version, payload, 3 * json_weight(payload))
         return payload
 
+    def datasources_of(self, supervisor_id: str) -> list[str]:
+        """Every dataSource any version of the supervisor had (none: no such supervisor)."""
+        query = (
+            select(SupervisorSpecRow.datasource)
+            .where(SupervisorSpecRow.supervisor_id == supervisor_id)
+            .distinct()
+        )
+        return sorted(self.session.scalars(query))
+
     def active(self, supervisor_id: str) -> SpecVersion | None:
         row = self.latest(supervisor_id)
         return None if row is None or row.tombstone else row

@@ -15,6 +15,12 @@ class ResourceType(StrEnum):
     DATASOURCE = "DATASOURCE"
     STATE = "STATE"
     CONFIG = "CONFIG"
+    # Druid's other types: kept in roles (a Druid admin's roles load as they are); nothing in
+    # Sluicegate asks for them
+    VIEW = "VIEW"
+    EXTERNAL = "EXTERNAL"
+    SYSTEM_TABLE = "SYSTEM_TABLE"
+    QUERY_CONTEXT = "QUERY_CONTEXT"
 
 
 class Action(StrEnum):
@@ -57,11 +63,10 @@ def parse_permissions(raw: Any, where: str = "") -> list[Permission]:
             problems.append(FieldError(f"{at}.resource", "must be {name, type}"))
             continue
         kind, name, action = resource.get("type"), resource.get("name"), item.get("action")
-        if kind not in ResourceType.__members__:
-            problems.append(
-                FieldError(f"{at}.resource.type", "must be DATASOURCE, STATE or CONFIG")
-            )
-        elif action not in Action.__members__:
+        if not isinstance(kind, str) or kind not in ResourceType.__members__:
+            known = ", ".join(ResourceType.__members__)
+            problems.append(FieldError(f"{at}.resource.type", f"must be one of {known}"))
+        elif not isinstance(action, str) or action not in Action.__members__:
             problems.append(FieldError(f"{at}.action", "must be READ or WRITE"))
         elif not isinstance(name, str) or not name or len(name) > MAX_PATTERN:
             problems.append(FieldError(f"{at}.resource.name", "must be a regular expression"))

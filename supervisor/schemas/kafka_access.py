@@ -15,16 +15,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.schemas.secrets import PROPERTIES
+from supervisor.schemas.secrets import PROPERTIES, is_secret
 from tasks.kafka_properties import PROVIDER, provider_variables, resolved
 from tasks.spec.errors import FieldError, SpecError
 
 # Keys that make a client act on the machine or call out: files, libraries, engines,
 # commands, classes (Java), URLs, Java config providers (which read files).
 _ACTING = re.compile(
-    r"(\.location|\.locations|\.keytab|\.cmd|\.url|\.urls|\.class|\.classes)$|"
+    r"(\.location|\.locations|\.file|\.files|\.keytab|\.cmd|\.url|\.urls|\.class|"
+    r"\.classes|serializer|deserializer)$|"
     r"^ssl\.engine\.|^ssl\.providers$|^plugin\.library\.paths$|^config\.providers|"
-    r"^metric\.reporters$",
+    r"^metric\.reporters$|^security\.providers$|^partition\.assignment\.strategy$|"
+    # OIDC: librdkafka fetches a token from a URL it fills in itself (Azure IMDS)
+    r"^sasl\.oauthbearer\.(method|metadata\.)",
     re.I,
 )
 # The login modules a JAAS configuration may name without the operator's leave: user names
@@ -114,7 +117,17 @@ class KafkaAccess:
             return [FieldError(field, str(exc))]
         found = []
         for key, name in variables.items():
-            if not self.environment or not re.fullmatch(self.environment, name):
+            if not is_secret(key) or _ACTING.search(key):
+                # a secret's value goes only where secrets go: not into client.id (which
+                # librdkafka logs), not into a setting the operator has to allow
+                found.append(
+                    FieldError(
+                        f"{field}.variables.{key}",
+                        "the provider may fill in secrets only (passwords, keys, tokens, "
+                        "JAAS configs)",
+                    )
+                )
+            elif not self.environment or not re.fullmatch(self.environment, name):
                 found.append(
                     FieldError(
                         f"{field}.variables.{key}",

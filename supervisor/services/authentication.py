@@ -119,8 +119,8 @@ class Authenticator:
             user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return None
-        if not sep or not user:
-            return None
+        if not sep or not user or any(ord(c) < 32 or ord(c) == 127 for c in user + password):
+            return None  # no stored user or password has control characters
         key = hashlib.sha256(b"basic\0" + user.encode() + b"\0" + password.encode()).digest()
         cached = self._cached(key)
         if cached is not None:

@@ -101,7 +101,7 @@ class PublishLatency:
                 counts[index] += 1
             counts[-1] += seconds
 
-    def family(self) -> Family:
+    def family(self, readable: Callable[[str], bool] = lambda _: True) -> Family:
         family = Family(
             "sluicegate_publish_seconds",
             "histogram",
@@ -110,6 +110,8 @@ class PublishLatency:
         with self.lock:
             series = {key: list(counts) for key, counts in self.series.items()}
         for (datasource, outcome), counts in sorted(series.items()):
+            if not readable(datasource):
+                continue
             labels = {"datasource": datasource, "outcome": outcome}
             for bound, count in zip(PUBLISH_BUCKETS, counts, strict=False):
                 family.add(count, "_bucket", **labels, le=bound)
@@ -161,10 +163,18 @@ class Metrics:
         self.publish = PublishLatency()
         self.finished = FinishedTotals()
 
-    def render(self, session: Session, status: Callable[[str], SupervisorStatus | None]) -> str:
-        """`status`: a supervisor's status from its last pass (AppContext.status)."""
+    def render(
+        self,
+        session: Session,
+        status: Callable[[str], SupervisorStatus | None],
+        readable: Callable[[str], bool] = lambda _: True,
+    ) -> str:
+        """`status`: a supervisor's status from its last pass (AppContext.status); only the
+        supervisors of datasources `readable` says the caller may read."""
         families = _families()
         for row in SpecRepository(session).all_active():
+            if not readable(row.datasource):
+                continue
             loop = status(row.supervisor_id)
             io = row.payload["spec"]["ioConfig"]
             labels = {
@@ -182,7 +192,7 @@ class Metrics:
                 families[metric].add(totals.get(name, 0), **labels)
             for state, count in TaskRepository(session).counts(row.supervisor_id).items():
                 families["task/count"].add(count, **labels, state=state)
-        ordered = [*families.values(), self.publish.family()]
+        ordered = [*families.values(), self.publish.family(readable)]
         return "\n".join(f.render() for f in ordered) + "\n"
 
 

@@ -14,6 +14,7 @@ from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.intents import STANDALONE, IntentKind
 from supervisor.db.models import TaskRow
+from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.model.access import Action
@@ -97,6 +98,15 @@ class TaskService:
     def submit(self, raw: object, access: KafkaAccess, actor: Actor) -> str:
         task = parse_task(raw, access)
         actor.require(task.datasource, Action.WRITE)
+        # the task's publish moves the committed offsets of its supervisor (or of its
+        # datasource's name): one of another datasource is not a user's task to move
+        owner = SpecRepository(self.session).latest(task.supervisor_key)
+        if owner is not None and owner.datasource != task.datasource:
+            raise BadRequestError(
+                f"supervisorId: [{task.supervisor_key}] is a supervisor of another "
+                "dataSource; a task publishes for its own dataSource's offsets",
+                field="supervisorId",
+            )
         if self.tasks.get(task.id) is not None:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
         return self.launch(task)

@@ -293,3 +293,43 @@ def test_malformed_authorization_headers_are_401(secured: Any) -> None:
             assert client.get(SUP, headers={"Authorization": header}).status_code == 401, header
         console = client.get(SUP, headers={"X-Sluicegate-Console": "1"})
         assert console.status_code == 401 and "www-authenticate" not in console.headers
+
+
+def test_what_a_second_look_found(secured: Any) -> None:
+    """The findings of a review of this change, each refused now."""
+    service, admin = secured
+    assert admin.post(SUP, json=spec("victim")).status_code == 200
+    make_user(
+        admin,
+        "mallory",
+        "mallory-pass",
+        grant("DATASOURCE", "mine", "READ", "WRITE") + grant("STATE", ".*", "READ"),
+    )
+    with httpx.Client(base_url=service.url, timeout=30, auth=("mallory", "mallory-pass")) as m:
+        # a task of her own datasource naming another datasource's supervisor would move its
+        # committed offsets
+        body = {**task("t-steal", {"bootstrap.servers": "127.0.0.1:9"}), "supervisorId": "victim"}
+        body["dataSchema"] = {**body["dataSchema"], "dataSource": "mine"}
+        refused = m.post("/druid/indexer/v1/task", json=body)
+        assert refused.status_code == 400 and refused.json()["field"] == "supervisorId"
+        # /metrics shows only the datasources she may read
+        assert m.get("/metrics").status_code == 200 and "victim" not in m.get("/metrics").text
+        # a supervisor that moved datasources keeps the old ones' specs in its history
+        moved = spec("victim")
+        moved["id"] = "victim"
+        moved["spec"]["dataSchema"]["dataSource"] = "mine"
+        assert admin.post(SUP, json=moved).status_code == 200
+        assert m.get(f"{SUP}/victim/history").status_code == 403
+        assert m.get(f"{SUP}/no-such/status").status_code == 404
+        assert m.get("/druid/indexer/v1/task/no-such").status_code == 404
+    # a NUL in a Basic user name reached the database (a 500 on PostgreSQL)
+    nul = "Basic " + base64.b64encode(b"a\x00:x").decode()
+    assert httpx.get(f"{service.url}{SUP}", headers={"Authorization": nul}).status_code == 401
+    assert admin.get("/druid/indexer/v1/tasks", params={"datasource": "\x00"}).status_code == 400
+    odd_type = [{"resource": {"name": "x", "type": []}, "action": "READ"}]
+    assert admin.post(f"{AUTHZ}/roles/mallory-role/permissions", json=odd_type).status_code == 400
+    druids = grant("VIEW", ".*", "READ") + grant("SYSTEM_TABLE", ".*", "READ")
+    done = admin.post(f"{AUTHZ}/roles/mallory-role/permissions", json=druids)
+    assert (done.status_code, done.content) == (200, b"")  # Druid's empty answer
+    assert admin.post(f"{AUTHN}/users/a:b").status_code == 400  # Basic splits at ':'
+    assert admin.post(f"{AUTHN}/users/alice%20smith").status_code == 200

@@ -411,3 +411,38 @@ def test_the_dynamic_config_provider_names_only_allowed_variables(settings: Any)
         assert "SLUICEGATE_SPEC_ENVIRONMENT" in refused.json()["error"]
         props["druid.dynamic.config.provider"] = {"type": "file", "path": "/etc/shadow"}
         assert api.post(BASE, json=spec("wiki", consumerProperties=props)).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        # librdkafka fills in Azure's metadata URL itself and fetches the host's token
+        {"sasl.oauthbearer.metadata.authentication.type": "azure_imds"},
+        {"sasl.oauthbearer.assertion.file": "/etc/shadow"},
+        {"sasl.oauthbearer.assertion.private.key.file": "/etc/shadow"},
+        {"security.providers": "com.example.Evil"},
+        {"partition.assignment.strategy": "com.example.Evil"},
+        # the provider may fill in secrets only: client.id is logged by librdkafka
+        {
+            "druid.dynamic.config.provider": {
+                "type": "environment",
+                "variables": {"client.id": "SG_TEST_SECRET"},
+            }
+        },
+        {
+            "druid.dynamic.config.provider": {
+                "type": "environment",
+                "variables": {"ssl.ca.location": "SG_TEST_SECRET"},
+            }
+        },
+    ],
+)
+def test_more_properties_that_act_on_the_service_are_refused(
+    open_env: Any, props: dict[str, Any]
+) -> None:
+    with (
+        RunningService(open_env) as service,
+        httpx.Client(base_url=service.url, timeout=30) as api,
+    ):
+        body = spec("wiki", consumerProperties={"bootstrap.servers": "127.0.0.1:9092", **props})
+        assert api.post(BASE, json=body).status_code == 400
