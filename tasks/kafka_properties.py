@@ -54,20 +54,12 @@ def resolved(props: Mapping[str, Any], environ: Mapping[str, str] | None = None)
 # A JAAS configuration's options: key="value" (or key=value) pairs after the login module.
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 _LOGIN_WITH_PASSWORD = ("PlainLoginModule", "ScramLoginModule")
-# Java client settings with no librdkafka counterpart (the rest of a Java client's SSL store
-# settings is mapped below, or has the same name in both)
-_JAVA_ONLY = frozenset(
+# Java client TLS tuning librdkafka has no setting for and needs none (it negotiates TLS 1.2
+# and 1.3 with the system's algorithms): left out. Other Java-only settings that are not
+# mapped below (a JKS store, a Kerberos or OAuth login) stay, so that librdkafka refuses them
+# and the batch goes to Spark's Kafka source, which takes them.
+_JAVA_TUNING = frozenset(
     {
-        "sasl.jaas.config",
-        "ssl.truststore.type",
-        "ssl.truststore.certificates",
-        "ssl.truststore.location",
-        "ssl.truststore.password",
-        "ssl.keystore.type",
-        "ssl.keystore.certificate.chain",
-        "ssl.keystore.key",
-        "ssl.keystore.location",
-        "ssl.keystore.password",
         "ssl.protocol",
         "ssl.enabled.protocols",
         "ssl.trustmanager.algorithm",
@@ -93,25 +85,28 @@ def librdkafka_config(props: Mapping[str, object]) -> dict[str, str]:
     JAAS user and password of PLAIN and SCRAM as sasl.username/sasl.password, a PEM trust
     store as ssl.ca.pem (or ssl.ca.location), a PEM key store as ssl.certificate.pem and
     ssl.key.pem, Java's empty endpoint identification as "none"; librdkafka's own names
-    pass through."""
-    config = {k: str(v) for k, v in props.items() if k not in _JAVA_ONLY}
+    pass through, and what cannot be mapped stays for librdkafka to refuse."""
+    config = {k: str(v) for k, v in props.items() if k not in _JAVA_TUNING}
     jaas = props.get("sasl.jaas.config")
     if isinstance(jaas, str) and any(module in jaas for module in _LOGIN_WITH_PASSWORD):
         options = jaas_options(jaas)
-        if "username" in options:
+        if "username" in options and "password" in options:
+            del config["sasl.jaas.config"]
             config.setdefault("sasl.username", options["username"])
-        if "password" in options:
             config.setdefault("sasl.password", options["password"])
     if str(props.get("ssl.truststore.type", "")).upper() == "PEM":
+        for key in ("ssl.truststore.type", "ssl.truststore.password"):
+            config.pop(key, None)
         if "ssl.truststore.certificates" in props:
-            config.setdefault("ssl.ca.pem", str(props["ssl.truststore.certificates"]))
+            config.setdefault("ssl.ca.pem", config.pop("ssl.truststore.certificates"))
         elif "ssl.truststore.location" in props:
-            config.setdefault("ssl.ca.location", str(props["ssl.truststore.location"]))
+            config.setdefault("ssl.ca.location", config.pop("ssl.truststore.location"))
     if str(props.get("ssl.keystore.type", "")).upper() == "PEM":
+        config.pop("ssl.keystore.type", None)
         if "ssl.keystore.certificate.chain" in props:
-            config.setdefault("ssl.certificate.pem", str(props["ssl.keystore.certificate.chain"]))
+            config.setdefault("ssl.certificate.pem", config.pop("ssl.keystore.certificate.chain"))
         if "ssl.keystore.key" in props:
-            config.setdefault("ssl.key.pem", str(props["ssl.keystore.key"]))
+            config.setdefault("ssl.key.pem", config.pop("ssl.keystore.key"))
     if config.get("ssl.endpoint.identification.algorithm") == "":
         config["ssl.endpoint.identification.algorithm"] = "none"
     return config

@@ -41,14 +41,16 @@ def _stdout_to_stderr() -> Iterator[None]:
     help="Print at most this many rows.",
 )
 @click.option("--master", default="local[*]", show_default=True, help="Spark master to run on.")
-def sql_command(query: str, url: str, output: str, max_rows: int, master: str) -> None:
+def sql_command(
+    query: str, url: str, output: str, max_rows: int, master: str, user: str | None = None
+) -> None:
     """Run QUERY (Spark SQL) over every datasource's published segments; each datasource is a
     view of its name, with __time a timestamp. For example:
     sluicegate sql "SELECT channel, SUM(added) FROM wikipedia GROUP BY 1 ORDER BY 2 DESC"
     """
     from supervisor.cli.views import local_session, published_files, register_views
 
-    files = published_files(url)  # before Spark starts: an unreachable service fails fast
+    files = published_files(url, user)  # before Spark starts: an unreachable service fails fast
     with _stdout_to_stderr():  # the JVM's log lines must not mix with the result
         spark = local_session(master)
     # pyspark logs a failed query's context itself; the one-line error below says it

@@ -10,9 +10,10 @@ from supervisor.cli.client import DEFAULT_URL, ServiceClient, credentials
 METADATA = "/druid/coordinator/v1/metadata/datasources"
 
 
-def published_files(url: str = DEFAULT_URL) -> dict[str, list[str]]:
-    """The Parquet files of every datasource's used segments, from the service at `url`."""
-    with ServiceClient(url, auth=credentials(None)) as client:
+def published_files(url: str = DEFAULT_URL, user: str | None = None) -> dict[str, list[str]]:
+    """The Parquet files of every datasource's used segments, from the service at `url`
+    (logged in as `user`, or as the environment says)."""
+    with ServiceClient(url, auth=credentials(user)) as client:
         return {
             datasource: [
                 segment["loadSpec"]["path"]

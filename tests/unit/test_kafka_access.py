@@ -88,3 +88,15 @@ def test_java_client_properties_become_librdkafka_settings() -> None:
         "ssl.key.pem": "-----BEGIN PRIVATE KEY-----k",
         "ssl.endpoint.identification.algorithm": "none",
     }
+
+
+def test_what_librdkafka_cannot_take_stays_for_it_to_refuse() -> None:
+    from tasks.kafka_properties import librdkafka_config
+
+    jks = {"ssl.truststore.type": "JKS", "ssl.truststore.location": "/x.jks", "ssl.protocol": "TLS"}
+    assert librdkafka_config(jks) == {
+        "ssl.truststore.type": "JKS",
+        "ssl.truststore.location": "/x.jks",
+    }
+    kerberos = {"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"}
+    assert librdkafka_config(kerberos) == kerberos
