@@ -9,14 +9,16 @@ Druid does; listings show only what the identity may read."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from supervisor.api.context import AppContext, context
+from supervisor.api.context import OWNERS_S, AppContext, context
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import ForbiddenError, NotFoundError
@@ -44,9 +46,10 @@ class Authentication:
             path == "/" or any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
         ):
             headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            identity = await run_in_threadpool(
-                authenticator.identify, headers.get(b"authorization")
-            )
+            authorization = headers.get(b"authorization")
+            identity = authenticator.known(authorization)  # in memory: no hop to a thread
+            if identity is None:
+                identity = await run_in_threadpool(authenticator.identify, authorization)
             if identity is None:
                 await _unauthorized(CONSOLE_HEADER.encode() in headers)(scope, receive, send)
                 return
@@ -92,13 +95,11 @@ def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
         who = identity(request)
         if not who.authenticated:
             return
-        sessions = context(request).sessions
 
-        def find() -> list[str]:
-            with sessions() as session:
-                return SpecRepository(session).datasources_of(supervisor_id)
+        def find(session: Session) -> list[str]:
+            return SpecRepository(session).datasources_of(supervisor_id)
 
-        datasources = await run_in_threadpool(find)
+        datasources = await _owners(request, f"s/{supervisor_id}", find, OWNERS_S)
         if not datasources:
             raise NotFoundError(f"[{supervisor_id}] does not exist")
         for datasource in datasources:
@@ -115,19 +116,44 @@ def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
         who = identity(request)
         if not who.authenticated:
             return
-        sessions = context(request).sessions
 
-        def find() -> str | None:
-            with sessions() as session:
-                row = TaskRepository(session).get(task_id)
-                return None if row is None else row.datasource
+        def find(session: Session) -> list[str]:
+            row = TaskRepository(session).get(task_id)
+            return [] if row is None else [row.datasource]
 
-        datasource = await run_in_threadpool(find)
-        if datasource is None:
+        datasources = await _owners(request, f"t/{task_id}", find, None)
+        if not datasources:
             raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
-        require(who, ResourceType.DATASOURCE, datasource, action)
+        require(who, ResourceType.DATASOURCE, datasources[0], action)
 
     return check
+
+
+async def _owners(
+    request: Request, key: str, find: Callable[[Session], list[str]], keep_s: float | None
+) -> tuple[str, ...]:
+    """What `find` answers, from memory when it was found lately (`keep_s`; None: for good):
+    a request that passes the check costs no database read and no hop to a thread."""
+    app = context(request)
+    now = time.monotonic()
+    hit = app.owners.get(key)
+    if hit is not None and (keep_s is None or hit[1] > now):
+        return hit[0]
+    sessions = app.sessions
+
+    def run() -> tuple[str, ...]:
+        with sessions() as session:
+            return tuple(find(session))
+
+    found = await run_in_threadpool(run)
+    if found:  # never a miss: a supervisor made a moment later must be found
+        app.owners.put(key, (found, now + (keep_s or 0.0)))
+    return found
+
+
+def forget_supervisor(request: Request, supervisor_id: str) -> None:
+    """After a spec of the supervisor was written here: its datasources are read again."""
+    context(request).owners.discard(f"s/{supervisor_id}")
 
 
 def may_read(request: Request) -> Callable[[str], bool]:

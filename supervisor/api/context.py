@@ -13,6 +13,7 @@ from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
 from supervisor.db.engine import SessionFactory
 from supervisor.db.statuses import StatusRepository
+from supervisor.lru import Lru
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
@@ -21,6 +22,9 @@ from supervisor.services.authentication import Authenticator
 from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
+
+OWNERS_KEPT = 100_000
+OWNERS_S = 5.0
 
 
 @dataclass
@@ -36,6 +40,11 @@ class AppContext:
     leadership: Leadership | None = None  # its hold on the lease, once taken
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
     authenticator: Authenticator | None = None  # with authentication on, once started
+    # the datasources a supervisor has had, and a task's, for the routes' permission checks
+    # (a supervisor's kept OWNERS_S, dropped when it is submitted here; a task's never change)
+    owners: Lru[str, tuple[tuple[str, ...], float]] = field(
+        default_factory=lambda: Lru(OWNERS_KEPT)
+    )
 
     @property
     def kafka_access(self) -> KafkaAccess:

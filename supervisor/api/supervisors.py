@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from supervisor.api.auth import identity, may_read, on_supervisor
+from supervisor.api.auth import forget_supervisor, identity, may_read, on_supervisor
 from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
 from supervisor.api.context import context
 from supervisor.db.models import SupervisorSpecRow
@@ -106,6 +106,7 @@ async def submit(
 ) -> dict[str, str]:
     def then(result: tuple[str, bool]) -> None:
         if result[1]:  # a new version; an unchanged spec (skipRestartIfUnmodified) wakes none
+            forget_supervisor(request, result[0])
             waking(request, result[0])(result)
 
     supervisor_id, _ = await with_service(
