@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy.orm import Session
+
 from supervisor.db.engine import SessionFactory
 from supervisor.db.models import AuthnUserRow
 from supervisor.db.security import SecurityRepository
@@ -153,33 +155,31 @@ class Authenticator:
             return None
         if not sep or not user or any(ord(c) < 32 or ord(c) == 127 for c in user + password):
             return None  # no stored user or password has control characters
-        key = self._key("basic", value)
-        assert key is not None
-        cached = self._cached(key)
-        if cached is not None:
-            return cached
-        generation = self._generation
-        with self.sessions() as session:
+
+        def check(session: Session) -> str | None:
             row = SecurityRepository(session).authn_user(user)
-            valid = _matches(row, password)
-        if not valid:
-            return None
-        self._remember(key, user, generation)
-        return user
+            return user if _matches(row, password) else None
+
+        return self._verified(self._key("basic", value), check)
 
     def _bearer(self, token: str) -> str | None:
-        if not token.startswith(TOKEN_PREFIX):
+        def check(session: Session) -> str | None:
+            row = SecurityRepository(session).token(token_digest(token))
+            return None if row is None else row.user_name
+
+        return self._verified(self._key("bearer", token), check)
+
+    def _verified(self, key: bytes | None, check: Callable[[Session], str | None]) -> str | None:
+        """The user of credentials: from memory, else by `check` in the metadata DB (then
+        remembered)."""
+        if key is None:
             return None
-        digest = token_digest(token)
-        key = self._key("bearer", token)
-        assert key is not None
         cached = self._cached(key)
         if cached is not None:
             return cached
-        generation = self._generation
+        generation = self._generation  # read before the DB: a change meanwhile drops it
         with self.sessions() as session:
-            row = SecurityRepository(session).token(digest)
-            user = None if row is None else row.user_name
+            user = check(session)
         if user is not None:
             self._remember(key, user, generation)
         return user
