@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.settings import Settings
+from tasks.spec.names import has_control_characters
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -70,10 +71,10 @@ class RequestGuard:
         path = scope["path"]
         if len(path) > MAX_PATH:
             return _refuse(414, f"path: longer than {MAX_PATH} characters", "path")
-        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        if has_control_characters(path):
             return _refuse(400, "path: holds control characters", "path")
         query = unquote_plus(scope.get("query_string", b"").decode("latin-1"))
-        if any(ord(c) < 32 or ord(c) == 127 for c in query):
+        if has_control_characters(query):
             return _refuse(400, "query: holds control characters", "query")
         if scope["method"] not in SAFE_METHODS and self._cross_site(headers, host):
             return _refuse(

@@ -26,6 +26,7 @@ from supervisor.db.security import SecurityRepository
 from supervisor.errors import Raced
 from supervisor.lru import Lru
 from supervisor.model.access import ALL_PERMISSIONS, Identity, parse_permissions
+from tasks.spec.names import has_control_characters
 
 log = logging.getLogger(__name__)
 ITERATIONS = 10_000  # Druid's default credentialIterations
@@ -153,7 +154,7 @@ class Authenticator:
             user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return None
-        if not sep or not user or any(ord(c) < 32 or ord(c) == 127 for c in user + password):
+        if not sep or not user or has_control_characters(user + password):
             return None  # no stored user or password has control characters
 
         def check(session: Session) -> str | None:

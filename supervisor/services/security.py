@@ -12,6 +12,7 @@ from supervisor.db.security import SecurityRepository
 from supervisor.errors import BadRequestError
 from supervisor.model.access import parse_permissions
 from supervisor.services.authentication import new_token, set_password
+from tasks.spec.names import has_control_characters
 
 MAX_PASSWORD = 1024
 
@@ -19,7 +20,7 @@ MAX_PASSWORD = 1024
 def _name(value: str, what: str) -> str:
     """A user, role or token name: 1 to 255 characters, no control characters and no '/' (it
     is a path segment); a user name no ':' either (HTTP Basic splits there)."""
-    bad = any(ord(c) < 32 or ord(c) == 127 for c in value) or "/" in value
+    bad = has_control_characters(value) or "/" in value
     if not 0 < len(value) <= 255 or bad or (what == "userName" and ":" in value):
         extra = " or ':'" if what == "userName" else ""
         raise BadRequestError(

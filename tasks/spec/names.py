@@ -12,6 +12,11 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's own rule
 RESERVED = frozenset({"history", "suspendAll", "resumeAll", "terminateAll"})
 
 
+def has_control_characters(text: str) -> bool:
+    """Whether `text` holds C0 control characters or DEL (never in a name, a path, a query)."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def name_problem(value: str) -> str | None:
     """Why `value` cannot be a supervisor id or a dataSource (None: it can)."""
     if not value:
