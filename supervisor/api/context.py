@@ -49,9 +49,7 @@ class AppContext:
     @property
     def kafka_access(self) -> KafkaAccess:
         """What specs' consumerProperties may make the service do (the operator's leave)."""
-        return KafkaAccess.parse(
-            self.settings.allowed_consumer_properties, self.settings.spec_environment
-        )
+        return KafkaAccess.of(self.settings)
 
     @property
     def sessions(self) -> SessionFactory:

@@ -53,12 +53,7 @@ class SupervisorManager:
             sessions,
             clock,
             runner,
-            stream
-            or StreamReader(
-                access=KafkaAccess.parse(
-                    settings.allowed_consumer_properties, settings.spec_environment
-                )
-            ),
+            stream or StreamReader(access=KafkaAccess.of(settings)),
             self.statuses,
             standby_lead_s=settings.standby_lead_s,
             fence=fence,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.schemas.secrets import PROPERTIES, is_secret
+from supervisor.settings import Settings
 from tasks.kafka_properties import PROVIDER, provider_variables, resolved
 from tasks.spec.errors import FieldError, SpecError
 
@@ -75,6 +76,11 @@ class KafkaAccess:
     def parse(cls, allowed: str, environment: str) -> KafkaAccess:
         names = frozenset(name.strip() for name in allowed.split(",") if name.strip())
         return cls(names, environment.strip())
+
+    @classmethod
+    def of(cls, settings: Settings) -> KafkaAccess:
+        """The operator's leave as the service's settings give it."""
+        return cls.parse(settings.allowed_consumer_properties, settings.spec_environment)
 
     def allows(self, key: str) -> bool:
         return any(
