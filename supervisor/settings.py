@@ -27,6 +27,11 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"  # json: one object a line
     # Spark master of indexing tasks (local[*], spark://host:7077, ...)
     task_master: str = "local[*]"
+    # On a spark:// master, each task's application takes at most this many executor cores
+    # (spark.cores.max; a standalone application takes every free core otherwise) and this
+    # much memory per executor.
+    task_cores: int = Field(default=1, ge=1, le=1024)
+    task_executor_memory: str = Field(default="1g", pattern=r"^[1-9][0-9]{0,6}[kKmMgGtT]$")
     # How tasks reach this service; derived from host and port when unset.
     overlord_url: str | None = None
     # Kill running task processes when the service stops (tests); by default they keep running.

@@ -52,6 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--deep-storage", type=Path, required=True)
     parser.add_argument("--jar-cache", type=Path, required=True)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument(
+        "--cores", type=int, default=1, help="on a spark:// master: the application's cores"
+    )
+    parser.add_argument(
+        "--executor-memory", default="1g", help="on a spark:// master: memory per executor"
+    )
     parser.add_argument("--tls-cert", type=Path, help="serve the chat API over TLS (PEM)")
     parser.add_argument("--tls-key", type=Path)
     parser.add_argument(
@@ -73,9 +79,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _start_spark(args: argparse.Namespace, name: str) -> Any:
-    from tasks.spark import build_session
+    from tasks.spark import build_session, cluster_conf
 
-    return build_session(args.jar_cache, master=args.master, app_name=f"sluicegate-{name}")
+    conf = cluster_conf(args.master, args.host, args.cores, args.executor_memory)
+    return build_session(
+        args.jar_cache, master=args.master, app_name=f"sluicegate-{name}", conf=conf
+    )
 
 
 class _Run:

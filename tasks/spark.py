@@ -11,6 +11,22 @@ from tasks import class_archive
 from tasks.jars import jars, spark_kafka_bundle
 
 
+def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> dict[str, str]:
+    """What a task's application asks of a standalone cluster (`spark://`): a bounded share of
+    its cores (an application takes all that are free otherwise, and the next task waits), one
+    executor's worth each, and a driver address the executors can reach (the task's host).
+    Nothing for local masters."""
+    if not master.startswith("spark://"):
+        return {}
+    return {
+        "spark.cores.max": str(cores),
+        "spark.executor.cores": str(cores),
+        "spark.executor.memory": executor_memory,
+        "spark.driver.host": host,
+        "spark.driver.bindAddress": host,
+    }
+
+
 def build_session(
     jar_cache: Path,
     master: str = "local[*]",

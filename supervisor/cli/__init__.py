@@ -11,7 +11,14 @@ import click
 
 from supervisor.cli.client import CliError, ServiceError, exit_code
 from supervisor.cli.completion import completion
-from supervisor.cli.dev import kafka_local, postgres_local, quickstart, resolve_jars, serve
+from supervisor.cli.dev import (
+    kafka_local,
+    postgres_local,
+    quickstart,
+    resolve_jars,
+    serve,
+    spark_local,
+)
 from supervisor.cli.sql import sql_command
 from supervisor.cli.supervisor_control import (
     handoff,
@@ -35,6 +42,7 @@ def cli() -> None:
 cli.add_command(serve)
 cli.add_command(kafka_local)
 cli.add_command(postgres_local)
+cli.add_command(spark_local)
 cli.add_command(quickstart)
 cli.add_command(resolve_jars)
 cli.add_command(supervisor_group)

@@ -4,6 +4,7 @@ resolution."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 from types import FrameType
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     "--log-format",
     type=click.Choice(["text", "json"]),
     help="Log lines as text or JSON objects [SLUICEGATE_LOG_FORMAT, default text].",
+)
+@click.option(
+    "--task-master",
+    help="Spark master of the tasks run here: local[N] or spark://HOST:PORT "
+    "[SLUICEGATE_TASK_MASTER, default local[*]].",
 )
 @click.option(
     "--auth",
@@ -231,6 +237,68 @@ def postgres_local(port: int, data_dir: Path) -> None:
     if not stopping and not up:
         raise CliError(f"PostgreSQL exited by itself; see {server.log}", 1)
     click.echo("PostgreSQL stopped")
+
+
+@click.command("spark-local")
+@click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True)
+@click.option(
+    "--cores",
+    type=click.IntRange(1, 256),
+    default=8,
+    show_default=True,
+    help="Cores each worker offers executors (may exceed the machine's: each task's "
+    "application takes SLUICEGATE_TASK_CORES of them).",
+)
+@click.option(
+    "--memory",
+    default="8g",
+    show_default=True,
+    help="Memory each worker offers executors (Spark's size syntax: 512m, 8g).",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=7077, show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/spark"),
+    show_default=True,
+)
+def spark_local(workers: int, cores: int, memory: str, port: int, data_dir: Path) -> None:
+    """Run a real Spark standalone cluster on 127.0.0.1 (a Master and WORKERS Workers from
+    pyspark's own jars) until SIGINT/SIGTERM; tasks use it with SLUICEGATE_TASK_MASTER."""
+    from supervisor.devstack.spark import LocalSparkCluster, SparkClusterError
+
+    if not _SPARK_SIZE.fullmatch(memory):
+        raise CliError(f"--memory {memory!r}: a size such as 512m or 8g", EXIT_USAGE)
+    cluster = LocalSparkCluster(data_dir, workers, cores, memory, port)
+    stopping: list[int] = []
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+        if cluster.processes:
+            cluster.processes[0].terminate()  # the wait below returns; stop() ends the rest
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        cluster.start()
+        click.echo(
+            f"Spark master ready at {cluster.url} with {workers} workers of {cores} cores and "
+            f"{memory} (web UI {cluster.ui_url}, logs in {data_dir}/logs); Ctrl-C stops it\n"
+            f"  SLUICEGATE_TASK_MASTER={cluster.url} sluicegate serve"
+        )
+        code = cluster.wait()
+    except SparkClusterError as exc:
+        raise CliError(str(exc).splitlines()[0], 1) from None
+    finally:
+        cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopping:
+        click.echo("Spark stopped")
+    elif code != 0:
+        raise CliError(f"the Spark master exited with code {code}; see {data_dir}/logs", 1)
+
+
+_SPARK_SIZE = re.compile(r"[1-9][0-9]{0,6}[kKmMgGtT]")
 
 
 def _kafka_version() -> str:

@@ -1,0 +1,145 @@
+"""Tasks on a real Spark standalone cluster (`sluicegate spark-local`: a Master and a Worker
+from pyspark's own jars): both batch engines read, persist and merge on the cluster's
+executors, each task's application takes only its share of the cores, and `sluicegate sql`
+runs on the same cluster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from supervisor.db.models import SegmentRow
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.spark import LocalSparkCluster
+from tests.conftest import overlord_with_tasks, wait_for, words_spec, words_topic
+from tests.integration.test_api_supervisors import db_rows
+
+BASE = "/druid/indexer/v1/supervisor"
+COUNT = 400
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkCluster]:
+    with LocalSparkCluster(tmp_path_factory.mktemp("spark"), workers=1, cores=6, memory="6g") as c:
+        yield c
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_both_engines_run_on_the_cluster_executors(
+    kafka: LocalKafka, cluster: LocalSparkCluster, jar_cache: Path, tmp_path: Path
+) -> None:
+    topic = words_topic(kafka, "cluster", COUNT)
+    direct = words_spec("direct", topic, kafka.bootstrap_servers)
+    spark = words_spec("spark", topic, kafka.bootstrap_servers)
+    spark["spec"]["dataSchema"]["transformSpec"] = {  # the Spark SQL engine
+        "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
+    }
+    with overlord_with_tasks(tmp_path, jar_cache, cluster.url, standby_lead_s=0) as (svc, api):
+        for body in (direct, spark):
+            assert api.post(BASE, json=body).status_code == 200
+        for name in ("direct", "spark"):
+            wait_for(lambda n=name: _offsets(api, n) == {"0": COUNT}, 180, f"{name} read")
+        running = _applications(cluster, "activeapps")
+        for name in ("direct", "spark"):
+            api.post(f"{BASE}/{name}/taskGroups/handoff", json={"taskGroupIds": [0]})
+        for name in ("direct", "spark"):
+            wait_for(lambda n=name: _rows(svc, n) == COUNT, 240, f"{name}'s segments")
+        files = [row[0] for row in db_rows(svc, select(SegmentRow.path))]
+        from supervisor.cli.views import local_session, published_files, register_views
+
+        session = local_session(cluster.url)
+        try:
+            register_views(session, published_files(svc.url))
+            counted = session.sql(
+                "SELECT (SELECT COUNT(*) FROM direct), (SELECT COUNT(*) FROM spark)"
+            ).collect()[0]
+        finally:
+            session.stop()
+    # every task was an application of the cluster, each holding one core (the setting's
+    # default), not all six the worker offers
+    assert len(running) >= 2
+    assert all(app["name"].startswith("sluicegate-index_kafka_") for app in running), running
+    assert all(app["cores"] == 1 for app in running)
+    assert all(Path(path).exists() for path in files)
+    assert tuple(counted) == (COUNT, COUNT)
+
+
+def test_spark_local_starts_and_stops_a_cluster(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "spark-local",
+            "--workers",
+            "1",
+            "--cores",
+            "2",
+            "--memory",
+            "1g",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "spark"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert first.startswith("Spark master ready at spark://127.0.0.1:"), first
+        ui = first.split("web UI ")[1].split(",")[0]
+        state = json.loads(subprocess.check_output(["curl", "-s", f"{ui}/json/"]))
+        assert [w["state"] for w in state["workers"]] == ["ALIVE"]
+        assert state["workers"][0]["cores"] == 2
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "Spark stopped" in out
+    # the master's and worker's JVMs are gone
+    left = subprocess.run(
+        ["pgrep", "-f", str(tmp_path / "spark")], capture_output=True, text=True, check=False
+    )
+    assert left.stdout.split() == []
+
+
+def test_spark_local_refuses_a_bad_memory_size(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor.cli", "spark-local", "--memory", "lots"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --memory 'lots': a size such as 512m or 8g"
+
+
+def _applications(cluster: LocalSparkCluster, key: str) -> list[dict[str, Any]]:
+    state = cluster.state() or {}
+    apps = state.get(key)
+    return [app for app in apps if isinstance(app, dict)] if isinstance(apps, list) else []
+
+
+def _offsets(api: Any, supervisor_id: str) -> dict[str, int] | None:
+    payload = api.get(f"{BASE}/{supervisor_id}/status").json()["payload"]
+    return payload.get("latestOffsets") if payload.get("aggregateLag") == 0 else None
+
+
+def _rows(service: Any, supervisor_id: str) -> int:
+    rows = db_rows(
+        service, select(SegmentRow.num_rows).where(SegmentRow.datasource == supervisor_id)
+    )
+    return sum(row[0] for row in rows)
