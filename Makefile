@@ -5,9 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps jars lint format test quickstart openapi bench clean
+.PHONY: setup system-deps jars tools lint format test quickstart openapi bench clean
 
-setup: system-deps $(STAMP) jars
+setup: system-deps $(STAMP) jars tools
 
 system-deps:
 	@bash .ci/system-deps.sh
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 
 jars: $(STAMP)
 	$(BIN)/sluicegate resolve-jars
+
+# the S3-compatible server of `sluicegate s3-local` and the tests (SeaweedFS, built once)
+tools: $(STAMP)
+	$(BIN)/python -m supervisor.devstack.s3 install
 
 lint: $(STAMP)
 	$(BIN)/ruff check supervisor tasks migrations tests bench

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
-from supervisor.api import basic_security, coordinator, leader, supervisors, tasks
+from supervisor.api import basic_security, coordinator, leader, supervisors, tasks, workers
 from supervisor.api.auth import Authentication, may_read, needs
 from supervisor.api.context import AppContext
 from supervisor.api.documented import documented
@@ -28,6 +28,7 @@ from supervisor.db.engine import SessionFactory, make_engine, migrate, session_f
 from supervisor.errors import DomainError
 from supervisor.leading import LeaderDuties
 from supervisor.model.access import Action, ResourceType
+from supervisor.runner.cluster import ClusterRunner
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.services.authentication import ADMIN, Authenticator, ensure_admin
 from supervisor.services.leadership import Leadership, LeaseHeld
@@ -97,7 +98,10 @@ def create_app(
     lease is free and follows otherwise, taking over when the leader's lease runs out."""
     settings = settings or Settings()
 
-    context = AppContext(settings, clock, LocalProcessRunner(settings))
+    local = LocalProcessRunner(settings)
+    context = AppContext(settings, clock, local)
+    # tasks go to the task hosts registered in the metadata DB, else run here
+    context.runner = ClusterRunner(settings, local, lambda: context.sessions, clock)
     context.metrics = Metrics(context.kafka_access)
 
     @asynccontextmanager
@@ -163,6 +167,7 @@ def create_app(
     app.include_router(coordinator.router)
     app.include_router(leader.router)
     app.include_router(basic_security.router)
+    app.include_router(workers.router)
     app.add_middleware(FollowerRedirect, context=context)
     app.add_middleware(Authentication, context=context)
     origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]

@@ -41,3 +41,9 @@ class Raced(DomainError):
     on what it wrote (a 409 if that keeps happening)."""
 
     status_code = 409
+
+
+class UnavailableError(DomainError):
+    """Something this request needs (a task host) does not answer right now."""
+
+    status_code = 503

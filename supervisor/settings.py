@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tasks.storage import Storage, StorageError
+from tasks.storage import parse as parse_storage
 
 
 def default_jar_cache() -> Path:
@@ -19,7 +22,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8090, ge=0, le=65535)
     metadata_url: str = "sqlite:///./var/sluicegate.db"
-    deep_storage: Path = Path("./var/segments")
+    # Where segments go: a directory (shared by every task host) or s3://bucket/prefix (the
+    # endpoint from SLUICEGATE_S3_ENDPOINT, credentials from AWS_*; tasks/storage.py).
+    deep_storage: str = "./var/segments"
     work_dir: Path = Path("./var/work")
     jar_cache: Path = Field(default_factory=default_jar_cache)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
@@ -32,6 +37,9 @@ class Settings(BaseSettings):
     # much memory per executor.
     task_cores: int = Field(default=1, ge=1, le=1024)
     task_executor_memory: str = Field(default="1g", pattern=r"^[1-9][0-9]{0,6}[kKmMgGtT]$")
+    # A task host (`sluicegate worker`) silent this long is lost: its tasks are recorded as
+    # failed and replaced on other hosts.
+    worker_timeout_s: float = Field(default=15.0, ge=2.0, le=3600.0)
     # How tasks reach this service; derived from host and port when unset.
     overlord_url: str | None = None
     # Kill running task processes when the service stops (tests); by default they keep running.
@@ -90,6 +98,21 @@ class Settings(BaseSettings):
     # expression over the whole name; none by default).
     spec_environment: str = ""
 
+    @field_validator("deep_storage", mode="before")
+    @classmethod
+    def _storage_location(cls, value: object) -> object:
+        location = str(value) if isinstance(value, Path) else value
+        if isinstance(location, str):
+            try:
+                parse_storage(location, {})
+            except StorageError as exc:
+                raise ValueError(str(exc)) from None
+        return location
+
+    def storage(self) -> Storage:
+        """Deep storage, with the S3 settings of this environment."""
+        return parse_storage(self.deep_storage)
+
     @model_validator(mode="after")
     def _tls_pair(self) -> Settings:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -108,7 +131,9 @@ class Settings(BaseSettings):
 
     def prepare_dirs(self) -> None:
         """Create the local directories the service writes to, including a SQLite file's."""
-        self.deep_storage.mkdir(parents=True, exist_ok=True)
+        deep = self.storage()
+        if not deep.is_s3:
+            deep.check()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         prefix = "sqlite:///"
         if self.metadata_url.startswith(prefix) and ":memory:" not in self.metadata_url:

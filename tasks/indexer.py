@@ -21,6 +21,7 @@ from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reader import KafkaBatch
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 from tasks.spec.periods import duration_millis
+from tasks.storage import LOCAL, Storage, parse
 
 log = logging.getLogger(__name__)
 Checkpointer = Callable[[Offsets], None]
@@ -32,7 +33,7 @@ class KafkaIndexer:
         task: IndexKafkaTask,
         spark: Any,
         work_dir: Path,
-        deep_storage: Path,
+        deep_storage: str | Path | Storage,
         publisher: Publisher,
         checkpointer: Checkpointer | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -46,7 +47,9 @@ class KafkaIndexer:
         self.checkpointer = checkpointer
         self.spark = spark
         self.work_dir = work_dir
-        self.deep_storage = deep_storage
+        # segments go to deep storage, and so do persists when it is S3 (the executors that
+        # write them and the ones that merge them may be on any host)
+        self.storage = deep_storage if isinstance(deep_storage, Storage) else parse(deep_storage)
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
@@ -168,12 +171,13 @@ class KafkaIndexer:
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self) -> IndexerState:
-        engines = self.engines = Engines(self.spark, self.plan)
+        persists = self.storage if self.storage.is_s3 else LOCAL
+        engines = self.engines = Engines(self.spark, self.plan, persists)
         publisher = SequencePublisher(
             self.task,
             engines,
             self.plan,
-            self.deep_storage,
+            self.storage,
             self.publisher,
             self.clock,
             self.sleep,
@@ -341,9 +345,11 @@ class KafkaIndexer:
     def _read_batch(self, current: Offsets, batch_end: Offsets) -> None:
         batch = KafkaBatch(self.spark, self.task.ioConfig, current, batch_end)
         sequence = self.sequences[-1]
-        persist = str(
-            self.work_dir / "persists" / f"{sequence.index:04d}-{len(sequence.persists):06d}"
-        )
+        name = f"{sequence.index:04d}-{len(sequence.persists):06d}"
+        if self.storage.is_s3:
+            persist = self.storage.path("_tasks", self.task.id, "persists", name)
+        else:
+            persist = str(self.work_dir / "persists" / name)
         tuning = self.task.tuningConfig
         remaining = max(0, tuning.maxSavedParseExceptions - len(self.state.samples))
         began = self.clock()

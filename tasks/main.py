@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
-    parser.add_argument("--deep-storage", type=Path, required=True)
+    parser.add_argument("--deep-storage", required=True, help="a directory or s3://bucket/prefix")
     parser.add_argument("--jar-cache", type=Path, required=True)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument(

@@ -11,6 +11,7 @@ from tasks import aggregators, expressions, filters, granularity, parsing, times
 from tasks.columns import cols
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.io_config import InputFormat
+from tasks.storage import LOCAL, Storage, write_parquet
 
 OK, UNPARSEABLE, THROWN_AWAY = "ok", "unparseable", "thrownAway"
 _SPARK_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
@@ -261,6 +262,7 @@ def process_batch(
     persist_path: str,
     max_samples: int,
     known_dims: list[tuple[str, str]],
+    storage: Storage = LOCAL,
 ) -> BatchResult:
     """Parse one batch of Kafka rows, count and sample failures, write the persist.
 
@@ -282,7 +284,7 @@ def process_batch(
         counts = Observation()
         observed = base.observe(counts, *_observed_counts())
         rows = observed.where(F.col("__status") == OK).select(*_row_columns(plan, dims))
-        rollup(plan, rows, [name for name, _ in dims]).write.mode("overwrite").parquet(persist_path)
+        write_parquet(rollup(plan, rows, [name for name, _ in dims]), storage, persist_path)
         stats = RowStats(**{name: int(value or 0) for name, value in counts.get.items()})
         samples = _samples(base, max_samples) if max_samples > 0 and stats.unparseable else []
         return BatchResult(stats, samples, dims)

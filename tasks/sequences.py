@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tasks.engines.base import EngineName
 from tasks.engines.choice import Engines
@@ -29,6 +27,7 @@ from tasks.protocol import (
     SequenceNumbers,
 )
 from tasks.segments import SegmentContext
+from tasks.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ class SequencePublisher:
         task: IndexKafkaTask,
         engines: Engines,
         plan: RowPlan,
-        deep_storage: Path,
+        storage: Storage,
         publisher: Publisher,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -79,7 +78,7 @@ class SequencePublisher:
         self.engines = engines
         self.on_published = on_published  # told how long each sequence took to hand off
         self.plan = plan
-        self.deep_storage = deep_storage
+        self.storage = storage
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
@@ -128,7 +127,8 @@ class SequencePublisher:
             start=sequence.start,
             end=sequence.end,
             spec_version=str(task.context.get("specVersion", "")),
-            deep_storage=str(self.deep_storage),
+            deep_storage=self.storage.path(),
+            storage=self.storage,
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
         began = self.clock()
@@ -149,7 +149,11 @@ class SequencePublisher:
         )
         if self._publish_with_retries(action) is PublishOutcome.ALREADY_PUBLISHED:
             for segment in segments:  # a replica won: our copies are not needed
-                shutil.rmtree(Path(segment.path).parent, ignore_errors=True)
+                path = self.storage.fs_path(segment.path)
+                self.storage.delete_dir(path.rsplit("/", 1)[0])
+        if self.storage.is_s3:  # its persists: the segments hold their rows now
+            for persist in sequence.persists:
+                self.storage.delete_dir(persist)
         log.info(
             "sequence %s published: %s segments (merge %.2f s, publish %.2f s)",
             sequence.index,

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tasks import direct_read, granularity, python_worker
 from tasks.json_values import CONVERT, GiveUp, time_reader
+from tasks.storage import LOCAL, Storage
 
 TIME_FORMATS = {"iso", "millis", "posix", "auto"}
 DIMENSION_TYPES = {"string": "string", "long": "int64", "double": "float64"}
@@ -66,6 +66,7 @@ class WorkerPlan:
     segment_granularity: str
     persist_path: str
     max_samples: int
+    storage: Storage = LOCAL  # where persist_path is
 
 
 def worker_function(
@@ -231,20 +232,21 @@ def _write(work: WorkerPlan, columns: list[Any], rows: int) -> None:
     part = 0 if context is None else context.partitionId()
     begin = 0
     for start, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
-        _write_file(table.slice(begin, end - begin), work.persist_path, f"{start}.{part:05d}")
+        _write_file(work, table.slice(begin, end - begin), f"{start}.{part:05d}")
         begin = end
 
 
 def write_empty(work: WorkerPlan) -> None:
     """A persist without rows still has a file, for Spark to read its schema from."""
-    _write_file(persist_table(work, [], 0), work.persist_path, "empty")
+    _write_file(work, persist_table(work, [], 0), "empty")
 
 
-def _write_file(table: Any, directory: str, name: str) -> None:
+def _write_file(work: WorkerPlan, table: Any, name: str) -> None:
     import pyarrow.parquet as pq
 
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, f"{directory}/{name}.parquet", compression="snappy")
+    work.storage.make_dirs(work.persist_path)
+    path = f"{work.persist_path}/{name}.parquet"
+    pq.write_table(table, path, compression="snappy", filesystem=work.storage.filesystem())
 
 
 def persist_table(work: WorkerPlan, columns: list[Any], rows: int) -> Any:

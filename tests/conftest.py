@@ -24,6 +24,7 @@ from supervisor.app import create_app
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
+from supervisor.devstack.s3 import LocalS3
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import free_port
@@ -72,6 +73,13 @@ def postgres() -> Iterator[LocalPostgres]:
     server = LocalPostgres().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    """A real S3 server (SeaweedFS) with a bucket `segments`, test credentials."""
+    with LocalS3(tmp_path_factory.mktemp("s3"), "segments", "test-key", "test-secret-1") as s:
+        yield s
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -14,6 +14,7 @@ from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import SegmentRepository
 from supervisor.errors import NotFoundError
 from supervisor.model.access import Action, ResourceType
+from tasks.storage import load_spec
 
 router = APIRouter(prefix="/druid/coordinator/v1/metadata", tags=["coordinator"])
 
@@ -26,7 +27,7 @@ def data_segment(row: SegmentRow) -> dict[str, Any]:
         "dataSource": row.datasource,
         "interval": interval,
         "version": row.version,
-        "loadSpec": {"type": "local", "path": row.path},
+        "loadSpec": load_spec(row.path),
         "dimensions": ",".join(payload.get("dimensions", [])),
         "metrics": ",".join(payload.get("metrics", [])),
         "shardSpec": {"type": "numbered", "partitionNum": row.partition_num, "partitions": 0},

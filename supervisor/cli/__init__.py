@@ -16,6 +16,7 @@ from supervisor.cli.dev import (
     postgres_local,
     quickstart,
     resolve_jars,
+    s3_local,
     serve,
     spark_local,
 )
@@ -31,6 +32,7 @@ from supervisor.cli.supervisor_control import (
 from supervisor.cli.supervisor_status import health, stats, status
 from supervisor.cli.supervisors import supervisor_group
 from supervisor.cli.tasks import segments_group, task_group
+from supervisor.cli.worker import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,6 +45,8 @@ cli.add_command(serve)
 cli.add_command(kafka_local)
 cli.add_command(postgres_local)
 cli.add_command(spark_local)
+cli.add_command(s3_local)
+cli.add_command(worker)
 cli.add_command(quickstart)
 cli.add_command(resolve_jars)
 cli.add_command(supervisor_group)

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 @click.option("--metadata-url", help="SQLAlchemy URL of the metadata DB [SLUICEGATE_METADATA_URL].")
 @click.option(
     "--deep-storage",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Segment directory [SLUICEGATE_DEEP_STORAGE].",
+    help="Where segments go: a directory, or s3://bucket/prefix (endpoint from "
+    "SLUICEGATE_S3_ENDPOINT, credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) "
+    "[SLUICEGATE_DEEP_STORAGE, default ./var/segments].",
 )
 @click.option(
     "--work-dir",
@@ -82,6 +83,7 @@ def serve(**options: Any) -> None:
     refusal = unauthenticated_refusal(settings)
     if refusal:
         raise CliError(refusal, EXIT_USAGE)
+    check_storage(settings)
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings, leadership=_lead(settings))
     heap.settle(settings.gc_young_threshold)
@@ -94,6 +96,16 @@ def serve(**options: Any) -> None:
         ssl_certfile=settings.tls_cert,
         ssl_keyfile=settings.tls_key,
     )
+
+
+def check_storage(settings: Settings) -> None:
+    """Deep storage usable before anything starts: a one-line error otherwise."""
+    from tasks.storage import StorageError
+
+    try:
+        settings.storage().check()
+    except StorageError as exc:
+        raise CliError(str(exc), 1) from None
 
 
 def unauthenticated_refusal(settings: Settings) -> str | None:
@@ -298,6 +310,64 @@ def spark_local(workers: int, cores: int, memory: str, port: int, data_dir: Path
         raise CliError(f"the Spark master exited with code {code}; see {data_dir}/logs", 1)
 
 
+@click.command("s3-local")
+@click.option("--port", type=click.IntRange(0, 65535), default=8333, show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/s3"),
+    show_default=True,
+)
+@click.option("--bucket", default="sluicegate", show_default=True, help="Made at start.")
+def s3_local(port: int, data_dir: Path, bucket: str) -> None:
+    """Run a real S3-compatible server (SeaweedFS, built by `make setup`) on 127.0.0.1 until
+    SIGINT/SIGTERM. It takes the credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
+    (printed defaults when both are unset); its data stays in --data-dir."""
+    from supervisor.devstack.s3 import LocalS3, S3Error, credentials
+
+    if not _BUCKET.fullmatch(bucket):
+        raise CliError(
+            f"--bucket {bucket!r}: 3-63 lower-case letters, digits, dots and hyphens", EXIT_USAGE
+        )
+    try:
+        access, secret, defaults = credentials()
+    except S3Error as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    server = LocalS3(data_dir, bucket, access, secret, port)
+    stopping: list[int] = []
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+        server.request_stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.start()
+        shown = (
+            f" AWS_ACCESS_KEY_ID={access} AWS_SECRET_ACCESS_KEY={secret}"
+            if defaults
+            else " (and your AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+        )
+        click.echo(
+            f"S3 (SeaweedFS) ready at {server.endpoint}, bucket {bucket} (data in {data_dir}); "
+            f"Ctrl-C stops it\n"
+            f"  export SLUICEGATE_S3_ENDPOINT={server.endpoint}{shown}\n"
+            f"  sluicegate serve --deep-storage s3://{bucket}/segments"
+        )
+        code = server.wait()
+    except S3Error as exc:
+        raise CliError(str(exc).splitlines()[0], 1) from None
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopping:
+        click.echo("S3 stopped")
+    elif code != 0:
+        raise CliError(f"SeaweedFS exited with code {code}; see {server.log}", 1)
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _SPARK_SIZE = re.compile(r"[1-9][0-9]{0,6}[kKmMgGtT]")
 
 

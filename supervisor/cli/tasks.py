@@ -8,6 +8,7 @@ import click
 
 from supervisor.cli.common import Context, api_group, confirm, pass_context, yes_option
 from supervisor.cli.output import emit_json, key_values, table
+from tasks.storage import load_spec_uri
 
 TASKS = "/druid/indexer/v1"
 STATES = ("running", "complete", "waiting", "pending")
@@ -136,7 +137,7 @@ def list_segments(ctx: Context, datasource: str) -> None:
         emit_json(found)
         return
     rows = [
-        [s["identifier"], s["interval"], s["numRows"], s["size"], s["loadSpec"]["path"]]
+        [s["identifier"], s["interval"], s["numRows"], s["size"], load_spec_uri(s["loadSpec"])]
         for s in found
     ]
     click.echo(table(["SEGMENT", "INTERVAL", "ROWS", "BYTES", "PATH"], rows))

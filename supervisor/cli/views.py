@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.cli.client import DEFAULT_URL, ServiceClient, credentials
+from tasks.storage import load_spec_uri, parse, read_parquet
 
 METADATA = "/druid/coordinator/v1/metadata/datasources"
 
@@ -16,7 +17,7 @@ def published_files(url: str = DEFAULT_URL, user: str | None = None) -> dict[str
     with ServiceClient(url, auth=credentials(user)) as client:
         return {
             datasource: [
-                segment["loadSpec"]["path"]
+                load_spec_uri(segment["loadSpec"])
                 for segment in client.get(f"{METADATA}/{datasource}/segments", full="")
             ]
             for datasource in client.get(METADATA)
@@ -25,8 +26,14 @@ def published_files(url: str = DEFAULT_URL, user: str | None = None) -> dict[str
 
 def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:
     """A temporary view per datasource (segments with different columns are merged)."""
-    for datasource, paths in files.items():
-        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+    for datasource, uris in files.items():
+        # segments in S3 are read with the S3 settings of this environment (tasks/storage.py)
+        s3 = [uri for uri in uris if uri.startswith("s3://")]
+        storage = parse(s3[0].rsplit("/", 1)[0]) if s3 else None
+        if storage is not None:
+            frame = read_parquet(spark, storage, [storage.fs_path(uri) for uri in uris])
+        else:
+            frame = spark.read.option("mergeSchema", "true").parquet(*uris)
         frame.createOrReplaceTempView(f"`{datasource}`")
     return sorted(files)
 

@@ -93,6 +93,24 @@ class TaskRow(Base):
     report: Mapped[dict[str, Any] | None]
     end_offsets: Mapped[dict[str, Any] | None]
     rolled_at: Mapped[datetime | None]
+    worker: Mapped[str | None] = mapped_column(String(255))  # its task host; None: the overlord's
+
+
+class WorkerRow(Base):
+    """A task host (`sluicegate worker`), as its latest heartbeat described it."""
+
+    __tablename__ = "workers"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)  # host:port of its API
+    scheme: Mapped[str] = mapped_column(String(8))
+    ip: Mapped[str] = mapped_column(String(64))
+    capacity: Mapped[int] = mapped_column(Integer)
+    version: Mapped[str] = mapped_column(String(64))
+    category: Mapped[str] = mapped_column(String(64))
+    token: Mapped[str] = mapped_column(String(128))  # what the overlord calls its API with
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    registered_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
 
 
 class CommittedOffsetsRow(Base):

@@ -41,8 +41,9 @@ class LocalProcessRunner:
     """Task processes run in sessions of their own, so they outlive the overlord; a new
     overlord adopts them by the pid each one leaves in its work directory."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, host: str = HOST) -> None:
         self.settings = settings
+        self.host = host  # where tasks serve their chat API (a task host's own address)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.adopted: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -77,13 +78,13 @@ class LocalProcessRunner:
             "--token-file",
             str(token_file),
             "--host",
-            HOST,
+            self.host,
             "--port",
             str(port),
             "--work-dir",
             str(work),
             "--deep-storage",
-            str(self.settings.deep_storage.resolve()),
+            self.settings.storage().location,
             "--jar-cache",
             str(self.settings.jar_cache),
             "--master",
@@ -112,7 +113,7 @@ class LocalProcessRunner:
         return process
 
     def _spawn_standby(self, slot: Path, token: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-        port = free_port()
+        port = free_port(self.host)
         log_path = slot / "task.log"
         command = self._command(slot, slot / "warm-payload.json", slot / "standby-token", port)
         command += ["--standby", "--standby-idle", str(self.settings.standby_idle_s * 2)]
@@ -141,14 +142,14 @@ class LocalProcessRunner:
         token_file = work / "token"
         write_private(token_file, token)
         write_private(work / "payload.json", payload)
-        port = free_port()
+        port = free_port(self.host)
         log_path = work / "task.log"
         process = self._popen(
             self._command(work, work / "payload.json", token_file, port), work, log_path
         )
         with self.lock:
             self.processes[task_id] = process
-        return Launched(HOST, port, str(log_path), token, self.settings.scheme)
+        return Launched(self.host, port, str(log_path), token, self.settings.scheme)
 
     def _launch_on(
         self, standby: Standby, task: IndexKafkaTask, payload: str, token: str
@@ -170,7 +171,7 @@ class LocalProcessRunner:
         with self.lock:
             self.processes[task_id] = standby.process
         log.info("task %s runs on warm standby %s", task_id, standby.slot.name)
-        return Launched(HOST, standby.port, str(standby.log_path), token, self.settings.scheme)
+        return Launched(self.host, standby.port, str(standby.log_path), token, self.settings.scheme)
 
     def adopt(self, task_id: str) -> bool:
         """Watch a task process an earlier overlord started; False when it is gone."""

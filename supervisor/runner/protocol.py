@@ -18,6 +18,7 @@ class Launched:
     log_path: str
     token: str
     scheme: str = "http"  # https: the task serves its chat API with the overlord's TLS
+    worker: str | None = None  # the task host (host:port) it runs on; None: this overlord's
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Exited:
     task_id: str
     exit_code: int | None  # None: a process adopted from an earlier overlord (not our child)
     report: TaskReport | None  # None: the task left none (or one that does not parse)
+    reason: str | None = None  # why, when the runner knows better than the exit (a lost host)
 
 
 class Runner(Protocol):

@@ -11,12 +11,14 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
+from supervisor.clients.worker_api import WorkerApiError, WorkerClient
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.intents import STANDALONE, IntentKind
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
-from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.db.workers import WorkerRepository
+from supervisor.errors import BadRequestError, NotFoundError, UnavailableError
 from supervisor.model.access import Action
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, Runner
@@ -143,10 +145,11 @@ class TaskService:
                 raise
             return task.id
         row.location_host, row.location_port = launched.host, launched.port
-        row.location_scheme = launched.scheme
+        row.location_scheme, row.worker = launched.scheme, launched.worker
         row.token, row.log_path = launched.token, launched.log_path
         self.session.commit()
-        log.info("task %s launched on %s:%s", task.id, launched.host, launched.port)
+        where = f" (task host {launched.worker})" if launched.worker else ""
+        log.info("task %s launched on %s:%s%s", task.id, launched.host, launched.port, where)
         return task.id
 
     def list_tasks(
@@ -202,6 +205,20 @@ class TaskService:
 
     def log_text(self, task_id: str) -> str:
         row = self.require(task_id)
+        if row.worker is not None:  # on a task host: its API has the log
+            host = WorkerRepository(self.session).get(row.worker)
+            text = None
+            if host is not None:
+                client = WorkerClient(host)
+                try:
+                    text = client.log(task_id)
+                except WorkerApiError as exc:
+                    raise UnavailableError(f"No log for task [{task_id}]: {exc}") from None
+                finally:
+                    client.close()
+            if text is None:
+                raise NotFoundError(f"No log for task [{task_id}]")
+            return text
         if row.log_path is None or not Path(row.log_path).exists():
             raise NotFoundError(f"No log for task [{task_id}]")
         return Path(row.log_path).read_text(errors="replace")
@@ -298,10 +315,14 @@ class TaskService:
             ):
                 self._finish(row, TaskStatusCode.SUCCESS, None, report)
             else:
-                reason = (report and report.errorMsg) or (
-                    "task process ended without a report"
-                    if exited.exit_code is None
-                    else f"task process exited with code {exited.exit_code}"
+                reason = (
+                    (report and report.errorMsg)
+                    or exited.reason
+                    or (
+                        "task process ended without a report"
+                        if exited.exit_code is None
+                        else f"task process exited with code {exited.exit_code}"
+                    )
                 )
                 self._finish(row, TaskStatusCode.FAILED, reason, report)
             log.info("task %s ended: %s", row.id, row.status)

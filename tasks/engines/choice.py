@@ -19,10 +19,8 @@ persists of either kind.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tasks.direct_read import ReadGiveUp, RefusedSettings
@@ -33,6 +31,7 @@ from tasks.pipeline import BatchResult, RowPlan
 from tasks.protocol import SegmentDescriptor
 from tasks.reader import KafkaBatch
 from tasks.segments import SegmentContext
+from tasks.storage import LOCAL, Storage
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +44,10 @@ class Persisted:
 
 
 class Engines:
-    def __init__(self, spark: Any, plan: RowPlan) -> None:
-        self.workers = PythonWorkerEngine(spark, plan)
-        self.sql = SparkSqlEngine(spark, plan)
+    def __init__(self, spark: Any, plan: RowPlan, storage: Storage = LOCAL) -> None:
+        self.storage = storage  # where persists are written
+        self.workers = PythonWorkerEngine(spark, plan, storage)
+        self.sql = SparkSqlEngine(spark, plan, storage)
         self.unsupported = unsupported(plan)  # (1)
 
     def persist(
@@ -68,13 +68,14 @@ class Engines:
                     direct = False
                     if not isinstance(exc, RefusedSettings):  # (said once, when found)
                         log.info("batch read by Spark's Kafka source: %s", exc)
-                    _clear(persist_path)
+                    self.storage.delete_dir(persist_path)
                     records = self.sql.read(batch)
                     result = self.workers.persist(records, persist_path, max_samples, known)
                 return Persisted(result, EngineName.PYTHON_WORKERS, direct)
             except FallBack as exc:  # (3)
                 log.info("batch handed to the Spark SQL engine: %s", exc)
-                _clear(persist_path)
+                # what some workers wrote before the batch was handed on must not stay
+                self.storage.delete_dir(persist_path)
         records = self.sql.read(batch)
         result = self.sql.persist(records, persist_path, max_samples, known)
         return Persisted(result, EngineName.SPARK_SQL)
@@ -93,9 +94,3 @@ class Engines:
         max_rows: int,
     ) -> list[SegmentDescriptor]:
         return self.merger(written_by).merge(persists, dims, context, max_rows)
-
-
-def _clear(persist_path: str) -> None:
-    """What some workers wrote before the batch was handed on must not stay."""
-    if Path(persist_path).exists():
-        shutil.rmtree(persist_path)

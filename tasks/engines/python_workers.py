@@ -11,7 +11,6 @@ tests/integration/test_python_worker_engine.py runs both engines on the same rec
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from tasks import direct_read, granularity
@@ -20,6 +19,7 @@ from tasks.pipeline import BatchResult, RowPlan, RowStats
 from tasks.protocol import SegmentDescriptor
 from tasks.reader import KafkaBatch
 from tasks.segments import SegmentContext, build_segments_by_interval
+from tasks.storage import LOCAL, Storage
 from tasks.worker_batch import (
     DIMENSION_TYPES,
     METRIC_OPS,
@@ -79,7 +79,9 @@ def _metric(aggregator: Any) -> Metric | None:
     return None
 
 
-def worker_plan(plan: RowPlan, persist_path: str, max_samples: int) -> WorkerPlan:
+def worker_plan(
+    plan: RowPlan, persist_path: str, max_samples: int, storage: Storage = LOCAL
+) -> WorkerPlan:
     metrics = tuple(m for m in map(_metric, plan.schema.metricsSpec) if m is not None)
     query = plan.query_granularity
     return WorkerPlan(
@@ -96,15 +98,17 @@ def worker_plan(plan: RowPlan, persist_path: str, max_samples: int) -> WorkerPla
         segment_granularity=plan.segment_granularity,
         persist_path=persist_path,
         max_samples=max_samples,
+        storage=storage,
     )
 
 
 class PythonWorkerEngine:
     name = EngineName.PYTHON_WORKERS
 
-    def __init__(self, spark: Any, plan: RowPlan) -> None:
+    def __init__(self, spark: Any, plan: RowPlan, storage: Storage = LOCAL) -> None:
         self.spark = spark
         self.plan = plan
+        self.storage = storage  # where persists are
 
     def read(self, batch: KafkaBatch) -> direct_read.Reading:
         """The batch's ranges and consumer settings, for the workers to read with librdkafka;
@@ -121,7 +125,7 @@ class PythonWorkerEngine:
         """`records`: a Reading (the workers read its ranges; ReadGiveUp when one cannot read
         its range as the Kafka source would), or a DataFrame of Kafka rows. FallBack when a
         worker gave up on a value. Either way the persist path may hold other workers' files."""
-        work = worker_plan(self.plan, persist_path, max_samples)
+        work = worker_plan(self.plan, persist_path, max_samples, self.storage)
         if isinstance(records, direct_read.Reading):
             if not records.ranges:
                 write_empty(work)
@@ -155,7 +159,7 @@ class PythonWorkerEngine:
                         thrownAway=row["thrownAway"],
                     )
                 )
-        if not any(Path(work.persist_path).glob("*.parquet")):  # no Kafka partition had a row
+        if not work.storage.files(work.persist_path):  # no Kafka partition had a row
             write_empty(work)
         samples = [
             {name: r[name] for name in ("partition", "offset", "input", "message")}

@@ -11,14 +11,16 @@ from tasks.pipeline import BatchResult, RowPlan, process_batch
 from tasks.protocol import SegmentDescriptor
 from tasks.reader import KafkaBatch
 from tasks.segments import SegmentContext, build_segments
+from tasks.storage import LOCAL, Storage
 
 
 class SparkSqlEngine:
     name = EngineName.SPARK_SQL
 
-    def __init__(self, spark: Any, plan: RowPlan) -> None:
+    def __init__(self, spark: Any, plan: RowPlan, storage: Storage = LOCAL) -> None:
         self.spark = spark
         self.plan = plan
+        self.storage = storage  # where persists are
 
     def read(self, batch: KafkaBatch) -> Any:
         """A DataFrame of the batch's Kafka records, from Spark's Kafka source."""
@@ -27,7 +29,7 @@ class SparkSqlEngine:
     def persist(
         self, records: Any, persist_path: str, max_samples: int, known: list[tuple[str, str]]
     ) -> BatchResult:
-        return process_batch(self.plan, records, persist_path, max_samples, known)
+        return process_batch(self.plan, records, persist_path, max_samples, known, self.storage)
 
     def merge(
         self, persists: list[str], dims: list[str], context: SegmentContext, max_rows: int

@@ -62,6 +62,15 @@ RESET = {
     "type": "kafka",
     "partitions": {"type": "end", "stream": "wiki-edits", "partitionOffsetMap": {"0": 0}},
 }
+HEARTBEAT = {
+    "host": "127.0.0.1:9",
+    "scheme": "http",
+    "ip": "127.0.0.1",
+    "capacity": 1,
+    "version": "test",
+    "category": "_default_worker_category",
+    "token": "t" * 32,
+}
 # Every route: (method, path, body, what an identity without the permission gets).
 # "refused": 403; "filtered": 200 without the wiki datasource in it.
 ROUTES: list[tuple[str, str, Any, str]] = [
@@ -96,6 +105,10 @@ ROUTES: list[tuple[str, str, Any, str]] = [
     ("GET", "/druid/coordinator/v1/metadata/datasources/wiki/segments", None, "refused"),
     ("GET", "/druid/indexer/v1/leader", None, "refused"),
     ("GET", "/druid/indexer/v1/isLeader", None, "refused"),
+    ("GET", "/druid/indexer/v1/workers", None, "refused"),
+    ("POST", "/druid/indexer/v1/worker/wiki/enable", None, "refused"),
+    ("POST", "/druid/indexer/v1/worker/wiki/disable", None, "refused"),
+    ("POST", "/druid-internal/v1/workers", HEARTBEAT, "refused"),
     ("GET", "/metrics", None, "refused"),
     ("GET", "/status", None, "refused"),
     ("GET", f"{SEC}/authentication/loadStatus", None, "refused"),

@@ -1,0 +1,214 @@
+"""`sluicegate worker`: a task host (Druid's MiddleManager). It serves its API, registers with
+the overlords, heartbeats, and runs the tasks the leader assigns it until SIGINT/SIGTERM; its
+tasks keep running when it stops (a restarted worker adopts them)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from urllib.parse import urlparse
+
+import click
+
+from supervisor.cli.client import (
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    CliError,
+    ServiceClient,
+    ServiceError,
+    credentials,
+)
+
+DEFAULT_PORT = 8091  # Druid's MiddleManager port
+
+
+@click.command("worker")
+@click.option(
+    "--overlord",
+    envvar="SLUICEGATE_URL",
+    required=True,
+    help="An overlord's URL (or SLUICEGATE_URL); a follower sends the heartbeats on.",
+)
+@click.option(
+    "--capacity",
+    type=click.IntRange(1, 1024),
+    default=max(1, (os.cpu_count() or 2) - 1),
+    show_default="CPUs - 1, as Druid",
+    help="Tasks this host runs at once.",
+)
+@click.option(
+    "--master",
+    envvar="SLUICEGATE_TASK_MASTER",
+    default="local[*]",
+    show_default=True,
+    help="Spark master of its tasks: local[N] or spark://HOST:PORT (or SLUICEGATE_TASK_MASTER).",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/worker"),
+    show_default=True,
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Its address: its API and its tasks' chat API listen here, the overlord calls it here.",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--user",
+    "-u",
+    envvar="SLUICEGATE_USER",
+    help="Log in to the overlord as this user (STATE WRITE), password from SLUICEGATE_PASSWORD; "
+    "or SLUICEGATE_TOKEN.",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve its API and its tasks' chat API over HTTPS with this certificate (PEM).",
+)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def worker(
+    overlord: str,
+    capacity: int,
+    master: str,
+    work_dir: Path,
+    host: str,
+    port: int,
+    user: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+) -> None:
+    """Run a task host: tasks the leader overlord assigns run here as Spark drivers."""
+    import uvicorn
+
+    from supervisor.settings import Settings
+    from supervisor.worker.agent import REGISTER, HeartbeatRefused, Identity, WorkerAgent
+    from supervisor.worker.api import create_worker_app
+    from tasks.logs import configure_logging
+    from tasks.storage import StorageError
+
+    if urlparse(overlord).scheme not in ("http", "https") or not urlparse(overlord).netloc:
+        raise CliError(f"--overlord {overlord!r}: an http:// or https:// URL", EXIT_USAGE)
+    if (tls_cert is None) != (tls_key is None):
+        raise CliError("--tls-cert and --tls-key: give both or neither", EXIT_USAGE)
+    _check_master(master)
+    _check_port(host, port)
+    try:
+        settings = Settings(
+            work_dir=work_dir,
+            task_master=master,
+            overlord_url=overlord,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            max_standbys=0,
+        )
+    except ValueError as exc:
+        raise CliError(f"bad settings: {str(exc).splitlines()[0]}", EXIT_USAGE) from None
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    configure_logging(settings.log_level, settings.log_format)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat otherwise
+    version = _version()
+    identity = Identity(host, port, settings.scheme, capacity, version)
+    client = ServiceClient(overlord, timeout=10, auth=credentials(user))
+
+    def send(heartbeat: dict[str, object]) -> object:
+        try:
+            return client.post(REGISTER, heartbeat)
+        except ServiceError as exc:
+            raise HeartbeatRefused(exc.message, exc.status_code) from None
+
+    agent = WorkerAgent(identity, settings, send)
+    config = uvicorn.Config(
+        create_worker_app(agent),
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+    )
+    server = uvicorn.Server(config)
+    serving = threading.Thread(target=server.run, name="worker-api", daemon=True)
+    stopping: list[int] = []
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        serving.start()
+        deadline = time.monotonic() + 30
+        while not server.started and serving.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not server.started:
+            raise CliError(f"the task host's API did not start on {host}:{port}", 1)
+        try:
+            agent.register()
+        except HeartbeatRefused as exc:
+            code = EXIT_UNREACHABLE if exc.status_code is None else 1
+            raise CliError(f"cannot register with the overlord: {exc.message}", code) from None
+        try:
+            settings.storage().check()
+        except StorageError as exc:
+            raise CliError(f"the overlord's {exc}", 1) from None
+        agent.start()
+        click.echo(
+            f"task host {identity.name} registered with {overlord} (capacity {capacity}, "
+            f"Spark {master}, deep storage {settings.storage().location}); Ctrl-C stops it, "
+            "its tasks keep running"
+        )
+        while serving.is_alive() and not stopping:
+            serving.join(0.5)
+    finally:
+        server.should_exit = True
+        serving.join(10)
+        agent.stop()
+        client.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopping:
+        click.echo("task host stopped (its tasks go on)")
+
+
+def _check_master(master: str) -> None:
+    """A spark:// master must answer before tasks are taken: a one-line error otherwise."""
+    if not master.startswith("spark://"):
+        if master.startswith("local"):
+            return
+        raise CliError(f"--master {master!r}: local[N] or spark://HOST:PORT", EXIT_USAGE)
+    parsed = urlparse(master)
+    if parsed.hostname is None or parsed.port is None:
+        raise CliError(f"--master {master!r}: spark://HOST:PORT", EXIT_USAGE)
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port), timeout=5):
+            pass
+    except OSError as exc:
+        raise CliError(
+            f"the Spark master {master} does not answer ({exc.strerror or exc})", EXIT_UNREACHABLE
+        ) from None
+
+
+def _check_port(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    try:
+        return f"sluicegate {version('sluicegate')}"
+    except Exception:  # not installed as a package: a checkout on the path
+        return "sluicegate"

@@ -1,0 +1,95 @@
+"""The overlord's client of a task host's API (supervisor/worker/api.py). Every failure is a
+WorkerApiError; an unreachable host has status_code None."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from supervisor.db.models import WorkerRow
+
+TIMEOUT_S = 5.0
+ASSIGN_TIMEOUT_S = 30.0
+
+
+class WorkerApiError(OSError):
+    """An OSError, so a failed assignment is a task that could not be started."""
+
+    def __init__(self, status_code: int | None, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class WorkerClient:
+    def __init__(self, row: WorkerRow, transport: httpx.BaseTransport | None = None) -> None:
+        self.host = row.host
+        self.http = httpx.Client(
+            base_url=f"{row.scheme}://{row.host}",
+            headers={"Authorization": f"Bearer {row.token}"},
+            timeout=TIMEOUT_S,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise WorkerApiError(None, f"task host {self.host}: {type(exc).__name__}") from None
+        if response.status_code >= 400:
+            try:
+                reason = response.json().get("error") or response.json().get("detail")
+            except (ValueError, AttributeError):
+                reason = response.text[:200]
+            raise WorkerApiError(
+                response.status_code, f"task host {self.host}: {response.status_code} {reason}"
+            )
+        return response
+
+    def assign(self, payload: dict[str, Any]) -> tuple[str, int, str, str, str]:
+        """Start a task there: where it serves its chat API (host, port, scheme), its log's
+        path and its token."""
+        answer = self._call(
+            "POST", "/druid-internal/v1/worker/assignTask", json=payload, timeout=ASSIGN_TIMEOUT_S
+        ).json()
+        try:
+            return (
+                str(answer["host"]),
+                int(answer["port"]),
+                str(answer["scheme"]),
+                str(answer["logPath"]),
+                str(answer["token"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise WorkerApiError(200, f"task host {self.host}: a malformed answer") from None
+
+    def state(self) -> dict[str, Any]:
+        answer = self._call("GET", "/druid-internal/v1/worker").json()
+        if not isinstance(answer, dict):
+            raise WorkerApiError(200, f"task host {self.host}: a malformed state")
+        return answer
+
+    def shutdown(self, task_id: str) -> bool:
+        answer = self._call("POST", f"/druid/worker/v1/task/{task_id}/shutdown").json()
+        return bool(answer.get("killed"))
+
+    def report(self, task_id: str) -> dict[str, Any] | None:
+        try:
+            answer = self._call("GET", f"/druid-internal/v1/worker/task/{task_id}/report")
+        except WorkerApiError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        found = answer.json()
+        return found if isinstance(found, dict) else None
+
+    def log(self, task_id: str) -> str | None:
+        try:
+            return self._call("GET", f"/druid/worker/v1/task/{task_id}/log").text
+        except WorkerApiError as exc:
+            if exc.status_code == 404:
+                return None
+            raise

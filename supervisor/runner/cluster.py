@@ -1,0 +1,307 @@
+"""Where the leader runs tasks: on the task hosts (`sluicegate worker`) whose heartbeats are
+recent, else on its own host, as before any registered (LocalProcessRunner).
+
+Placement is Druid's equalDistribution: the live, enabled host with the most free capacity,
+and the replicas of one task group on different hosts when there are enough of them (Druid
+keeps an extra replica pending; here it shares a host rather than wait). A host that stops
+heartbeating for `worker_timeout_s` has its tasks recorded as failed: the supervisors replace
+them elsewhere, and when the host comes back, the tasks it still runs that the metadata DB
+no longer counts as running are killed. Nothing they wrote can be published twice: every
+publish checks the committed offsets it starts from.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from supervisor.clients.worker_api import WorkerApiError, WorkerClient
+from supervisor.clock import Clock
+from supervisor.db.engine import SessionFactory
+from supervisor.db.models import TaskRow, WorkerRow
+from supervisor.db.workers import WorkerRepository
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.runner.protocol import Exited, Launched
+from supervisor.settings import Settings
+from tasks.protocol import IndexKafkaTask, TaskReport, TaskStatusCode
+
+log = logging.getLogger(__name__)
+SYNC_S = 0.5  # each live host's tasks are asked for this often
+FORGOTTEN_S = 300.0  # a host silent this long no longer counts as registered at all
+
+
+class ClusterRunner:
+    def __init__(
+        self,
+        settings: Settings,
+        local: LocalProcessRunner,
+        sessions: Callable[[], SessionFactory],
+        clock: Clock,
+    ) -> None:
+        self.local = local
+        self.sessions = sessions
+        self.clock = clock
+        self.timeout = timedelta(seconds=settings.worker_timeout_s)
+        self.placed: dict[str, str] = {}  # task id -> its host, for tasks on task hosts
+        self.placed_at: dict[str, float] = {}
+        self.running: dict[str, set[str]] = {}  # host -> the tasks it ran at its last sync
+        self.ended: list[Exited] = []
+        self.clients: dict[str, tuple[str, WorkerClient]] = {}  # host -> (token, client)
+        self.lock = threading.RLock()
+        self.synced = 0.0
+
+    # ---- the hosts -------------------------------------------------------------------------
+
+    def _hosts(self) -> tuple[list[WorkerRow], dict[str, list[TaskRow]], datetime]:
+        """Every host heard from lately, and the running tasks placed on hosts."""
+        with self.sessions()() as session:
+            repo = WorkerRepository(session)
+            rows, placed = repo.all(), repo.running_tasks()
+            session.expunge_all()
+        now = self.clock()
+        recent = [r for r in rows if now - r.heartbeat_at <= timedelta(seconds=FORGOTTEN_S)]
+        return recent, placed, now
+
+    def _alive(self, row: WorkerRow, now: datetime) -> bool:
+        return row.enabled and now - row.heartbeat_at <= self.timeout
+
+    def _client(self, row: WorkerRow) -> WorkerClient:
+        with self.lock:
+            known = self.clients.get(row.host)
+            if known is not None and known[0] == row.token:
+                return known[1]
+            if known is not None:
+                known[1].close()
+            client = WorkerClient(row)
+            self.clients[row.host] = (row.token, client)
+            return client
+
+    def uses_hosts(self) -> bool:
+        return bool(self._hosts()[0])
+
+    # ---- Runner ----------------------------------------------------------------------------
+
+    def launch(self, task: IndexKafkaTask) -> Launched:
+        hosts, placed, now = self._hosts()
+        if not hosts:
+            return self.local.launch(task)
+        alive = [r for r in hosts if self._alive(r, now)]
+        if not alive:
+            raise OSError(f"no task host is alive ({len(hosts)} registered)")
+        with self.lock:
+            ids: dict[str, set[str]] = {r.host: set() for r in alive}
+            groups: dict[str, set[tuple[str | None, int | None]]] = {r.host: set() for r in alive}
+            for host, task_rows in placed.items():
+                for task_row in task_rows:
+                    ids.setdefault(host, set()).add(task_row.id)
+                    groups.setdefault(host, set()).add((task_row.supervisor_id, task_row.group_id))
+            for task_id, host in self.placed.items():  # launched here, maybe not committed yet
+                ids.setdefault(host, set()).add(task_id)
+            free = {r.host: r.capacity - len(ids[r.host]) for r in alive}
+            open_hosts = [r for r in alive if free[r.host] > 0]
+            if not open_hosts:
+                raise OSError(f"no task host has free capacity ({len(alive)} alive, all full)")
+            group = (task.supervisorId, task.ioConfig.taskGroupId)
+            apart = [r for r in open_hosts if group not in groups[r.host]]
+            ranked = sorted(apart or open_hosts, key=lambda r: (-free[r.host], r.host))
+            # held while assigning, so two launches at once never both take a host's last slot
+            payload = task.to_json()
+            failures = []
+            for row in ranked[:3]:
+                try:
+                    host, port, scheme, log_path, token = self._client(row).assign(payload)
+                except WorkerApiError as exc:
+                    failures.append(str(exc))
+                    continue
+                self.placed[task.id] = row.host
+                self.placed_at[task.id] = time.monotonic()
+                return Launched(host, port, log_path, token, scheme, worker=row.host)
+        raise OSError("; ".join(failures))
+
+    def reserve_standbys(
+        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
+    ) -> int:
+        """Standbys only where tasks run on this host: none are kept on task hosts yet."""
+        if self.uses_hosts():
+            return 0
+        return self.local.reserve_standbys(supervisor_id, group, count, template, ttl_s)
+
+    def is_running(self, task_id: str) -> bool:
+        with self.lock:
+            host = self.placed.get(task_id)
+            if host is None:
+                return self.local.is_running(task_id)
+            return task_id in self.running.get(host, ()) or not self._synced_since(task_id)
+
+    def _synced_since(self, task_id: str) -> bool:
+        return self.synced > self.placed_at.get(task_id, 0.0)
+
+    def kill(self, task_id: str) -> bool:
+        with self.lock:
+            host = self.placed.pop(task_id, None)
+            self.placed_at.pop(task_id, None)
+        if host is None:
+            return self.local.kill(task_id)
+        row = self._row(host)
+        if row is None:
+            return True
+        try:
+            return self._client(row).shutdown(task_id)
+        except WorkerApiError as exc:
+            # unreachable: recorded as killed; should it run on, the host kills it when it is
+            # back (its stray tasks), and its publish cannot go through twice
+            log.warning("task %s not killed on its host: %s", task_id, exc)
+            return True
+
+    def _row(self, host: str) -> WorkerRow | None:
+        with self.sessions()() as session:
+            row = WorkerRepository(session).get(host)
+            if row is not None:
+                session.expunge(row)
+            return row
+
+    def _host_of(self, task_id: str) -> str | None:
+        with self.lock:
+            if task_id in self.placed:
+                return self.placed[task_id]
+        with self.sessions()() as session:
+            return session.scalar(select(TaskRow.worker).where(TaskRow.id == task_id))
+
+    def adopt(self, task_id: str) -> bool:
+        host = self._host_of(task_id)
+        if host is None:
+            return self.local.adopt(task_id)
+        row = self._row(host)
+        if row is None or not self._alive(row, self.clock()):
+            return False
+        try:
+            state = self._client(row).state()
+        except WorkerApiError:
+            return False
+        if task_id not in state.get("running", []):
+            return False
+        with self.lock:
+            self.placed[task_id] = host
+            self.placed_at[task_id] = time.monotonic()
+            self.running.setdefault(host, set()).add(task_id)
+        return True
+
+    def report(self, task_id: str) -> TaskReport | None:
+        host = self._host_of(task_id)
+        if host is None:
+            return self.local.report(task_id)
+        row = self._row(host)
+        if row is None:
+            return None
+        try:
+            return _report(self._client(row).report(task_id))
+        except WorkerApiError:
+            return None
+
+    def exited(self) -> list[Exited]:
+        done = self.local.exited()
+        if time.monotonic() >= self.synced + SYNC_S:
+            self._sync()
+        with self.lock:
+            done += self.ended
+            self.ended = []
+        return done
+
+    def _sync(self) -> None:
+        """Each recent host's tasks: the ended ones reported, a silent host's failed, and
+        tasks a host runs that the metadata DB no longer counts as running killed."""
+        hosts, placed, now = self._hosts()
+        began = time.monotonic()
+        with self.lock:
+            mine = dict(self.placed)
+        known = {row.host for row in hosts}
+        for host in sorted(set(mine.values()) - known):  # silent for long, or gone from the DB
+            self._lost(host, [t for t, h in mine.items() if h == host])
+        for row in hosts:
+            on_host = [t for t, h in mine.items() if h == row.host]
+            if now - row.heartbeat_at > self.timeout:  # (a disabled host is still synced)
+                self._lost(row.host, on_host)
+                continue
+            try:
+                state = self._client(row).state()
+            except WorkerApiError as exc:
+                log.debug("task host %s not synced: %s", row.host, exc)
+                continue
+            running = {str(t) for t in state.get("running", [])}
+            exits = {str(e.get("task")): e for e in state.get("exited", []) if isinstance(e, dict)}
+            with self.lock:
+                self.running[row.host] = running
+                for task_id in on_host:
+                    if task_id in running or self.placed_at.get(task_id, 0.0) > began:
+                        continue
+                    exit_ = exits.get(task_id)
+                    if exit_ is None:
+                        self._end(task_id, None, None, f"task host {row.host} no longer runs it")
+                    else:
+                        code = exit_.get("exitCode")
+                        report = _report(exit_.get("report"))
+                        self._end(task_id, code if isinstance(code, int) else None, report, None)
+            expected = {t.id for t in placed.get(row.host, [])} | set(on_host)
+            strays = running - expected
+            if strays:
+                self._kill_strays(row, strays)
+        self.synced = began
+
+    def _lost(self, host: str, task_ids: list[str]) -> None:
+        if not task_ids:
+            return
+        log.warning("task host %s stopped heartbeating: its tasks %s failed", host, task_ids)
+        with self.lock:
+            for task_id in task_ids:
+                self._end(task_id, None, None, f"its task host {host} stopped heartbeating")
+            self.running.pop(host, None)
+
+    def _end(
+        self, task_id: str, code: int | None, report: TaskReport | None, reason: str | None
+    ) -> None:
+        self.placed.pop(task_id, None)
+        self.placed_at.pop(task_id, None)
+        self.ended.append(Exited(task_id, code, report, reason))
+
+    def _kill_strays(self, row: WorkerRow, strays: set[str]) -> None:
+        """Tasks a host runs that no longer count as running (failed while it was silent, or
+        never recorded): killed, so none of them acts on."""
+        with self.sessions()() as session:
+            statuses = dict(
+                session.execute(select(TaskRow.id, TaskRow.status).where(TaskRow.id.in_(strays)))
+                .tuples()
+                .all()
+            )
+        for task_id in sorted(strays):
+            if statuses.get(task_id) == TaskStatusCode.RUNNING:
+                continue  # running in the DB: placed by another leader; adopted, not killed
+            log.warning("killing task %s on %s: it no longer counts as running", task_id, row.host)
+            try:
+                self._client(row).shutdown(task_id)
+            except WorkerApiError as exc:
+                log.warning("task %s not killed: %s", task_id, exc)
+
+    def stop_standbys(self) -> None:
+        self.local.stop_standbys()
+
+    def kill_all(self) -> None:
+        self.local.kill_all()
+        with self.lock:
+            ids = list(self.placed)
+        for task_id in ids:
+            self.kill(task_id)
+
+
+def _report(raw: object) -> TaskReport | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return TaskReport.model_validate(raw)
+    except ValidationError:
+        return None

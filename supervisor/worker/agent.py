@@ -1,0 +1,196 @@
+"""The task host's state: its runner, the exits it has seen, and the heartbeat that keeps its
+row in the metadata DB (through an overlord's API: a host never opens the DB)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from supervisor.runner.files import write_private
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.runner.protocol import Exited, Launched
+from supervisor.settings import Settings
+from tasks.protocol import IndexKafkaTask
+
+log = logging.getLogger(__name__)
+HEARTBEAT_S = 2.0  # until the overlord says its timeout: then a fifth of it
+KEPT_EXITS = 1000  # exits answered for (an overlord that missed one asks again)
+REGISTER = "/druid-internal/v1/workers"
+
+
+class HeartbeatRefused(Exception):
+    """No overlord took a heartbeat: `status_code` None when none could be reached."""
+
+    def __init__(self, message: str, status_code: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+
+
+Send = Callable[[dict[str, Any]], Any]  # a heartbeat to an overlord, its answer back
+DEFAULT_CATEGORY = "_default_worker_category"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How the host is known: its API's host:port, scheme and address."""
+
+    host: str
+    port: int
+    scheme: str
+    capacity: int
+    version: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class WorkerAgent:
+    """`send`: a heartbeat to the overlords' API (following a follower's redirect to the
+    leader), raising HeartbeatRefused. `settings`: the runner's (work_dir, task_master,
+    jar_cache, overlord_url, TLS); deep storage comes from the overlord's answer to the first
+    heartbeat."""
+
+    def __init__(self, identity: Identity, settings: Settings, send: Send) -> None:
+        self.identity = identity
+        self.settings = settings
+        self.send = send
+        self.token = _token(settings.work_dir / "worker-token")
+        self.runner: LocalProcessRunner | None = None  # once the overlord has answered
+        self.exits: OrderedDict[str, Exited] = OrderedDict()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.registered = threading.Event()
+        self.last_error: str | None = None
+        self.period = HEARTBEAT_S
+        self.thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    # ---- registration and heartbeats -------------------------------------------------------
+
+    def register(self) -> None:
+        """The first heartbeat, answered before anything else starts: raises ServiceError when
+        no overlord takes it (a wrong URL, refused credentials)."""
+        answer = self.send(self._heartbeat())
+        self._configure(answer)
+        self.registered.set()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _heartbeat(self) -> dict[str, Any]:
+        ident = self.identity
+        return {
+            "host": ident.name,
+            "scheme": ident.scheme,
+            "ip": ident.host,
+            "capacity": ident.capacity,
+            "version": ident.version,
+            "category": DEFAULT_CATEGORY,
+            "token": self.token,
+        }
+
+    def _configure(self, answer: Any) -> None:
+        if not isinstance(answer, dict) or not isinstance(answer.get("deepStorage"), str):
+            raise HeartbeatRefused("the overlord's answer to the heartbeat has no deepStorage", 200)
+        timeout = answer.get("heartbeatTimeoutS")
+        if isinstance(timeout, int | float) and timeout > 0:
+            self.period = min(5.0, max(0.5, timeout / 5))
+        if self.runner is not None:
+            return
+        self.settings.deep_storage = answer["deepStorage"]
+        runner = LocalProcessRunner(self.settings, host=self.identity.host)
+        for task_id in _task_dirs(self.settings.work_dir / "tasks"):
+            if runner.adopt(task_id):
+                log.info("adopted task %s, still running from before this start", task_id)
+        self.runner = runner
+
+    def _beat(self) -> None:
+        while not self.stopping.wait(self.period):
+            try:
+                self._configure(self.send(self._heartbeat()))
+                if self.last_error is not None:
+                    log.info("heartbeats answered again")
+                self.last_error = None
+            except HeartbeatRefused as exc:
+                if exc.message != self.last_error:
+                    log.warning("heartbeat not taken: %s", exc.message)
+                self.last_error = exc.message
+
+    # ---- the tasks -------------------------------------------------------------------------
+
+    def _runner(self) -> LocalProcessRunner:
+        if self.runner is None:
+            raise RuntimeError("not registered yet")
+        return self.runner
+
+    def assign(self, task: IndexKafkaTask) -> Launched:
+        return self._runner().launch(task)
+
+    def state(self) -> dict[str, Any]:
+        """What runs here and what has ended (with reports), for the overlord's sync."""
+        runner = self._runner()
+        self._collect()
+        with runner.lock:
+            running = sorted({*runner.processes, *runner.adopted})
+        with self.lock:
+            exits = [
+                {
+                    "task": e.task_id,
+                    "exitCode": e.exit_code,
+                    "report": None if e.report is None else e.report.model_dump(mode="json"),
+                }
+                for e in self.exits.values()
+            ]
+        return {"host": self.identity.name, "running": running, "exited": exits}
+
+    def _collect(self) -> None:
+        for exited in self._runner().exited():
+            with self.lock:
+                self.exits[exited.task_id] = exited
+                while len(self.exits) > KEPT_EXITS:
+                    self.exits.popitem(last=False)
+
+    def kill(self, task_id: str) -> bool:
+        return self._runner().kill(task_id)
+
+    def report(self, task_id: str) -> dict[str, Any] | None:
+        report = self._runner().report(task_id)
+        return None if report is None else report.model_dump(mode="json")
+
+    def log_path(self, task_id: str) -> Path:
+        return self._runner().work_dir(task_id) / "task.log"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(10)
+        if self.runner is not None and self.settings.kill_tasks_on_exit:
+            self.runner.kill_all()
+
+
+def _token(path: Path) -> str:
+    """The secret the overlords call this host's API with, kept across restarts."""
+    try:
+        token = path.read_text().strip()
+        if len(token) >= 32:
+            return token
+    except OSError:
+        pass
+    token = secrets.token_hex(24)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_private(path, token)
+    return token
+
+
+def _task_dirs(root: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in root.iterdir() if (p / "pid").exists())
+    except OSError:
+        return []

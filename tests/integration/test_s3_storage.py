@@ -1,0 +1,169 @@
+"""Segments in S3, on a real S3 server (`sluicegate s3-local`: SeaweedFS): tasks of both batch
+engines write their persists and segments there through Arrow, replicas under their own task
+paths with only the winner's files kept, segment rows carry Druid's S3 loadSpec, and
+`sluicegate sql` reads them. Bad buckets and credentials stop `serve` with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from supervisor.db.models import SegmentRow, TaskRow
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.s3 import LocalS3
+from tests.conftest import overlord_with_tasks, wait_for, words_spec, words_topic
+from tests.integration.test_api_supervisors import db_rows
+
+BASE = "/druid/indexer/v1/supervisor"
+COUNT = 300
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_segments_of_both_engines_and_replicas_land_in_s3(
+    kafka: LocalKafka, s3: LocalS3, jar_cache: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    for name, value in s3.environment().items():
+        monkeypatch.setenv(name, value)
+    prefix = f"run-{uuid.uuid4().hex[:8]}"
+    topic = words_topic(kafka, "s3", COUNT)
+    direct = words_spec("direct", topic, kafka.bootstrap_servers)
+    direct["spec"]["ioConfig"]["replicas"] = 2
+    spark = words_spec("spark", topic, kafka.bootstrap_servers)
+    spark["spec"]["dataSchema"]["transformSpec"] = {  # the Spark SQL engine
+        "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
+    }
+    with overlord_with_tasks(
+        tmp_path,
+        jar_cache,
+        "local[1]",
+        standby_lead_s=0,
+        deep_storage=f"s3://segments/{prefix}",
+    ) as (service, api):
+        for body in (direct, spark):
+            assert api.post(BASE, json=body).status_code == 200
+        for name in ("direct", "spark"):
+            wait_for(lambda n=name: _caught_up(api, n), 180, f"{name} read")
+        for name in ("direct", "spark"):
+            api.post(f"{BASE}/{name}/taskGroups/handoff", json={"taskGroupIds": [0]})
+        for name in ("direct", "spark"):
+            wait_for(lambda n=name: _rows(service, n) == COUNT, 240, f"{name}'s segments")
+        published = [row[0] for row in db_rows(service, select(SegmentRow.path))]
+        storage = s3.storage(prefix)
+        # the first generation's tasks (three: the race's loser too) exit and clear their
+        # persists
+        wait_for(lambda: len(_finished(service)) == 3, 120, "the first tasks' exits")
+        for task_id in _finished(service):
+            assert _all_files(storage, storage.path("_tasks", task_id)) == []
+        specs = api.get(
+            "/druid/coordinator/v1/metadata/datasources/direct/segments", params={"full": ""}
+        ).json()
+        sql = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "supervisor.cli",
+                "sql",
+                "SELECT (SELECT COUNT(*) FROM direct) AS d, (SELECT COUNT(*) FROM spark) AS s",
+                "--url",
+                service.url,
+                "-o",
+                "json",
+                "--master",
+                "local[1]",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ},
+        )
+    assert published and all(p.startswith(f"s3://segments/{prefix}/") for p in published)
+    assert all(storage.size(storage.fs_path(p)) > 0 for p in published)
+    # only the winners' files: every Parquet file under the prefix is a published one
+    segments = [p for p in _all_files(storage, storage.path()) if "/_tasks/" not in p]
+    assert sorted(segments) == sorted(storage.fs_path(p) for p in published)
+    assert specs and all(
+        s["loadSpec"]["type"] == "s3_zip"
+        and s["loadSpec"]["bucket"] == "segments"
+        and s["loadSpec"]["key"].startswith(f"{prefix}/direct/")
+        and s["loadSpec"]["S3Schema"] == "s3n"
+        for s in specs
+    )
+    assert sql.returncode == 0, sql.stderr
+    assert json.loads(sql.stdout) == [{"d": COUNT, "s": COUNT}]
+
+
+def _all_files(storage: Any, root: str) -> list[str]:
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    infos = storage.filesystem().get_file_info(selector)
+    return [i.path for i in infos if i.type == pafs.FileType.File]
+
+
+def _finished(service: Any) -> list[str]:
+    rows = db_rows(service, select(TaskRow.id).where(TaskRow.status == "SUCCESS"))
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("location", "env", "code", "message"),
+    [
+        (
+            "s3://no-such-bucket/x",
+            {},
+            1,
+            "error: deep storage s3://no-such-bucket/x: bucket no-such-bucket not found",
+        ),
+        ("s3://segments/x", {"AWS_SECRET_ACCESS_KEY": "wrong"}, 1, "error: deep storage "),
+        ("gs://segments/x", {}, 2, "error: bad settings: "),
+        ("s3://", {}, 2, "error: bad settings: "),
+    ],
+)
+def test_serve_refuses_unusable_deep_storage(
+    s3: LocalS3, tmp_path: Path, location: str, env: dict[str, str], code: int, message: str
+) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "serve",
+            "--deep-storage",
+            location,
+            "--port",
+            "0",
+            "--metadata-url",
+            f"sqlite:///{tmp_path / 'meta.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, **s3.environment(), **env},
+        cwd=tmp_path,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == code, result.stderr
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+    assert "Traceback" not in result.stderr
+
+
+def _caught_up(api: Any, supervisor_id: str) -> bool:
+    payload = api.get(f"{BASE}/{supervisor_id}/status").json()["payload"]
+    return payload.get("latestOffsets") == {"0": COUNT} and payload.get("aggregateLag") == 0
+
+
+def _rows(service: Any, supervisor_id: str) -> int:
+    rows = db_rows(
+        service, select(SegmentRow.num_rows).where(SegmentRow.datasource == supervisor_id)
+    )
+    return sum(row[0] for row in rows)

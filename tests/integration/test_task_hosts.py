@@ -1,0 +1,179 @@
+"""Task hosts (`sluicegate worker`, Druid's MiddleManagers) on the real stack: two hosts
+register, the replicas of a group go to different hosts, Druid's worker listing shows them,
+a task's log comes from its host, and a host killed whole (the worker and its tasks) has its
+tasks failed and replaced on the other host, every record published exactly once. Bad input
+to `worker` is a one-line error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from supervisor.db.models import SegmentRow, TaskRow
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.net import free_port
+from tests.conftest import overlord_with_tasks, produce_words, wait_for, words_spec, words_topic
+from tests.integration.test_api_supervisors import db_rows
+
+BASE = "/druid/indexer/v1/supervisor"
+FIRST = 200
+MORE = 150
+
+
+@contextmanager
+def task_host(overlord: str, work: Path, capacity: int = 4) -> Iterator[tuple[str, Any]]:
+    """A `sluicegate worker` process; yields its host:port and the process."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "worker",
+            "--overlord",
+            overlord,
+            "--capacity",
+            str(capacity),
+            "--master",
+            "local[1]",
+            "--port",
+            str(port),
+            "--work-dir",
+            str(work),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith(f"task host 127.0.0.1:{port} registered"), line
+        yield f"127.0.0.1:{port}", process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+        kill_tasks(work)
+
+
+def kill_tasks(work: Path) -> None:
+    """SIGKILL every task process a host started (each leads its own process group)."""
+    for pid_file in (work / "tasks").glob("*/pid"):
+        with suppress(OSError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    topic = words_topic(kafka, "hosts", FIRST)
+    spec = words_spec("hosted", topic, kafka.bootstrap_servers)
+    spec["spec"]["ioConfig"]["replicas"] = 2
+    with (
+        overlord_with_tasks(
+            tmp_path, jar_cache, "local[1]", standby_lead_s=0, worker_timeout_s=5
+        ) as (service, api),
+        task_host(service.url, tmp_path / "host-a") as (host_a, process_a),
+        task_host(service.url, tmp_path / "host-b") as (host_b, _),
+    ):
+        listed = wait_for(lambda: _workers(api, 2), 30, "both hosts listed")
+        assert {w["worker"]["host"] for w in listed} == {host_a, host_b}
+        assert all(w["worker"]["capacity"] == 4 for w in listed)
+        assert api.post(BASE, json=spec).status_code == 200
+        wait_for(lambda: _caught_up(api, FIRST), 180, "both replicas read")
+        placed = _placed(service)
+        assert sorted(placed.values()) == sorted([host_a, host_b])  # one replica on each
+        listed = api.get("/druid/indexer/v1/workers").json()
+        assert {w["worker"]["host"]: w["runningTasks"] for w in listed} == {
+            host: [task for task, on in placed.items() if on == host] for host in (host_a, host_b)
+        }
+        assert all(w["currCapacityUsed"] == 1 for w in listed)
+        log = api.get(f"/druid/indexer/v1/task/{next(iter(placed))}/log")
+        assert log.status_code == 200 and "task" in log.text
+        # host A dies whole: the worker and its task, without a word
+        os.killpg(process_a.pid, signal.SIGKILL)
+        kill_tasks(tmp_path / "host-a")
+        lost = next(task for task, on in placed.items() if on == host_a)
+        failed = wait_for(lambda: _status(service, lost) == "FAILED", 60, "the lost task failed")
+        assert failed
+        error = db_rows(service, select(TaskRow.error_msg).where(TaskRow.id == lost))[0][0]
+        assert error == f"its task host {host_a} stopped heartbeating"
+        # its replacement runs on host B, beside the surviving replica
+        wait_for(lambda: set(_placed(service).values()) == {host_b}, 60, "replacement on B")
+        wait_for(lambda: len(_placed(service)) == 2, 60, "two replicas again")
+        assert [w["worker"]["host"] for w in api.get("/druid/indexer/v1/workers").json()] == [
+            host_b
+        ]
+        produce_words(kafka, topic, MORE)
+        wait_for(lambda: _caught_up(api, FIRST + MORE), 180, "the rest read")
+        api.post(f"{BASE}/hosted/taskGroups/handoff", json={"taskGroupIds": [0]})
+        wait_for(lambda: _rows(service) == FIRST + MORE, 240, "published")
+        time.sleep(2)  # a second publish would land now; none may
+        assert _rows(service) == FIRST + MORE
+
+
+def test_worker_refuses_bad_input(tmp_path: Path) -> None:
+    cases = [
+        (["--overlord", "ftp://x"], 2, "error: --overlord 'ftp://x': an http:// or https:// URL"),
+        (
+            ["--overlord", f"http://127.0.0.1:{free_port()}"],
+            3,
+            "error: cannot register with the overlord: cannot reach the service",
+        ),
+        (
+            ["--overlord", "http://127.0.0.1:1", "--master", f"spark://127.0.0.1:{free_port()}"],
+            3,
+            "error: the Spark master spark://127.0.0.1:",
+        ),
+        (["--overlord", "http://127.0.0.1:1", "--master", "yarn"], 2, "error: --master 'yarn'"),
+    ]
+    for args, code, message in cases:
+        result = subprocess.run(
+            [sys.executable, "-m", "supervisor.cli", "worker", *args, "--port", str(free_port())],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == code, (args, result.stderr)
+        assert len(lines) == 1 and lines[0].startswith(message), lines
+
+
+def _workers(api: httpx.Client, count: int) -> list[dict[str, Any]] | None:
+    listed = api.get("/druid/indexer/v1/workers").json()
+    return listed if len(listed) == count else None
+
+
+def _caught_up(api: httpx.Client, count: int) -> bool:
+    payload = api.get(f"{BASE}/hosted/status").json()["payload"]
+    return payload.get("latestOffsets") == {"0": count} and payload.get("aggregateLag") == 0
+
+
+def _placed(service: Any) -> dict[str, str]:
+    rows = db_rows(service, select(TaskRow.id, TaskRow.worker).where(TaskRow.status == "RUNNING"))
+    return {task: str(host) for task, host in rows}
+
+
+def _status(service: Any, task_id: str) -> str:
+    return str(db_rows(service, select(TaskRow.status).where(TaskRow.id == task_id))[0][0])
+
+
+def _rows(service: Any) -> int:
+    return sum(r[0] for r in db_rows(service, select(SegmentRow.num_rows)))
