@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -76,9 +77,13 @@ def main() -> None:
     parser.add_argument("--jar-cache", type=Path, required=True)
     args = parser.parse_args()
 
-    from tasks.spark import build_session
+    from tasks.spark import build_session, cluster_conf
 
-    spark = build_session(args.jar_cache, master=args.master, app_name=f"bench-{args.job}")
+    # on a spark:// master: the machine's cores, as a Sluicegate task is given in the bench
+    conf = cluster_conf(args.master, "127.0.0.1", os.cpu_count() or 2, "1g")
+    spark = build_session(
+        args.jar_cache, master=args.master, app_name=f"bench-{args.job}", conf=conf
+    )
     started = time.perf_counter()
     end = {int(p): int(o) for p, o in json.loads(args.end).items()}
     phases: dict[str, Any] = {"session_s": round(started - began, 2)}

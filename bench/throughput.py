@@ -37,6 +37,16 @@ figure that moves less than wall time when something else shares the machine.
     .venv/bin/python bench/throughput.py --records 1000000
     .venv/bin/python bench/throughput.py --records 50000     # a quick check
     .venv/bin/python bench/throughput.py --rounds 2 --keep /tmp  # keeps task logs
+    .venv/bin/python bench/throughput.py --master spark://127.0.0.1:7077   # and on a cluster
+    .venv/bin/python bench/throughput.py --cluster    # on a spark-local cluster it starts
+
+With a `spark://` master (`--master`, or `--cluster`: a standalone cluster of one worker
+with the machine's cores, started here like `sluicegate spark-local`), the local contenders
+run on `--local-master` (local[2]) as before, and Structured Streaming and Sluicegate
+(replicas 1) run again on the cluster in the same round: the RATIO line adds
+`cluster_vs_local` (Sluicegate's local seconds over its cluster seconds) and
+`vs_structured_streaming_cluster`. Each task's application takes the cluster's cores
+(SLUICEGATE_TASK_CORES), as local[2] gives it the machine's.
 
 Prints a table, writes bench/results/throughput.json and ends with a RATIO line.
 """
@@ -48,8 +58,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +82,7 @@ from bench.common import (  # noqa: E402
 )
 from bench.live import BASE, Stack, running  # noqa: E402
 from supervisor.db.models import SegmentRow, TaskRow  # noqa: E402
+from supervisor.devstack.spark import LocalSparkCluster  # noqa: E402
 from supervisor.settings import default_jar_cache  # noqa: E402
 
 TOPIC = "wiki-edits"
@@ -81,6 +94,10 @@ CONTENDERS = {
     "streaming": "Spark Structured Streaming",
     "sluicegate_r1": "Sluicegate, replicas 1",
     "sluicegate_r2": "Sluicegate, replicas 2",
+}
+ON_CLUSTER = {
+    "streaming_cluster": "Structured Streaming, cluster",
+    "sluicegate_cluster": "Sluicegate, cluster",
 }
 
 
@@ -150,7 +167,12 @@ def _children(pid: int) -> list[int]:
 
 
 def run_baseline(
-    job: str, args: argparse.Namespace, bootstrap: str, end: dict[int, int], work: Path
+    job: str,
+    args: argparse.Namespace,
+    bootstrap: str,
+    end: dict[int, int],
+    work: Path,
+    master: str | None = None,
 ) -> dict[str, Any]:
     """Run bench/baselines.py `job` in a process of its own; seconds from its start until it
     reports its output written."""
@@ -173,7 +195,7 @@ def run_baseline(
         "--per-trigger",
         str(args.batch // PARTITIONS * PARTITIONS),
         "--master",
-        args.master,
+        master or args.local_master,
         "--jar-cache",
         str(args.jar_cache),
     ]
@@ -329,7 +351,7 @@ def warm_file_cache(
 def describe(key: str, result: dict[str, Any]) -> str:
     if key == "limit":
         return f"session {result['session_s']} s, job {result['job_s']} s"
-    if key == "streaming":
+    if key in ("streaming", "streaming_cluster"):
         return (
             f"session {result['session_s']} s, {result['batches']} batches in {result['job_s']} s"
         )
@@ -351,12 +373,13 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> N
     for result in (r for rs in runs.values() for r in rs):
         result["events_per_s"] = n / result["seconds"]
     best = {key: min(rs, key=lambda r: r["seconds"]) for key, rs in runs.items()}
+    cluster = f", cluster {args.master}" if args.master else ""
     print(
-        f"\n{n} records, batch {args.batch}, master {args.master}, finish by {args.finish}, "
-        f"fastest of {args.rounds} round(s)"
+        f"\n{n} records, batch {args.batch}, master {args.local_master}{cluster}, "
+        f"finish by {args.finish}, fastest of {args.rounds} round(s)"
     )
     print(f"{'contender':<30}{'seconds':>9}{'events/s':>11}{'cpu s':>8}  phases")
-    for key, label in CONTENDERS.items():
+    for key, label in {**CONTENDERS, **(ON_CLUSTER if args.master else {})}.items():
         result = best[key]
         print(
             f"{label:<30}{result['seconds']:>9.1f}{result['events_per_s']:>11.0f}"
@@ -371,6 +394,13 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> N
         "vs_structured_streaming>=1.2": ratios["vs_structured_streaming"] >= 1.2,
         "vs_limit>=0.85": ratios["vs_limit"] >= 0.85,
     }
+    if args.master:
+        on_cluster = best["sluicegate_cluster"]["seconds"]
+        ratios["cluster_vs_local"] = best["sluicegate_r1"]["seconds"] / on_cluster
+        ratios["vs_structured_streaming_cluster"] = (
+            best["streaming_cluster"]["seconds"] / on_cluster
+        )
+        met["cluster_vs_local>=0.9"] = ratios["cluster_vs_local"] >= 0.9
     print(
         "targets (replicas 1): "
         + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items())
@@ -380,7 +410,8 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> N
         {
             "records": n,
             "batch": args.batch,
-            "master": args.master,
+            "master": args.local_master,
+            "cluster_master": args.master,
             "finish": args.finish,
             "rounds": runs,
             "fastest": best,
@@ -414,6 +445,19 @@ def run_round(
         datasource = f"wiki_{number}_r{replicas}"
         runs[key].append(run_sluicegate(api, stack, args, end, replicas, datasource))
         print(f"round {number} {key}: {runs[key][-1]['seconds']:.1f} s", flush=True)
+    if not args.master:
+        return
+    runs["streaming_cluster"].append(
+        run_baseline("streaming", args, stack.bootstrap, end, work / "cluster", args.master)
+    )
+    print(f"round {number} streaming_cluster: {runs['streaming_cluster'][-1]['seconds']:.1f} s")
+    stack.settings.task_master = args.master  # the runner reads it at each launch
+    try:
+        datasource = f"wiki_{number}_cluster"
+        runs["sluicegate_cluster"].append(run_sluicegate(api, stack, args, end, 1, datasource))
+    finally:
+        stack.settings.task_master = args.local_master
+    print(f"round {number} sluicegate_cluster: {runs['sluicegate_cluster'][-1]['seconds']:.1f} s")
 
 
 def main() -> None:
@@ -422,17 +466,44 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=150_000, help="maxRowsInMemory: records per micro-batch"
     )
-    parser.add_argument("--master", default="local[2]", help="every contender's Spark master")
+    parser.add_argument(
+        "--local-master", default="local[2]", help="every contender's local Spark master"
+    )
+    parser.add_argument(
+        "--master", help="a spark:// master: Structured Streaming and Sluicegate run there too"
+    )
+    parser.add_argument(
+        "--cluster", action="store_true", help="start a one-worker standalone cluster for --master"
+    )
     parser.add_argument("--finish", choices=("suspend", "handoff"), default="suspend")
     parser.add_argument("--rounds", type=int, default=1, help="runs of every contender")
     parser.add_argument("--keep", metavar="DIR", help="keep the run's files (task logs too) here")
     args = parser.parse_args()
+    if args.master and not args.master.startswith("spark://"):
+        parser.error("--master: a spark://HOST:PORT master (local ones: --local-master)")
     args.jar_cache = default_jar_cache()
-    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in CONTENDERS}
+    with ExitStack() as stack:
+        if args.cluster:
+            cores = os.cpu_count() or 2
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sg-cluster-")))
+            cluster = LocalSparkCluster(root, workers=1, cores=cores, memory="8g")
+            args.master = stack.enter_context(cluster).url
+            print(f"Spark cluster {args.master}: one worker of {cores} cores", flush=True)
+        measure(args, task_cores=os.cpu_count() or 2)
+
+
+def measure(args: argparse.Namespace, task_cores: int) -> None:
+    runs: dict[str, list[dict[str, Any]]] = {
+        key: [] for key in {**CONTENDERS, **(ON_CLUSTER if args.master else {})}
+    }
     # no warm standby task processes: every task starts its Spark driver cold, as the
     # baselines do
     with running(
-        "sluicegate-throughput-", args.keep, task_master=args.master, standby_lead_s=0
+        "sluicegate-throughput-",
+        args.keep,
+        task_master=args.local_master,
+        task_cores=task_cores,
+        standby_lead_s=0,
     ) as stack:
         work = stack.settings.work_dir.parent
         end = produce_edits(stack.bootstrap, TOPIC, args.records)

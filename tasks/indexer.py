@@ -39,17 +39,21 @@ class KafkaIndexer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         on_last_stretch: Callable[[], None] = lambda: None,
+        shared_persists: bool = False,
     ) -> None:
         """`on_last_stretch` runs once, when the task is given its final end offsets (its
         successors start reading then) or else when its reading ends: a task process steps
-        back on the CPU there (tasks/priority.py); in-process users need not."""
+        back on the CPU there (tasks/priority.py); in-process users need not.
+
+        Persists go to the task's work directory, or to deep storage (under
+        `_tasks/<task id>/`, deleted once published) when it is S3 or `shared_persists` says
+        the executors writing and merging them may be on other hosts (a spark:// master)."""
         self.task = task
         self.checkpointer = checkpointer
         self.spark = spark
         self.work_dir = work_dir
-        # segments go to deep storage, and so do persists when it is S3 (the executors that
-        # write them and the ones that merge them may be on any host)
         self.storage = deep_storage if isinstance(deep_storage, Storage) else parse(deep_storage)
+        self.shared_persists = shared_persists or self.storage.is_s3
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
@@ -171,7 +175,7 @@ class KafkaIndexer:
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self) -> IndexerState:
-        persists = self.storage if self.storage.is_s3 else LOCAL
+        persists = self.storage if self.shared_persists else LOCAL
         engines = self.engines = Engines(self.spark, self.plan, persists)
         publisher = SequencePublisher(
             self.task,
@@ -179,6 +183,7 @@ class KafkaIndexer:
             self.plan,
             self.storage,
             self.publisher,
+            self.shared_persists,
             self.clock,
             self.sleep,
             on_published=self._count_handoff,
@@ -346,7 +351,7 @@ class KafkaIndexer:
         batch = KafkaBatch(self.spark, self.task.ioConfig, current, batch_end)
         sequence = self.sequences[-1]
         name = f"{sequence.index:04d}-{len(sequence.persists):06d}"
-        if self.storage.is_s3:
+        if self.shared_persists:
             persist = self.storage.path("_tasks", self.task.id, "persists", name)
         else:
             persist = str(self.work_dir / "persists" / name)

@@ -113,6 +113,9 @@ class _Run:
             self.overlord.publish,
             checkpoint,
             on_last_stretch=step_back_to_publish,
+            # a cluster's executors may be on other hosts than the task: persists go to deep
+            # storage, which every one of them reaches
+            shared_persists=args.master.startswith("spark://"),
         )
         self.indexer.state.status = TaskState.STARTING
         self.app = create_control_app(self.indexer, token, self.overlord.point_at)

@@ -70,6 +70,7 @@ class SequencePublisher:
         plan: RowPlan,
         storage: Storage,
         publisher: Publisher,
+        shared_persists: bool,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         on_published: Callable[[float], None] = lambda seconds: None,
@@ -79,6 +80,7 @@ class SequencePublisher:
         self.on_published = on_published  # told how long each sequence took to hand off
         self.plan = plan
         self.storage = storage
+        self.shared_persists = shared_persists  # persists in deep storage: deleted once published
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
@@ -151,7 +153,7 @@ class SequencePublisher:
             for segment in segments:  # a replica won: our copies are not needed
                 path = self.storage.fs_path(segment.path)
                 self.storage.delete_dir(path.rsplit("/", 1)[0])
-        if self.storage.is_s3:  # its persists: the segments hold their rows now
+        if self.shared_persists:  # its persists: the segments hold their rows now
             for persist in sequence.persists:
                 self.storage.delete_dir(persist)
         log.info(

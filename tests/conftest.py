@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +84,35 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
     """A real S3 server (SeaweedFS) with a bucket `segments`, test credentials."""
     with LocalS3(tmp_path_factory.mktemp("s3"), "segments", "test-key", "test-secret-1") as s:
         yield s
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """Debian's headless Chromium, driven by its chromedriver (the console's tests)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -170,6 +203,47 @@ def overlord_with_tasks(
         httpx.Client(base_url=service.url, timeout=30) as client,
     ):
         yield service, client
+
+
+@contextmanager
+def task_host(
+    overlord_url: str,
+    work: Path,
+    capacity: int = 4,
+    args: tuple[str, ...] = ("--master", "local[1]"),
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A `sluicegate worker` process on a free port (its log beside `work`); yields its
+    host:port once registered. On the way out it is stopped and its tasks SIGKILLed."""
+    port = free_port()
+    command = [sys.executable, "-m", "supervisor.cli", "worker", "--overlord", overlord_url]
+    command += ["--capacity", str(capacity), "--port", str(port), "--work-dir", str(work)]
+    with (work.parent / f"{work.name}.log").open("ab") as log:
+        process = subprocess.Popen(
+            [*command, *args],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith(f"task host 127.0.0.1:{port} registered"), line
+        yield f"127.0.0.1:{port}", process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+        kill_tasks(work)
+
+
+def kill_tasks(work: Path) -> None:
+    """SIGKILL every task process a task host started (each leads its own process group)."""
+    for pid_file in (work / "tasks").glob("*/pid"):
+        with suppress(OSError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def task_settings(tmp_path: Path, jar_cache: Path, **overrides: Any) -> Settings:

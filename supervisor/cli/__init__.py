@@ -31,7 +31,7 @@ from supervisor.cli.supervisor_control import (
 )
 from supervisor.cli.supervisor_status import health, stats, status
 from supervisor.cli.supervisors import supervisor_group
-from supervisor.cli.tasks import segments_group, task_group
+from supervisor.cli.tasks import segments_group, task_group, workers_group
 from supervisor.cli.worker import worker
 
 
@@ -52,6 +52,7 @@ cli.add_command(resolve_jars)
 cli.add_command(supervisor_group)
 cli.add_command(task_group)
 cli.add_command(segments_group)
+cli.add_command(workers_group)
 cli.add_command(completion)
 cli.add_command(sql_command)
 for command in (status, health, stats, handoff, reset, reset_offsets):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -175,14 +176,8 @@ def kafka_local(port: int, data_dir: Path, security: str) -> None:
 
     mode: Any = security
     broker = LocalKafka(data_dir, Settings().jar_cache, port=port, security=mode)
-    stopping: list[int] = []
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        stopping.append(signum)
-        broker.request_stop()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    def start() -> None:
         broker.start()
         click.echo(
             f"Kafka {_kafka_version()} ready at {broker.bootstrap_servers} "
@@ -195,17 +190,50 @@ def kafka_local(port: int, data_dir: Path, security: str) -> None:
                 f"client-password), CA {broker.certs.ca}; a spec's consumerProperties:"
             )
             click.echo(json.dumps(broker.java_properties(), indent=2))
-        code = broker.wait() if broker.process is not None else 0
-    except (BrokerError, JarsMissingError) as exc:
+
+    _in_foreground(
+        "Kafka",
+        start,
+        lambda: broker.wait() if broker.process is not None else 0,
+        broker.request_stop,
+        broker.stop,
+        (BrokerError, JarsMissingError),
+        str(broker.log_file),
+    )
+
+
+def _in_foreground(
+    name: str,
+    start: Callable[[], None],
+    wait: Callable[[], int],
+    interrupt: Callable[[], None],
+    stop: Callable[[], None],
+    errors: tuple[type[Exception], ...],
+    logs: str,
+) -> None:
+    """A `*-local` server until SIGINT/SIGTERM (which `interrupt` turns into `wait` returning):
+    `start` starts it and says so, `stop` ends what it started, whatever happened. Its errors
+    and an exit of its own are one line."""
+    stopping: list[int] = []
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+        interrupt()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        start()
+        code = wait()
+    except errors as exc:
         raise CliError(str(exc).splitlines()[0], 1) from None
     finally:
-        broker.stop()
+        stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if stopping:
-        click.echo("Kafka stopped")
+        click.echo(f"{name} stopped")
     elif code != 0:
-        raise CliError(f"the broker exited with code {code}; see {broker.log_file}", 1)
+        raise CliError(f"{name} exited with code {code}; see {logs}", 1)
 
 
 @click.command("postgres-local")
@@ -282,32 +310,28 @@ def spark_local(workers: int, cores: int, memory: str, port: int, data_dir: Path
     if not _SPARK_SIZE.fullmatch(memory):
         raise CliError(f"--memory {memory!r}: a size such as 512m or 8g", EXIT_USAGE)
     cluster = LocalSparkCluster(data_dir, workers, cores, memory, port)
-    stopping: list[int] = []
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        stopping.append(signum)
-        if cluster.processes:
-            cluster.processes[0].terminate()  # the wait below returns; stop() ends the rest
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    def start() -> None:
         cluster.start()
         click.echo(
             f"Spark master ready at {cluster.url} with {workers} workers of {cores} cores and "
             f"{memory} (web UI {cluster.ui_url}, logs in {data_dir}/logs); Ctrl-C stops it\n"
             f"  SLUICEGATE_TASK_MASTER={cluster.url} sluicegate serve"
         )
-        code = cluster.wait()
-    except SparkClusterError as exc:
-        raise CliError(str(exc).splitlines()[0], 1) from None
-    finally:
-        cluster.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if stopping:
-        click.echo("Spark stopped")
-    elif code != 0:
-        raise CliError(f"the Spark master exited with code {code}; see {data_dir}/logs", 1)
+
+    def interrupt() -> None:
+        if cluster.processes:
+            cluster.processes[0].terminate()  # the wait returns; stop() ends the rest
+
+    _in_foreground(
+        "Spark",
+        start,
+        cluster.wait,
+        interrupt,
+        cluster.stop,
+        (SparkClusterError,),
+        f"{data_dir}/logs",
+    )
 
 
 @click.command("s3-local")
@@ -334,14 +358,8 @@ def s3_local(port: int, data_dir: Path, bucket: str) -> None:
     except S3Error as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     server = LocalS3(data_dir, bucket, access, secret, port)
-    stopping: list[int] = []
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        stopping.append(signum)
-        server.request_stop()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    def start() -> None:
         server.start()
         shown = (
             f" AWS_ACCESS_KEY_ID={access} AWS_SECRET_ACCESS_KEY={secret}"
@@ -354,17 +372,10 @@ def s3_local(port: int, data_dir: Path, bucket: str) -> None:
             f"  export SLUICEGATE_S3_ENDPOINT={server.endpoint}{shown}\n"
             f"  sluicegate serve --deep-storage s3://{bucket}/segments"
         )
-        code = server.wait()
-    except S3Error as exc:
-        raise CliError(str(exc).splitlines()[0], 1) from None
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if stopping:
-        click.echo("S3 stopped")
-    elif code != 0:
-        raise CliError(f"SeaweedFS exited with code {code}; see {server.log}", 1)
+
+    _in_foreground(
+        "S3", start, server.wait, server.request_stop, server.stop, (S3Error,), str(server.log)
+    )
 
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")

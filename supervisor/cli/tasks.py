@@ -141,3 +141,48 @@ def list_segments(ctx: Context, datasource: str) -> None:
         for s in found
     ]
     click.echo(table(["SEGMENT", "INTERVAL", "ROWS", "BYTES", "PATH"], rows))
+
+
+workers_group = api_group(
+    "workers", "Task hosts (`sluicegate worker`): list them, stop or resume giving them tasks."
+)
+
+
+@workers_group.command("list")
+@pass_context
+def list_workers(ctx: Context) -> None:
+    """Task hosts heard from lately: capacity, tasks running, the newest task's end."""
+    found = ctx.client.get(f"{TASKS}/workers")
+    if ctx.json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("no task hosts: tasks run on the overlord's own host")
+        return
+    rows = [
+        [
+            w["worker"]["host"],
+            "yes" if w["worker"]["version"] else "no",
+            f"{w['currCapacityUsed']}/{w['worker']['capacity']}",
+            ", ".join(w["runningTasks"]) or "-",
+            w.get("lastCompletedTaskTime") or "-",
+        ]
+        for w in found
+    ]
+    click.echo(table(["HOST", "ENABLED", "USED", "RUNNING TASKS", "LAST COMPLETED"], rows))
+
+
+@workers_group.command("disable")
+@click.argument("host")
+@pass_context
+def disable_worker(ctx: Context, host: str) -> None:
+    """Give HOST (host:port) no new tasks; its running tasks go on."""
+    ctx.done(ctx.client.post(f"{TASKS}/worker/{host}/disable"), f"task host {host} disabled")
+
+
+@workers_group.command("enable")
+@click.argument("host")
+@pass_context
+def enable_worker(ctx: Context, host: str) -> None:
+    """Let HOST (host:port) take new tasks again."""
+    ctx.done(ctx.client.post(f"{TASKS}/worker/{host}/enable"), f"task host {host} enabled")

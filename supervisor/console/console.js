@@ -252,11 +252,32 @@ async function segmentsView() {
     return [
       el("h2", {}, `${name} `, el("span", { class: "muted" }, `${segments.length} segments, ${rows.toLocaleString()} rows`)),
       table(["Interval", "Segment", "Rows", "Bytes", "File"],
-        segments.map((s) => [s.interval, el("code", {}, s.identifier), s.numRows, s.size, el("code", {}, s.loadSpec.path)])),
+        segments.map((s) => [s.interval, el("code", {}, s.identifier), s.numRows, s.size, el("code", {}, segmentFile(s.loadSpec))])),
     ];
   }));
   return [el("h1", {}, "Segments"),
     names.length ? sections : el("p", { class: "muted" }, "Nothing published yet.")];
+}
+
+function segmentFile(loadSpec) {
+  return loadSpec.type === "s3_zip" ? `s3://${loadSpec.bucket}/${loadSpec.key}` : loadSpec.path;
+}
+
+async function workersView() {
+  const hosts = await api("/druid/indexer/v1/workers");
+  if (!hosts.length) {
+    return [el("h1", {}, "Task hosts"),
+      el("p", { class: "muted" }, "No task host registered: tasks run on the overlord's own host.")];
+  }
+  return [el("h1", {}, "Task hosts"),
+    table(["Host", "Enabled", "Used", "Running tasks", "Last completed"],
+      hosts.map((w) => [
+        el("code", {}, w.worker.host),
+        w.worker.version ? badge("yes", "ok") : badge("disabled", "warn"),
+        `${w.currCapacityUsed} / ${w.worker.capacity}`,
+        w.runningTasks.length ? w.runningTasks.map((t) => el("div", {}, el("code", {}, t))) : "–",
+        w.lastCompletedTaskTime || "–",
+      ]), "workers")];
 }
 
 async function render() {
@@ -268,6 +289,8 @@ async function render() {
       content = await supervisorView(decodeURIComponent(hash.slice("#/supervisors/".length)));
     } else if (hash === "#/segments") {
       content = await segmentsView();
+    } else if (hash === "#/workers") {
+      content = await workersView();
     } else {
       content = await supervisorsView();
     }

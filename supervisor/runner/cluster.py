@@ -197,8 +197,9 @@ class ClusterRunner:
         if host is None:
             return self.local.report(task_id)
         row = self._row(host)
-        if row is None:
-            return None
+        return None if row is None else self._fetch_report(row, task_id)
+
+    def _fetch_report(self, row: WorkerRow, task_id: str) -> TaskReport | None:
         try:
             return _report(self._client(row).report(task_id))
         except WorkerApiError:
@@ -237,16 +238,26 @@ class ClusterRunner:
             exits = {str(e.get("task")): e for e in state.get("exited", []) if isinstance(e, dict)}
             with self.lock:
                 self.running[row.host] = running
-                for task_id in on_host:
-                    if task_id in running or self.placed_at.get(task_id, 0.0) > began:
-                        continue
-                    exit_ = exits.get(task_id)
-                    if exit_ is None:
-                        self._end(task_id, None, None, f"task host {row.host} no longer runs it")
-                    else:
-                        code = exit_.get("exitCode")
-                        report = _report(exit_.get("report"))
-                        self._end(task_id, code if isinstance(code, int) else None, report, None)
+                gone = [
+                    t
+                    for t in on_host
+                    if t in self.placed and t not in running and self.placed_at[t] <= began
+                ]
+            ended: list[Exited] = []
+            for task_id in gone:
+                exit_ = exits.get(task_id)
+                if exit_ is None:  # ended while its host was down: its report, if any
+                    report = self._fetch_report(row, task_id)
+                    reason = None if report else f"task host {row.host} no longer runs it"
+                    ended.append(Exited(task_id, None, report, reason))
+                else:
+                    code = exit_.get("exitCode")
+                    report = _report(exit_.get("report"))
+                    ended.append(Exited(task_id, code if isinstance(code, int) else None, report))
+            with self.lock:
+                for exited in ended:
+                    if exited.task_id in self.placed:  # (a task killed meanwhile is not)
+                        self._end(exited)
             expected = {t.id for t in placed.get(row.host, [])} | set(on_host)
             strays = running - expected
             if strays:
@@ -257,27 +268,24 @@ class ClusterRunner:
         if not task_ids:
             return
         log.warning("task host %s stopped heartbeating: its tasks %s failed", host, task_ids)
+        reason = f"its task host {host} stopped heartbeating"
         with self.lock:
             for task_id in task_ids:
-                self._end(task_id, None, None, f"its task host {host} stopped heartbeating")
+                if task_id in self.placed:
+                    self._end(Exited(task_id, None, None, reason))
             self.running.pop(host, None)
 
-    def _end(
-        self, task_id: str, code: int | None, report: TaskReport | None, reason: str | None
-    ) -> None:
-        self.placed.pop(task_id, None)
-        self.placed_at.pop(task_id, None)
-        self.ended.append(Exited(task_id, code, report, reason))
+    def _end(self, exited: Exited) -> None:
+        self.placed.pop(exited.task_id, None)
+        self.placed_at.pop(exited.task_id, None)
+        self.ended.append(exited)
 
     def _kill_strays(self, row: WorkerRow, strays: set[str]) -> None:
         """Tasks a host runs that no longer count as running (failed while it was silent, or
         never recorded): killed, so none of them acts on."""
         with self.sessions()() as session:
-            statuses = dict(
-                session.execute(select(TaskRow.id, TaskRow.status).where(TaskRow.id.in_(strays)))
-                .tuples()
-                .all()
-            )
+            query = select(TaskRow.id, TaskRow.status).where(TaskRow.id.in_(strays))
+            statuses = {task_id: status for task_id, status in session.execute(query)}
         for task_id in sorted(strays):
             if statuses.get(task_id) == TaskStatusCode.RUNNING:
                 continue  # running in the DB: placed by another leader; adopted, not killed

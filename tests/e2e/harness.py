@@ -31,6 +31,7 @@ from supervisor.devstack.certs import self_signed
 from supervisor.faults import FAULT_FILE_ENV
 from supervisor.net import free_port
 from tasks.protocol import TOKEN_HEADER
+from tasks.storage import LOCAL, Storage
 from tests.conftest import wait_for
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -249,6 +250,7 @@ class Run:
     topic: str
     restarts: dict[str, set[int]] = field(default_factory=dict)  # partition key -> skip targets
     expected_failures: set[str] = field(default_factory=set)  # tasks the test meant to end
+    storage: Storage = LOCAL  # where the segments are
 
     def tasks(self) -> list[Task]:
         found = self.overlord.rows(select(TaskRow).order_by(TaskRow.created_at))
@@ -312,7 +314,10 @@ class Run:
                 break
         numbers: list[int] = []
         for (path,) in paths:
-            numbers.extend(pq.read_table(path, columns=["n"]).column("n").to_pylist())
+            table = pq.read_table(
+                self.storage.fs_path(path), columns=["n"], filesystem=self.storage.filesystem()
+            )
+            numbers.extend(table.column("n").to_pylist())
         twice = [n for n, c in Counter(numbers).items() if c > 1]
         assert not twice, f"published more than once: {twice[:20]}"
         by_partition: dict[str, list[int]] = {}

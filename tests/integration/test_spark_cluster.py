@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from supervisor.db.models import SegmentRow
+from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.spark import LocalSparkCluster
 from tests.conftest import overlord_with_tasks, wait_for, words_spec, words_topic
@@ -54,6 +54,7 @@ def test_both_engines_run_on_the_cluster_executors(
         for name in ("direct", "spark"):
             wait_for(lambda n=name: _rows(svc, n) == COUNT, 240, f"{name}'s segments")
         files = [row[0] for row in db_rows(svc, select(SegmentRow.path))]
+        done = wait_for(lambda: _succeeded(svc, 2), 120, "both first tasks' exits")
         from supervisor.cli.views import local_session, published_files, register_views
 
         session = local_session(cluster.url)
@@ -70,6 +71,11 @@ def test_both_engines_run_on_the_cluster_executors(
     assert all(app["name"].startswith("sluicegate-index_kafka_") for app in running), running
     assert all(app["cores"] == 1 for app in running)
     assert all(Path(path).exists() for path in files)
+    # the persists were in deep storage, which every executor reaches, and went once published
+    for task_id in done:
+        assert not (tmp_path / "work" / "tasks" / task_id / "persists").exists()
+        assert not list((tmp_path / "deep" / "_tasks" / task_id).rglob("*.parquet"))
+    assert (tmp_path / "deep" / "_tasks").is_dir()
     assert tuple(counted) == (COUNT, COUNT)
 
 
@@ -131,6 +137,11 @@ def _applications(cluster: LocalSparkCluster, key: str) -> list[dict[str, Any]]:
     state = cluster.state() or {}
     apps = state.get(key)
     return [app for app in apps if isinstance(app, dict)] if isinstance(apps, list) else []
+
+
+def _succeeded(service: Any, count: int) -> list[str]:
+    rows = db_rows(service, select(TaskRow.id).where(TaskRow.status == "SUCCESS"))
+    return [row[0] for row in rows] if len(rows) >= count else []
 
 
 def _offsets(api: Any, supervisor_id: str) -> dict[str, int] | None:

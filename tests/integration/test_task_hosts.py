@@ -11,8 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,63 +21,27 @@ from sqlalchemy import select
 from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.net import free_port
-from tests.conftest import overlord_with_tasks, produce_words, wait_for, words_spec, words_topic
+from tests.conftest import (
+    kill_tasks,
+    overlord_with_tasks,
+    produce_words,
+    task_host,
+    wait_for,
+    words_spec,
+    words_topic,
+)
 from tests.integration.test_api_supervisors import db_rows
+from tests.integration.test_console import text_of
 
 BASE = "/druid/indexer/v1/supervisor"
 FIRST = 200
 MORE = 150
 
 
-@contextmanager
-def task_host(overlord: str, work: Path, capacity: int = 4) -> Iterator[tuple[str, Any]]:
-    """A `sluicegate worker` process; yields its host:port and the process."""
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "supervisor.cli",
-            "worker",
-            "--overlord",
-            overlord,
-            "--capacity",
-            str(capacity),
-            "--master",
-            "local[1]",
-            "--port",
-            str(port),
-            "--work-dir",
-            str(work),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith(f"task host 127.0.0.1:{port} registered"), line
-        yield f"127.0.0.1:{port}", process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
-        kill_tasks(work)
-
-
-def kill_tasks(work: Path) -> None:
-    """SIGKILL every task process a host started (each leads its own process group)."""
-    for pid_file in (work / "tasks").glob("*/pid"):
-        with suppress(OSError, ValueError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-
-
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
-    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path, browser: Any
 ) -> None:
     topic = words_topic(kafka, "hosts", FIRST)
     spec = words_spec("hosted", topic, kafka.bootstrap_servers)
@@ -103,6 +65,13 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
             host: [task for task, on in placed.items() if on == host] for host in (host_a, host_b)
         }
         assert all(w["currCapacityUsed"] == 1 for w in listed)
+        # the console's and the CLI's view of them
+        browser.get(f"{service.url}/console/#/workers")
+        wait_for(lambda: host_b in text_of(browser, "main"), 60, "the console's task hosts")
+        shown = text_of(browser, "main")
+        assert host_a in shown and "1 / 4" in shown and next(iter(placed)) in shown
+        listing = _cli("workers", "list", "--url", service.url)
+        assert host_a in listing and host_b in listing and "1/4" in listing
         log = api.get(f"/druid/indexer/v1/task/{next(iter(placed))}/log")
         assert log.status_code == 200 and "task" in log.text
         # host A dies whole: the worker and its task, without a word
@@ -125,6 +94,12 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
         wait_for(lambda: _rows(service) == FIRST + MORE, 240, "published")
         time.sleep(2)  # a second publish would land now; none may
         assert _rows(service) == FIRST + MORE
+        assert _cli("workers", "disable", host_b, "--url", service.url).strip() == (
+            f"task host {host_b} disabled"
+        )
+        assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] == ""
+        _cli("workers", "enable", host_b, "--url", service.url)
+        assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] != ""
 
 
 def test_worker_refuses_bad_input(tmp_path: Path) -> None:
@@ -154,6 +129,17 @@ def test_worker_refuses_bad_input(tmp_path: Path) -> None:
         lines = result.stderr.strip().splitlines()
         assert result.returncode == code, (args, result.stderr)
         assert len(lines) == 1 and lines[0].startswith(message), lines
+
+
+def _cli(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor.cli", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout
 
 
 def _workers(api: httpx.Client, count: int) -> list[dict[str, Any]] | None:

@@ -1,0 +1,206 @@
+"""The leader's placement and sync over task hosts (supervisor/runner/cluster.py), with the
+hosts' API faked (httpx.MockTransport) over a real SQLite metadata DB: free capacity first,
+a group's replicas apart, a full or silent cluster, exits with their reports, strays killed.
+tests/integration/test_task_hosts.py runs real hosts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from supervisor.clients import worker_api
+from supervisor.db.models import TaskRow, WorkerRow
+from supervisor.runner.cluster import ClusterRunner
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.settings import Settings
+from tests.specs import task
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+
+class FakeHost:
+    """A task host's API: assigns, lists what runs and what ended, shuts down."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.running: list[str] = []
+        self.exited: list[dict[str, Any]] = []
+        self.shutdowns: list[str] = []
+        self.fail = False
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if self.fail:
+            raise httpx.ConnectError("down", request=request)
+        path = request.url.path
+        if path.endswith("/assignTask"):
+            import json
+
+            task_id = json.loads(request.content)["id"]
+            self.running.append(task_id)
+            host, port = self.name.split(":")
+            answer = {"host": host, "port": int(port) + 1, "scheme": "http"}
+            return httpx.Response(200, json={**answer, "logPath": "l", "token": "t"})
+        if path == "/druid-internal/v1/worker":
+            return httpx.Response(200, json={"running": self.running, "exited": self.exited})
+        if path.endswith("/shutdown"):
+            task_id = path.split("/")[-2]
+            self.shutdowns.append(task_id)
+            killed = task_id in self.running
+            self.running = [t for t in self.running if t != task_id]
+            return httpx.Response(200, json={"task": task_id, "killed": killed})
+        return httpx.Response(404, json={"error": "no"})
+
+
+class Cluster:
+    def __init__(self, sessions: sessionmaker[Session], tmp_path: Path, monkeypatch: Any) -> None:
+        self.sessions = sessions
+        self.now = NOW
+        self.hosts: dict[str, FakeHost] = {}
+        real = worker_api.WorkerClient
+
+        def client(row: WorkerRow) -> Any:
+            host = self.hosts[row.host]
+            return real(row, transport=httpx.MockTransport(host.handle))
+
+        monkeypatch.setattr("supervisor.runner.cluster.WorkerClient", client)
+        settings = Settings(work_dir=tmp_path / "work", worker_timeout_s=10)
+        local = LocalProcessRunner(settings)
+        self.runner = ClusterRunner(settings, local, lambda: sessions, lambda: self.now)
+
+    def add(self, name: str, capacity: int, seen: datetime | None = None) -> FakeHost:
+        with self.sessions() as session:
+            session.add(
+                WorkerRow(
+                    host=name,
+                    scheme="http",
+                    ip=name.split(":")[0],
+                    capacity=capacity,
+                    version="v",
+                    category="c",
+                    token="t" * 32,
+                    enabled=True,
+                    registered_at=NOW,
+                    heartbeat_at=seen or NOW,
+                )
+            )
+            session.commit()
+        self.hosts[name] = FakeHost(name)
+        return self.hosts[name]
+
+    def launch(self, task_id: str, group: int = 0, supervisor: str = "s") -> str | None:
+        """Record the task as the TaskService does, launch it, record where it went."""
+        payload = task(task_id, {"bootstrap.servers": "b:9"})
+        payload["supervisorId"] = supervisor
+        payload["ioConfig"]["taskGroupId"] = group
+        from tasks.protocol import IndexKafkaTask
+
+        parsed = IndexKafkaTask.model_validate(payload)
+        with self.sessions() as session:
+            row = TaskRow(
+                id=task_id,
+                type="index_kafka",
+                supervisor_id=supervisor,
+                datasource="d",
+                group_id=group,
+                payload=payload,
+                status="RUNNING",
+                created_at=NOW,
+                updated_at=NOW,
+            )
+            session.add(row)
+            session.commit()
+            launched = self.runner.launch(parsed)
+            row.worker = launched.worker
+            session.commit()
+        return launched.worker
+
+    def status(self, task_id: str, status: str) -> None:
+        with self.sessions() as session:
+            row = session.get(TaskRow, task_id)
+            assert row is not None
+            row.status = status
+            session.commit()
+
+
+@pytest.fixture
+def cluster(sessions: sessionmaker[Session], tmp_path: Path, monkeypatch: Any) -> Cluster:
+    return Cluster(sessions, tmp_path, monkeypatch)
+
+
+def test_most_free_capacity_first_and_replicas_apart(cluster: Cluster) -> None:
+    cluster.add("a:1", 3)
+    cluster.add("b:1", 2)
+    assert cluster.launch("g0-r1", group=0) == "a:1"  # 3 free against 2
+    assert cluster.launch("g0-r2", group=0) == "b:1"  # a has a replica of group 0
+    assert cluster.launch("g1-r1", group=1) == "a:1"  # 2 free against 1
+    assert cluster.launch("g1-r2", group=1) == "b:1"
+    # both hosts hold group 0 and 1 now; a third replica shares the freer host
+    assert cluster.launch("g0-r3", group=0) == "a:1"
+    with pytest.raises(OSError, match="no task host has free capacity"):
+        cluster.launch("g2-r1", group=2)
+
+
+def test_no_host_runs_tasks_here_and_silent_hosts_are_not_used(cluster: Cluster) -> None:
+    assert cluster.runner.uses_hosts() is False
+    cluster.add("old:1", 4, seen=NOW - timedelta(seconds=60))  # silent past the timeout
+    with pytest.raises(OSError, match="no task host is alive"):
+        cluster.launch("t1")
+    cluster.add("new:1", 1)
+    assert cluster.launch("t2") == "new:1"
+
+
+def test_exits_come_with_their_reports_and_a_silent_host_fails_its_tasks(
+    cluster: Cluster,
+) -> None:
+    a, b = cluster.add("a:1", 4), cluster.add("b:1", 4)
+    cluster.launch("t-a", group=0)
+    cluster.launch("t-b", group=0)
+    cluster.runner.synced = 0
+    assert cluster.runner.exited() == []
+    assert cluster.runner.is_running("t-a") and cluster.runner.is_running("t-b")
+    report = {"id": "t-a", "status": "SUCCESS", "segments": [], "rowStats": {}}
+    a.running, a.exited = [], [{"task": "t-a", "exitCode": 0, "report": report}]
+    cluster.runner.synced = 0
+    [ended] = cluster.runner.exited()
+    assert (ended.task_id, ended.exit_code, ended.reason) == ("t-a", 0, None)
+    assert ended.report is not None and ended.report.status.value == "SUCCESS"
+    assert not cluster.runner.is_running("t-a")
+    # host b falls silent past the timeout: its task fails, named so
+    cluster.now = NOW + timedelta(seconds=11)
+    b.fail = True
+    cluster.runner.synced = 0
+    [lost] = cluster.runner.exited()
+    assert (lost.task_id, lost.report, lost.reason) == (
+        "t-b",
+        None,
+        "its task host b:1 stopped heartbeating",
+    )
+    assert cluster.runner.exited() == []  # reported once
+
+
+def test_a_returning_host_has_what_no_longer_counts_as_running_killed(cluster: Cluster) -> None:
+    a = cluster.add("a:1", 4)
+    cluster.launch("zombie")
+    cluster.launch("alive")
+    cluster.status("zombie", "FAILED")  # failed while its host was silent
+    cluster.runner.placed.pop("zombie")  # (as after the host was lost)
+    a.running.append("stranger")  # not in the metadata DB at all
+    cluster.runner.synced = 0
+    cluster.runner.exited()
+    assert sorted(a.shutdowns) == ["stranger", "zombie"]
+    assert a.running == ["alive"]
+
+
+def test_a_killed_task_is_never_reported_as_exited(cluster: Cluster) -> None:
+    a = cluster.add("a:1", 4)
+    cluster.launch("t1")
+    assert cluster.runner.kill("t1") is True
+    assert a.shutdowns == ["t1"]
+    a.exited = [{"task": "t1", "exitCode": -9, "report": None}]
+    cluster.runner.synced = 0
+    assert cluster.runner.exited() == []
