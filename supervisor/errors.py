@@ -43,6 +43,12 @@ class Raced(DomainError):
     status_code = 409
 
 
+class ConflictError(DomainError):
+    """The request contradicts what is recorded (and trying again will not change that)."""
+
+    status_code = 409
+
+
 class UnavailableError(DomainError):
     """Something this request needs (a task host) does not answer right now."""
 

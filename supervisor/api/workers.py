@@ -59,8 +59,9 @@ async def disable(host: str, request: Request) -> dict[str, str]:
 )
 async def heartbeat(request: Request, raw: Any = Depends(json_body)) -> dict[str, Any]:
     app = context(request)
-    await in_session(request, lambda s: WorkerService(s, app.clock).heartbeat(raw))
     settings = app.settings
+    timeout = settings.worker_timeout_s
+    await in_session(request, lambda s: WorkerService(s, app.clock, timeout).heartbeat(raw))
     # what the host's tasks must share with the rest of the cluster
     return {
         "deepStorage": settings.storage().location,

@@ -39,6 +39,8 @@ class WorkerClient:
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise WorkerApiError(None, f"task host {self.host}: {type(exc).__name__}") from None
+        except RuntimeError as exc:  # closed meanwhile (its host's token changed)
+            raise WorkerApiError(None, f"task host {self.host}: {exc}") from None
         if response.status_code >= 400:
             try:
                 reason = response.json().get("error") or response.json().get("detail")

@@ -51,6 +51,7 @@ class ClusterRunner:
         self.placed: dict[str, str] = {}  # task id -> its host, for tasks on task hosts
         self.placed_at: dict[str, float] = {}
         self.running: dict[str, set[str]] = {}  # host -> the tasks it ran at its last sync
+        self.synced_at: dict[str, float] = {}  # host -> when its last sync asked (monotonic)
         self.ended: list[Exited] = []
         self.clients: dict[str, tuple[str, WorkerClient]] = {}  # host -> (token, client)
         self.lock = threading.RLock()
@@ -68,16 +69,21 @@ class ClusterRunner:
         recent = [r for r in rows if now - r.heartbeat_at <= timedelta(seconds=FORGOTTEN_S)]
         return recent, placed, now
 
+    def _fresh(self, row: WorkerRow, now: datetime) -> bool:
+        """Heard from within the timeout (enabled or not)."""
+        return now - row.heartbeat_at <= self.timeout
+
     def _alive(self, row: WorkerRow, now: datetime) -> bool:
-        return row.enabled and now - row.heartbeat_at <= self.timeout
+        """Fresh and enabled: it may be given tasks."""
+        return row.enabled and self._fresh(row, now)
 
     def _client(self, row: WorkerRow) -> WorkerClient:
         with self.lock:
             known = self.clients.get(row.host)
             if known is not None and known[0] == row.token:
                 return known[1]
-            if known is not None:
-                known[1].close()
+            # a new token (the host restarted with a new work directory): a new client; the old
+            # one may be in use by another thread, and is left to be collected
             client = WorkerClient(row)
             self.clients[row.host] = (row.token, client)
             return client
@@ -94,6 +100,31 @@ class ClusterRunner:
         alive = [r for r in hosts if self._alive(r, now)]
         if not alive:
             raise OSError(f"no task host is alive ({len(hosts)} registered)")
+        ranked = self._rank(task, alive, placed)
+        payload = task.to_json()
+        failures = []
+        for row in ranked[:3]:
+            with self.lock:  # the slot is taken before the call: launches at once never share it
+                self.placed[task.id] = row.host
+                self.placed_at[task.id] = time.monotonic()
+            try:
+                host, port, scheme, log_path, token = self._client(row).assign(payload)
+            except WorkerApiError as exc:
+                with self.lock:
+                    self.placed.pop(task.id, None)
+                    self.placed_at.pop(task.id, None)
+                failures.append(str(exc))
+                if exc.status_code is None:  # no answer: it may have started all the same
+                    self._shutdown(row, task.id)
+                continue
+            return Launched(host, port, log_path, token, scheme, worker=row.host)
+        raise OSError("; ".join(failures))
+
+    def _rank(
+        self, task: IndexKafkaTask, alive: list[WorkerRow], placed: dict[str, list[TaskRow]]
+    ) -> list[WorkerRow]:
+        """The hosts to try, best first: with free capacity, not holding a replica of the
+        task's group when some do not, the most free capacity first."""
         with self.lock:
             ids: dict[str, set[str]] = {r.host: set() for r in alive}
             groups: dict[str, set[tuple[str | None, int | None]]] = {r.host: set() for r in alive}
@@ -109,20 +140,13 @@ class ClusterRunner:
                 raise OSError(f"no task host has free capacity ({len(alive)} alive, all full)")
             group = (task.supervisorId, task.ioConfig.taskGroupId)
             apart = [r for r in open_hosts if group not in groups[r.host]]
-            ranked = sorted(apart or open_hosts, key=lambda r: (-free[r.host], r.host))
-            # held while assigning, so two launches at once never both take a host's last slot
-            payload = task.to_json()
-            failures = []
-            for row in ranked[:3]:
-                try:
-                    host, port, scheme, log_path, token = self._client(row).assign(payload)
-                except WorkerApiError as exc:
-                    failures.append(str(exc))
-                    continue
-                self.placed[task.id] = row.host
-                self.placed_at[task.id] = time.monotonic()
-                return Launched(host, port, log_path, token, scheme, worker=row.host)
-        raise OSError("; ".join(failures))
+            return sorted(apart or open_hosts, key=lambda r: (-free[r.host], r.host))
+
+    def _shutdown(self, row: WorkerRow, task_id: str) -> None:
+        try:
+            self._client(row).shutdown(task_id)
+        except WorkerApiError as exc:
+            log.warning("task %s not shut down on %s: %s", task_id, row.host, exc)
 
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
@@ -137,10 +161,10 @@ class ClusterRunner:
             host = self.placed.get(task_id)
             if host is None:
                 return self.local.is_running(task_id)
-            return task_id in self.running.get(host, ()) or not self._synced_since(task_id)
-
-    def _synced_since(self, task_id: str) -> bool:
-        return self.synced > self.placed_at.get(task_id, 0.0)
+            if task_id in self.running.get(host, ()):
+                return True
+            # not seen yet: running, until a sync of its host asked after it was placed says
+            return self.synced_at.get(host, 0.0) <= self.placed_at.get(task_id, 0.0)
 
     def kill(self, task_id: str) -> bool:
         with self.lock:
@@ -178,18 +202,13 @@ class ClusterRunner:
         if host is None:
             return self.local.adopt(task_id)
         row = self._row(host)
-        if row is None or not self._alive(row, self.clock()):
-            return False
-        try:
-            state = self._client(row).state()
-        except WorkerApiError:
-            return False
-        if task_id not in state.get("running", []):
-            return False
+        if row is None or not self._fresh(row, self.clock()):
+            return False  # its host is lost: recorded as failed, as the sync would
+        # no call to the host here (a new leader adopts on the lease's thread): the first sync
+        # of the host reports the task if it has ended meanwhile
         with self.lock:
             self.placed[task_id] = host
             self.placed_at[task_id] = time.monotonic()
-            self.running.setdefault(host, set()).add(task_id)
         return True
 
     def report(self, task_id: str) -> TaskReport | None:
@@ -197,7 +216,9 @@ class ClusterRunner:
         if host is None:
             return self.local.report(task_id)
         row = self._row(host)
-        return None if row is None else self._fetch_report(row, task_id)
+        if row is None or not self._fresh(row, self.clock()):
+            return None
+        return self._fetch_report(row, task_id)
 
     def _fetch_report(self, row: WorkerRow, task_id: str) -> TaskReport | None:
         try:
@@ -229,6 +250,7 @@ class ClusterRunner:
             if now - row.heartbeat_at > self.timeout:  # (a disabled host is still synced)
                 self._lost(row.host, on_host)
                 continue
+            asked = time.monotonic()
             try:
                 state = self._client(row).state()
             except WorkerApiError as exc:
@@ -238,10 +260,11 @@ class ClusterRunner:
             exits = {str(e.get("task")): e for e in state.get("exited", []) if isinstance(e, dict)}
             with self.lock:
                 self.running[row.host] = running
+                self.synced_at[row.host] = asked
                 gone = [
                     t
                     for t in on_host
-                    if t in self.placed and t not in running and self.placed_at[t] <= began
+                    if t in self.placed and t not in running and self.placed_at[t] <= asked
                 ]
             ended: list[Exited] = []
             for task_id in gone:
@@ -284,11 +307,14 @@ class ClusterRunner:
         """Tasks a host runs that no longer count as running (failed while it was silent, or
         never recorded): killed, so none of them acts on."""
         with self.sessions()() as session:
-            query = select(TaskRow.id, TaskRow.status).where(TaskRow.id.in_(strays))
-            statuses = {task_id: status for task_id, status in session.execute(query)}
+            query = select(TaskRow.id, TaskRow.status, TaskRow.worker).where(TaskRow.id.in_(strays))
+            rows = {task_id: (status, host) for task_id, status, host in session.execute(query)}
         for task_id in sorted(strays):
-            if statuses.get(task_id) == TaskStatusCode.RUNNING:
-                continue  # running in the DB: placed by another leader; adopted, not killed
+            if rows.get(task_id) == (TaskStatusCode.RUNNING, row.host):
+                continue  # running there in the DB: adopted, not killed
+            with self.lock:
+                if self.placed.get(task_id) == row.host:
+                    continue  # being launched there right now
             log.warning("killing task %s on %s: it no longer counts as running", task_id, row.host)
             try:
                 self._client(row).shutdown(task_id)

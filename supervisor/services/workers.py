@@ -3,6 +3,7 @@ Druid's shape, enabled and disabled by an operator."""
 
 from __future__ import annotations
 
+import hmac
 import re
 from datetime import timedelta
 from typing import Any
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import WorkerRow
 from supervisor.db.workers import WorkerRepository
-from supervisor.errors import BadRequestError, NotFoundError, Raced
+from supervisor.errors import BadRequestError, ConflictError, NotFoundError, Raced
 
 # host:port as a task host gives it: a DNS name or IPv4 address (no user info, no path)
 HOST = re.compile(r"(?=.{1,255}$)[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}")
@@ -36,9 +37,10 @@ def _matching(body: dict[str, Any], name: str, pattern: re.Pattern[str]) -> str:
 
 
 class WorkerService:
-    def __init__(self, session: Session, clock: Clock) -> None:
+    def __init__(self, session: Session, clock: Clock, timeout_s: float = 15.0) -> None:
         self.session = session
         self.clock = clock
+        self.timeout = timedelta(seconds=timeout_s)  # a host silent this long is lost
         self.workers = WorkerRepository(session)
 
     def heartbeat(self, body: object) -> None:
@@ -69,6 +71,7 @@ class WorkerService:
                 WorkerRow(host=host, enabled=True, registered_at=now, heartbeat_at=now, **values)
             )
         else:
+            self._same_host(row, values, now)
             for key, value in values.items():
                 setattr(row, key, value)
             row.heartbeat_at = now
@@ -77,6 +80,19 @@ class WorkerService:
         except IntegrityError:  # its first two heartbeats at once: the second renews
             self.session.rollback()
             raise Raced(f"task host {host} registered meanwhile") from None
+
+    def _same_host(self, row: WorkerRow, values: dict[str, Any], now: Any) -> None:
+        """A live host's registration is its own: another token (a second worker on the same
+        address, or one claiming it), or http for a host that serves https, is refused until
+        the host has been silent for the timeout (lost: a new one may take its place)."""
+        if now - row.heartbeat_at > self.timeout:
+            return
+        if not hmac.compare_digest(row.token, values["token"]):
+            raise ConflictError(
+                f"task host {row.host} is registered and alive with another token", field="token"
+            )
+        if row.scheme == "https" and values["scheme"] != "https":
+            raise ConflictError(f"task host {row.host} serves https", field="scheme")
 
     def listing(self, timeout_s: float) -> list[dict[str, Any]]:
         """Druid's GET /druid/indexer/v1/workers: the hosts heard from within the timeout."""

@@ -65,6 +65,7 @@ class WorkerAgent:
         self.token = _token(settings.work_dir / "worker-token")
         self.runner: LocalProcessRunner | None = None  # once the overlord has answered
         self.exits: OrderedDict[str, Exited] = OrderedDict()
+        self.assigned: set[str] = set()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.registered = threading.Event()
@@ -131,7 +132,14 @@ class WorkerAgent:
         return self.runner
 
     def assign(self, task: IndexKafkaTask) -> Launched:
-        return self._runner().launch(task)
+        """Start the task; FileExistsError when it was assigned here before (an overlord that
+        got no answer may try again: the first one runs, no second)."""
+        runner = self._runner()
+        with self.lock:
+            if task.id in self.assigned or runner.work_dir(task.id).exists():
+                raise FileExistsError(task.id)
+            self.assigned.add(task.id)
+        return runner.launch(task)
 
     def state(self) -> dict[str, Any]:
         """What runs here and what has ended (with reports), for the overlord's sync."""

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from supervisor.worker.agent import WorkerAgent
 from tasks.protocol import IndexKafkaTask
+from tasks.spec.names import task_id_problem
 
 MAX_LOG_BYTES = 16 * 1024 * 1024
 
@@ -25,6 +26,12 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
             raise HTTPException(401, "this task host answers its overlords only")
         if agent.runner is None:
             raise HTTPException(503, "not registered with an overlord yet")
+
+    def known_id(task_id: str) -> str:
+        problem = task_id_problem(task_id)
+        if problem is not None:
+            raise HTTPException(400, f"task id: {problem}")
+        return task_id
 
     app = FastAPI(title="Sluicegate task host", openapi_url=None, docs_url=None, redoc_url=None)
     guarded = APIRouter(dependencies=[Depends(authorized)])
@@ -43,11 +50,11 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 
     @guarded.post("/druid/worker/v1/task/{task_id}/shutdown")
     def shutdown(task_id: str) -> dict[str, Any]:
-        return {"task": task_id, "killed": agent.kill(task_id)}
+        return {"task": task_id, "killed": agent.kill(known_id(task_id))}
 
     @guarded.get("/druid/worker/v1/task/{task_id}/log")
     def task_log(task_id: str) -> PlainTextResponse:
-        path = agent.log_path(task_id)
+        path = agent.log_path(known_id(task_id))
         try:
             with path.open("rb") as log:
                 log.seek(max(0, path.stat().st_size - MAX_LOG_BYTES))
@@ -62,7 +69,7 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 
     @guarded.get("/druid-internal/v1/worker/task/{task_id}/report")
     def report(task_id: str) -> Any:
-        found = agent.report(task_id)
+        found = agent.report(known_id(task_id))
         if found is None:
             raise HTTPException(404, f"task {task_id} left no report here")
         return found
@@ -77,6 +84,8 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
             return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=400)
         try:
             launched = await run_in_threadpool(agent.assign, task)
+        except FileExistsError:
+            return JSONResponse({"error": f"task {task.id} was assigned here already"}, 409)
         except OSError as exc:
             return JSONResponse({"error": f"the task could not be started: {exc}"}, 503)
         return JSONResponse(

@@ -52,12 +52,16 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
             assert api.post(BASE, json=body).status_code == 200
         for name in ("direct", "spark"):
             wait_for(lambda n=name: _caught_up(api, n), 180, f"{name} read")
+        storage = s3.storage(prefix)
+        # mid-read, every task's persists are in the bucket
+        reading = _running(service)
+        persisted = {t: _all_files(storage, storage.path("_tasks", t)) for t in reading}
+        assert len(reading) == 3 and all(persisted.values()), persisted
         for name in ("direct", "spark"):
             api.post(f"{BASE}/{name}/taskGroups/handoff", json={"taskGroupIds": [0]})
         for name in ("direct", "spark"):
             wait_for(lambda n=name: _rows(service, n) == COUNT, 240, f"{name}'s segments")
         published = [row[0] for row in db_rows(service, select(SegmentRow.path))]
-        storage = s3.storage(prefix)
         # the first generation's tasks (three: the race's loser too) exit and clear their
         # persists
         wait_for(lambda: len(_finished(service)) == 3, 120, "the first tasks' exits")
@@ -107,6 +111,11 @@ def _all_files(storage: Any, root: str) -> list[str]:
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
     infos = storage.filesystem().get_file_info(selector)
     return [i.path for i in infos if i.type == pafs.FileType.File]
+
+
+def _running(service: Any) -> list[str]:
+    rows = db_rows(service, select(TaskRow.id).where(TaskRow.status == "RUNNING"))
+    return [row[0] for row in rows]
 
 
 def _finished(service: Any) -> list[str]:

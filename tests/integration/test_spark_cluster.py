@@ -49,6 +49,13 @@ def test_both_engines_run_on_the_cluster_executors(
         for name in ("direct", "spark"):
             wait_for(lambda n=name: _offsets(api, n) == {"0": COUNT}, 180, f"{name} read")
         running = _applications(cluster, "activeapps")
+        # mid-read, the persists are in deep storage (every executor reaches it), not in the
+        # tasks' work directories
+        reading = _running(svc)
+        persisted = {
+            t: list((tmp_path / "deep" / "_tasks" / t).rglob("*.parquet")) for t in reading
+        }
+        assert len(reading) == 2 and all(persisted.values()), persisted
         for name in ("direct", "spark"):
             api.post(f"{BASE}/{name}/taskGroups/handoff", json={"taskGroupIds": [0]})
         for name in ("direct", "spark"):
@@ -137,6 +144,11 @@ def _applications(cluster: LocalSparkCluster, key: str) -> list[dict[str, Any]]:
     state = cluster.state() or {}
     apps = state.get(key)
     return [app for app in apps if isinstance(app, dict)] if isinstance(apps, list) else []
+
+
+def _running(service: Any) -> list[str]:
+    rows = db_rows(service, select(TaskRow.id).where(TaskRow.status == "RUNNING"))
+    return [row[0] for row in rows]
 
 
 def _succeeded(service: Any, count: int) -> list[str]:

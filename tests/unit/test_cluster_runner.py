@@ -204,3 +204,100 @@ def test_a_killed_task_is_never_reported_as_exited(cluster: Cluster) -> None:
     a.exited = [{"task": "t1", "exitCode": -9, "report": None}]
     cluster.runner.synced = 0
     assert cluster.runner.exited() == []
+
+
+def test_a_host_that_does_not_answer_keeps_its_tasks_running_until_it_is_lost(
+    cluster: Cluster,
+) -> None:
+    a = cluster.add("a:1", 4)
+    cluster.launch("before")
+    cluster.runner.synced = 0
+    cluster.runner.exited()  # a good sync: "before" runs
+    cluster.launch("after")  # launched after the last good sync
+    a.fail = True
+    cluster.runner.synced = 0
+    assert cluster.runner.exited() == []  # the sync failed: nothing is concluded
+    assert cluster.runner.is_running("before") and cluster.runner.is_running("after")
+
+
+def test_a_new_leader_adopts_without_calling_the_host(cluster: Cluster) -> None:
+    a = cluster.add("a:1", 4)
+    cluster.launch("t1")
+    cluster.add("gone:1", 4, seen=NOW - timedelta(seconds=30))
+    cluster.hosts["gone:1"].running.append("t2")
+    with cluster.sessions() as session:
+        row = session.get(TaskRow, "t1")
+        assert row is not None
+        session.add(
+            TaskRow(
+                id="t2",
+                type="index_kafka",
+                supervisor_id="s",
+                datasource="d",
+                group_id=1,
+                payload=row.payload,
+                status="RUNNING",
+                created_at=NOW,
+                updated_at=NOW,
+                worker="gone:1",
+            )
+        )
+        session.commit()
+    successor = ClusterRunner(
+        Settings(worker_timeout_s=10), cluster.runner.local, lambda: cluster.sessions, lambda: NOW
+    )
+    a.fail = True  # no call may be needed
+    assert successor.adopt("t1") is True
+    assert successor.is_running("t1")
+    assert successor.adopt("t2") is False  # its host is lost
+    assert successor.report("t2") is None
+
+
+def test_an_assignment_without_an_answer_is_shut_down_and_tried_elsewhere(
+    cluster: Cluster,
+) -> None:
+    a, b = cluster.add("a:1", 4), cluster.add("b:1", 3)
+    original = a.handle
+
+    def started_but_silent(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/assignTask"):
+            original(request)  # it starts the task, then the answer is lost
+            raise httpx.ReadTimeout("no answer", request=request)
+        return original(request)
+
+    a.handle = started_but_silent  # type: ignore[method-assign]
+    assert cluster.launch("t1") == "b:1"
+    assert a.shutdowns == ["t1"] and a.running == []
+    assert b.running == ["t1"]
+
+
+def test_a_live_hosts_registration_is_its_own(sessions: sessionmaker[Session]) -> None:
+    from supervisor.errors import BadRequestError, ConflictError
+    from supervisor.services.workers import WorkerService
+
+    beat = {
+        "host": "a:1",
+        "scheme": "https",
+        "ip": "a",
+        "capacity": 2,
+        "version": "v",
+        "category": "c",
+        "token": "t" * 32,
+    }
+    clock = [NOW]
+    with sessions() as session:
+        service = WorkerService(session, lambda: clock[0], timeout_s=10)
+        service.heartbeat(beat)
+        service.heartbeat(beat)  # the same host again: renewed
+        with pytest.raises(ConflictError, match="alive with another token"):
+            service.heartbeat({**beat, "token": "x" * 32})
+        with pytest.raises(ConflictError, match="serves https"):
+            service.heartbeat({**beat, "scheme": "http"})
+        for bad, field in (({"capacity": 0}, "capacity"), ({"host": "a/b:1"}, "host")):
+            with pytest.raises(BadRequestError) as refused:
+                service.heartbeat({**beat, **bad})
+            assert refused.value.field == field
+        clock[0] = NOW + timedelta(seconds=11)  # silent past the timeout: lost, replaceable
+        service.heartbeat({**beat, "token": "x" * 32, "scheme": "http"})
+        row = session.get(WorkerRow, "a:1")
+        assert row is not None and row.token == "x" * 32 and row.scheme == "http"
