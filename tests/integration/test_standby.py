@@ -38,7 +38,7 @@ def test_successors_take_over_warm_standbys(
         ds, topic, kafka.bootstrap_servers, ["word"], period="PT1S", taskDuration="PT15S"
     )
     with overlord_with_tasks(tmp_path, jar_cache, "local[1]") as (service, api):
-        runner = service.app.state.context.runner
+        runner = service.app.state.context.runner.local  # no task hosts: this host
         assert api.post(BASE, json=spec).is_success
 
         def rows() -> list[Any]:

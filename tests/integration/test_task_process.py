@@ -151,7 +151,7 @@ def test_pause_set_end_offsets_resume_stops_exactly_there(kafka: LocalKafka, ove
         assert _get(control, "/metrics")["currentOffsets"] == current  # one call for the loops
         assert control.post("/offsets/end", json={"0": 0, "1": 0}).status_code == 400  # < current
         end = {"0": min(current["0"] + 50, 300), "1": current["1"]}
-        pid = service.app.state.context.runner.processes["t-open"].pid
+        pid = service.app.state.context.runner.local.processes["t-open"].pid
         assert _autogroup_nice(pid) in (None, 0)
         assert control.post("/offsets/end", params={"finish": "true"}, json=end).json() == end
         # its successors read from now on: the task steps back on the CPU (tasks/priority.py)
@@ -202,7 +202,7 @@ def test_a_task_killed_mid_read_publishes_nothing(kafka: LocalKafka, overlord: A
         assert control.post("/resume", headers={EPOCH_HEADER: "x"}).status_code == 400
         assert control.post("/resume").is_success  # no epoch: an operator's call
         wait_for(lambda: _get(control, "/status") == "READING", what="reading again")
-    process = service.app.state.context.runner.processes["t-kill"]
+    process = service.app.state.context.runner.local.processes["t-kill"]
     os.killpg(process.pid, signal.SIGKILL)
     status = wait_for(
         lambda: (s := task_status(api, "t-kill"))["status"] != "RUNNING" and s,
