@@ -70,7 +70,7 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
         wait_for(lambda: host_b in text_of(browser, "main"), 60, "the console's task hosts")
         shown = text_of(browser, "main")
         assert host_a in shown and "1 / 4" in shown and next(iter(placed)) in shown
-        listing = _cli("workers", "list", "--url", service.url)
+        listing = _cli("workers", "--url", service.url, "list")
         assert host_a in listing and host_b in listing and "1/4" in listing
         log = api.get(f"/druid/indexer/v1/task/{next(iter(placed))}/log")
         assert log.status_code == 200 and "task" in log.text
@@ -94,11 +94,11 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
         wait_for(lambda: _rows(service) == FIRST + MORE, 240, "published")
         time.sleep(2)  # a second publish would land now; none may
         assert _rows(service) == FIRST + MORE
-        assert _cli("workers", "disable", host_b, "--url", service.url).strip() == (
+        assert _cli("workers", "--url", service.url, "disable", host_b).strip() == (
             f"task host {host_b} disabled"
         )
         assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] == ""
-        _cli("workers", "enable", host_b, "--url", service.url)
+        _cli("workers", "--url", service.url, "enable", host_b)
         assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] != ""
 
 
