@@ -16,6 +16,7 @@ from supervisor.db.engine import SessionFactory
 from supervisor.db.statuses import StatusRepository
 from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
+from supervisor.services.cleanup import Sweeper
 from supervisor.services.leadership import Leadership
 from supervisor.services.tasks import TaskService
 
@@ -81,6 +82,7 @@ class LeaderDuties:
         self.held = held
         self.manager: SupervisorManager | None = None
         self.monitor: TaskMonitor | None = None
+        self.sweeper: Sweeper | None = None
         self._lock = threading.Lock()
 
     def start(self, epoch: int) -> None:
@@ -111,6 +113,8 @@ class LeaderDuties:
                     sessions, app.clock, app.runner, self.manager, settings.run_supervisors
                 )
                 self.monitor.start()
+                self.sweeper = Sweeper(settings.storage(), sessions)
+                self.sweeper.start()
             except BaseException:
                 self._stop()
                 raise
@@ -122,8 +126,10 @@ class LeaderDuties:
 
     def _stop(self) -> None:
         app = self.context
-        monitor, manager = self.monitor, self.manager
-        self.monitor = self.manager = None
+        monitor, manager, sweeper = self.monitor, self.manager, self.sweeper
+        self.monitor = self.manager = self.sweeper = None
+        if sweeper is not None:
+            sweeper.stop()
         app.manager = None
         if monitor is not None:
             monitor.stop()

@@ -86,6 +86,14 @@ class Storage:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix)
         )
 
+    def dirs(self, directory: str) -> list[str]:
+        """The names of the directories directly in `directory` (S3: its common prefixes)."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(directory, allow_not_found=True)
+        infos = self.filesystem().get_file_info(selector)
+        return sorted(info.base_name for info in infos if info.type == pafs.FileType.Directory)
+
     def size(self, path: str) -> int:
         return int(self.filesystem().get_file_info(path).size or 0)
 

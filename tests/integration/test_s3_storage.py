@@ -176,3 +176,43 @@ def _rows(service: Any, supervisor_id: str) -> int:
         service, select(SegmentRow.num_rows).where(SegmentRow.datasource == supervisor_id)
     )
     return sum(row[0] for row in rows)
+
+
+@pytest.mark.parametrize("where", ["s3", "local"])
+def test_the_leader_sweeps_the_files_of_tasks_that_did_not_publish(
+    s3: LocalS3, sessions: Any, tmp_path: Path, where: str
+) -> None:
+    from datetime import UTC, datetime
+
+    from supervisor.services.cleanup import sweep_task_files
+    from tasks.storage import Storage
+
+    storage = s3.storage(f"sweep-{uuid.uuid4().hex[:8]}") if where == "s3" else None
+    storage = storage or Storage(root=str(tmp_path / "deep"))
+    now = datetime.now(UTC)
+    with sessions() as session:
+        for task_id, status in (("t-running", "RUNNING"), ("t-failed", "FAILED")):
+            session.add(
+                TaskRow(
+                    id=task_id,
+                    type="index_kafka",
+                    supervisor_id="s",
+                    datasource="d",
+                    payload={},
+                    status=status,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        session.commit()
+    fs = storage.filesystem()
+    for task_id in ("t-running", "t-failed", "t-unknown"):
+        directory = storage.path("_tasks", task_id, "persists", "0000-000000")
+        storage.make_dirs(directory)
+        with fs.open_output_stream(f"{directory}/0.parquet") as out:
+            out.write(b"rows")
+    assert sweep_task_files(storage, sessions) == ["t-failed", "t-unknown"]
+    assert _all_files(storage, storage.path("_tasks")) == [
+        storage.path("_tasks", "t-running", "persists", "0000-000000", "0.parquet")
+    ]
+    assert sweep_task_files(storage, sessions) == []  # nothing left to sweep
