@@ -22,10 +22,12 @@ from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.net import free_port
 from tests.conftest import (
+    RunningService,
     kill_tasks,
     overlord_with_tasks,
     produce_words,
     task_host,
+    task_settings,
     wait_for,
     words_spec,
     words_topic,
@@ -100,6 +102,44 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
         assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] == ""
         _cli("workers", "--url", service.url, "enable", host_b)
         assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] != ""
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_restarted_overlord_adopts_the_tasks_on_a_host(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    """The overlord stops and starts again (same DB, same address): the task on the host runs
+    on through it, is adopted (not failed, not replaced) and publishes exactly once."""
+    topic = words_topic(kafka, "adopt", FIRST)
+    spec = words_spec("hosted", topic, kafka.bootstrap_servers)
+    settings = task_settings(tmp_path, jar_cache, standby_lead_s=0, worker_timeout_s=5)
+    port = free_port()
+    first = RunningService(settings, port).__enter__()
+    try:
+        with task_host(first.url, tmp_path / "host") as (host, _):
+            with httpx.Client(base_url=first.url, timeout=30) as api:
+                assert api.post(BASE, json=spec).status_code == 200
+                wait_for(lambda: _caught_up(api, FIRST), 180, "the task read")
+            [task] = list(_placed(first))
+            assert _placed(first) == {task: host}
+            first.__exit__(None, None, None)  # tasks outlive the service (kill_tasks_on_exit off)
+            time.sleep(2)  # the host's heartbeats go unanswered meanwhile
+            first = RunningService(
+                task_settings(tmp_path, jar_cache, standby_lead_s=0, worker_timeout_s=5), port
+            ).__enter__()
+            with httpx.Client(base_url=first.url, timeout=30) as api:
+                produce_words(kafka, topic, MORE)
+                wait_for(lambda: _caught_up(api, FIRST + MORE), 180, "the adopted task read on")
+                assert _placed(first) == {task: host}  # the same task, adopted
+                api.post(f"{BASE}/hosted/taskGroups/handoff", json={"taskGroupIds": [0]})
+                wait_for(lambda: _rows(first) == FIRST + MORE, 240, "published")
+                # its exit comes with the host's next sync
+                wait_for(lambda: _status(first, task) == "SUCCESS", 60, "the task's success")
+                failed = db_rows(first, select(TaskRow.id).where(TaskRow.status == "FAILED"))
+                assert failed == []
+    finally:
+        first.__exit__(None, None, None)
 
 
 def test_worker_refuses_bad_input(tmp_path: Path) -> None:
