@@ -13,6 +13,7 @@ publish checks the committed offsets it starts from.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -106,7 +107,9 @@ class ClusterRunner:
         for row in ranked[:3]:
             with self.lock:  # the slot is taken before the call: launches at once never share it
                 self.placed[task.id] = row.host
-                self.placed_at[task.id] = time.monotonic()
+                # placed when the host answers: a sync that asks before it does must not take
+                # the task for gone
+                self.placed_at[task.id] = math.inf
             try:
                 host, port, scheme, log_path, token = self._client(row).assign(payload)
             except WorkerApiError as exc:
@@ -117,6 +120,8 @@ class ClusterRunner:
                 if exc.status_code is None:  # no answer: it may have started all the same
                     self._shutdown(row, task.id)
                 continue
+            with self.lock:
+                self.placed_at[task.id] = time.monotonic()
             return Launched(host, port, log_path, token, scheme, worker=row.host)
         raise OSError("; ".join(failures))
 

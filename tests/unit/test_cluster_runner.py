@@ -301,3 +301,24 @@ def test_a_live_hosts_registration_is_its_own(sessions: sessionmaker[Session]) -
         service.heartbeat({**beat, "token": "x" * 32, "scheme": "http"})
         row = session.get(WorkerRow, "a:1")
         assert row is not None and row.token == "x" * 32 and row.scheme == "http"
+
+
+def test_a_sync_during_an_assignment_does_not_take_the_task_for_gone(cluster: Cluster) -> None:
+    a = cluster.add("a:1", 4)
+    original = a.handle
+    during: list[Any] = []
+
+    def slow_to_start(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/assignTask"):
+            # the leader's monitor syncs while the host has not started the task yet
+            cluster.runner.synced = 0
+            during.extend(cluster.runner.exited())
+            during.append(cluster.runner.is_running("t1"))
+        return original(request)
+
+    a.handle = slow_to_start  # type: ignore[method-assign]
+    assert cluster.launch("t1") == "a:1"
+    assert during == [True]  # no exit, and still running
+    cluster.runner.synced = 0
+    assert cluster.runner.exited() == [] and cluster.runner.is_running("t1")
+    assert a.shutdowns == []
