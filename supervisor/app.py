@@ -28,8 +28,8 @@ from supervisor.db.engine import SessionFactory, make_engine, migrate, session_f
 from supervisor.errors import DomainError
 from supervisor.leading import LeaderDuties
 from supervisor.model.access import Action, ResourceType
+from supervisor.runner import host_runner
 from supervisor.runner.cluster import ClusterRunner
-from supervisor.runner.local import LocalProcessRunner
 from supervisor.services.authentication import ADMIN, Authenticator, ensure_admin
 from supervisor.services.leadership import Leadership, LeaseHeld
 from supervisor.services.metrics import Metrics
@@ -98,7 +98,7 @@ def create_app(
     lease is free and follows otherwise, taking over when the leader's lease runs out."""
     settings = settings or Settings()
 
-    local = LocalProcessRunner(settings)
+    local = host_runner(settings)
     context = AppContext(settings, clock, local)
     # tasks go to the task hosts registered in the metadata DB, else run here
     context.runner = ClusterRunner(settings, local, lambda: context.sessions, clock)

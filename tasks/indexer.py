@@ -8,9 +8,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from tasks.combiner import JobCombiner
 from tasks.engines.base import EngineName
 from tasks.engines.choice import Engines
 from tasks.indexer_state import ControlError, IndexerState
@@ -40,6 +42,8 @@ class KafkaIndexer:
         sleep: Callable[[float], None] = time.sleep,
         on_last_stretch: Callable[[], None] = lambda: None,
         shared_persists: bool = False,
+        scope: Callable[[], AbstractContextManager[object]] = nullcontext,
+        combiner: JobCombiner | None = None,
     ) -> None:
         """`on_last_stretch` runs once, when the task is given its final end offsets (its
         successors start reading then) or else when its reading ends: a task process steps
@@ -47,7 +51,12 @@ class KafkaIndexer:
 
         Persists go to the task's work directory, or to deep storage (under
         `_tasks/<task id>/`, deleted once published) when it is S3 or `shared_persists` says
-        the executors writing and merging them may be on other hosts (a spark:// master)."""
+        the executors writing and merging them may be on other hosts (a spark:// master).
+
+        `scope` is entered by each thread that works for the task besides the caller's (the
+        sequence publisher): a shared application gives it the task's Spark job group, pool
+        and log context there (tasks/host_app.py), and a `combiner` that runs its batches'
+        reads in jobs shared with its other tasks (tasks/combiner.py)."""
         self.task = task
         self.checkpointer = checkpointer
         self.spark = spark
@@ -58,6 +67,8 @@ class KafkaIndexer:
         self.clock = clock
         self.sleep = sleep
         self.on_last_stretch = on_last_stretch
+        self.scope = scope
+        self.combiner = combiner
         self.last_stretch = False  # on_last_stretch has run (under the lock)
         self.lock = threading.Condition()
         io = task.ioConfig
@@ -74,6 +85,7 @@ class KafkaIndexer:
         self.engines: Engines | None = None  # once Spark runs (run())
         self.pause_requested = False
         self.stop_requested = False
+        self.aborted: str | None = None  # killed: why; nothing more is read or published
         self.state.end_is_final = task.ioConfig.endSequenceNumbers is not None
 
     # ---- control, called from the control server's threads --------------------------------
@@ -172,11 +184,18 @@ class KafkaIndexer:
             self.pause_requested = False
             self.lock.notify_all()
 
+    def abort(self, reason: str) -> None:
+        """A kill: leave the loop at once and fail, publishing nothing more (the caller
+        also refuses the publisher's calls and cancels the task's Spark jobs)."""
+        with self.lock:
+            self.aborted = reason
+            self.lock.notify_all()
+
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self) -> IndexerState:
         persists = self.storage if self.shared_persists else LOCAL
-        engines = self.engines = Engines(self.spark, self.plan, persists)
+        engines = self.engines = Engines(self.spark, self.plan, persists, self.combiner)
         publisher = SequencePublisher(
             self.task,
             engines,
@@ -187,6 +206,7 @@ class KafkaIndexer:
             self.clock,
             self.sleep,
             on_published=self._count_handoff,
+            scope=self.scope,
         )
         self.sequence_publisher = publisher
         try:
@@ -242,6 +262,8 @@ class KafkaIndexer:
         while True:
             with self.lock:
                 self._honour_pause()
+                if self.aborted is not None:
+                    raise TaskFailedError(self.aborted)
                 if self.stop_requested and not self._finished_reading():
                     self.state.end = dict(self.state.current)
                     self.state.end_is_final = True
@@ -261,7 +283,10 @@ class KafkaIndexer:
             }
             if batch_end == current:
                 with self.lock:
-                    self.lock.wait_for(lambda: self.pause_requested or self.stop_requested, poll)
+                    self.lock.wait_for(
+                        lambda: self.pause_requested or self.stop_requested or self.aborted,
+                        poll,
+                    )
                 continue
             self._read_batch(current, batch_end)
             self._maybe_request_checkpoint()
@@ -314,7 +339,7 @@ class KafkaIndexer:
     def _honour_pause(self) -> None:
         """Under the lock: sit PAUSED while a pause is asked for (and no stop)."""
         paused_at = self.clock()
-        while self.pause_requested and not self.stop_requested:
+        while self.pause_requested and not self.stop_requested and self.aborted is None:
             if self.state.status is not TaskState.PAUSED:
                 self.state.status = TaskState.PAUSED
                 self.state.paused_at = time.time()

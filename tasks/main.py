@@ -20,13 +20,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tasks.control import ControlServer, create_control_app
-from tasks.indexer import KafkaIndexer
+from tasks.control import ControlServer
 from tasks.logs import configure_logging
-from tasks.overlord import OverlordClient
-from tasks.partitions import Offsets, offsets_json
 from tasks.priority import step_back
 from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.run import TaskRun, fields
 from tasks.standby import (
     Assignment,
     Switch,
@@ -37,7 +35,6 @@ from tasks.standby import (
 )
 
 log = logging.getLogger("tasks")
-REPORT = "report.json"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -87,89 +84,56 @@ def _start_spark(args: argparse.Namespace, name: str) -> Any:
     )
 
 
-class _Run:
-    """One task in this process: its indexer, the overlord client and the control API."""
+def _task_run(args: argparse.Namespace, task: IndexKafkaTask, token: str) -> TaskRun:
+    def step_back_to_publish() -> None:
+        # its successors (if any) read from now on: the rest of this task can wait its turn
+        if args.publish_niceness > 0:
+            changed = step_back(args.publish_niceness)
+            log.info("last stretch: %s threads step back on the CPU", changed)
 
-    def __init__(self, args: argparse.Namespace, task: IndexKafkaTask, token: str) -> None:
-        self.args, self.task = args, task
-        self.overlord = OverlordClient(args.overlord, task.id, token)
-
-        def checkpoint(start: Offsets) -> None:
-            self.overlord.request_checkpoint(
-                task.supervisor_key, task.ioConfig.taskGroupId, task.ioConfig.topic, start
-            )
-
-        def step_back_to_publish() -> None:
-            # its successors (if any) read from now on: the rest of this task can wait its turn
-            if args.publish_niceness > 0:
-                changed = step_back(args.publish_niceness)
-                log.info("last stretch: %s threads step back on the CPU", changed)
-
-        self.indexer = KafkaIndexer(
-            task,
-            None,
-            args.work_dir,
-            args.deep_storage,
-            self.overlord.publish,
-            checkpoint,
-            on_last_stretch=step_back_to_publish,
-            # a cluster's executors may be on other hosts than the task: persists go to deep
-            # storage, which every one of them reaches
-            shared_persists=args.master.startswith("spark://"),
-        )
-        self.indexer.state.status = TaskState.STARTING
-        self.app = create_control_app(self.indexer, token, self.overlord.point_at)
-
-    def close(self) -> None:
-        """Let go of what a run that never ran holds (its overlord client)."""
-        self.overlord.close()
-
-    def run(self, control: ControlServer, spark: Any) -> int:
-        args, task, indexer = self.args, self.task, self.indexer
-        configure_logging("info", args.log_format, _fields(task))
-
-        def _graceful(_signum: int, _frame: FrameType | None) -> None:
-            indexer.stop()
-
-        signal.signal(signal.SIGTERM, _graceful)
-        log.info(
-            "task %s: %s from %s",
-            task.id,
-            task.ioConfig.topic,
-            offsets_json(task.ioConfig.start_offsets()),
-        )
-        try:
-            if spark is None:
-                spark = _start_spark(args, task.id)
-            indexer.spark = spark
-            indexer.run()
-        finally:
-            final = indexer.snapshot()
-            (args.work_dir / REPORT).write_text(final.report().model_dump_json(indent=2))
-            control.stop()
-            self.overlord.close()
-            if spark is not None:
-                spark.stop()
-        log.info("task %s finished: %s %s", task.id, final.status, final.error or "")
-        return 0 if final.status is TaskState.SUCCESS else 1
+    return TaskRun(
+        task,
+        token,
+        args.overlord,
+        args.work_dir,
+        args.deep_storage,
+        shared_persists=args.master.startswith("spark://"),
+        on_last_stretch=step_back_to_publish,
+    )
 
 
-def _fields(task: IndexKafkaTask) -> dict[str, Any]:
-    return {"supervisor": task.supervisorId, "task": task.id, "group": task.ioConfig.taskGroupId}
+def _run(args: argparse.Namespace, run: TaskRun, control: ControlServer, spark: Any) -> int:
+    """The process's one task, to its end; the exit code."""
+    configure_logging("info", args.log_format, fields(run.task))
+
+    def _graceful(_signum: int, _frame: FrameType | None) -> None:
+        run.indexer.stop()
+
+    signal.signal(signal.SIGTERM, _graceful)
+    run.log_start()
+    try:
+        if spark is None:
+            spark = _start_spark(args, run.task.id)
+        final = run.execute(spark)
+    finally:
+        control.stop()
+        if spark is not None:
+            spark.stop()
+    return 0 if final.status is TaskState.SUCCESS else 1
 
 
 def _standby(args: argparse.Namespace, token: str) -> int:
     configure_logging("info", args.log_format, {"task": args.work_dir.name})
     template = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
     assignment = Assignment()
-    runs: list[_Run] = []
+    runs: list[TaskRun] = []
     switch = Switch(None)
     sessions: list[Any] = []  # the SparkSession, once started
     quiet = threading.Event()  # set when nothing more may be warmed: a task came, or none will
 
     def on_assign(task: IndexKafkaTask, task_token: str) -> None:
         assigned_at, warm = time.time(), assignment.warm.is_set()
-        run = _Run(args, task, task_token)
+        run = _task_run(args, task, task_token)
         state = run.indexer.state
         state.standby, state.assigned_at, state.warm_at_assign = True, assigned_at, warm
         runs.append(run)
@@ -202,7 +166,7 @@ def _standby(args: argparse.Namespace, token: str) -> int:
         control.stop()
         spark.stop()
         return 0
-    return runs[0].run(control, spark)
+    return _run(args, runs[0], control, spark)
 
 
 def _warm(
@@ -217,7 +181,7 @@ def _warm(
         # A task's objects built once and dropped: their first build imports httpx's transport
         # and builds a FastAPI app for the first time (~0.15 s), after the group has paused.
         if not assignment.ready.is_set():
-            _Run(args, template, "").close()
+            _task_run(args, template, "").close()
         log.info("standby: warm")
     except Exception as exc:  # a cold first batch is slower, not wrong
         if assignment.ready.is_set():
@@ -241,11 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.standby:
         return _standby(args, token)
     task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
-    configure_logging("info", args.log_format, _fields(task))
-    run = _Run(args, task, token)
+    configure_logging("info", args.log_format, fields(task))
+    run = _task_run(args, task, token)
     control = ControlServer(Switch(run.app), args.host, args.port, args.tls_cert, args.tls_key)
     control.start()
-    return run.run(control, None)
+    return _run(args, run, control, None)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from tasks.engines.base import EngineName
@@ -74,10 +75,12 @@ class SequencePublisher:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         on_published: Callable[[float], None] = lambda seconds: None,
+        scope: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
         self.task = task
         self.engines = engines
         self.on_published = on_published  # told how long each sequence took to hand off
+        self.scope = scope  # entered by the worker thread (the task's job group, log context)
         self.plan = plan
         self.storage = storage
         self.shared_persists = shared_persists  # persists in deep storage: deleted once published
@@ -105,6 +108,10 @@ class SequencePublisher:
         return self.segments
 
     def _work(self) -> None:
+        with self.scope():
+            self._work_through()
+
+    def _work_through(self) -> None:
         while (sequence := self.queue.get()) is not None:
             if self.error is not None:
                 continue

@@ -240,10 +240,13 @@ def task_host(
 
 
 def kill_tasks(work: Path) -> None:
-    """SIGKILL every task process a task host started (each leads its own process group)."""
+    """SIGKILL every task process a task host started, and its shared application if it ran
+    one (each leads its own process group)."""
     for pid_file in (work / "tasks").glob("*/pid"):
         with suppress(OSError, ValueError):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    with suppress(OSError, ValueError, KeyError):
+        os.killpg(int(json.loads((work / "host-app" / "app.json").read_text())["pid"]), 9)
 
 
 def task_settings(tmp_path: Path, jar_cache: Path, **overrides: Any) -> Settings:

@@ -46,6 +46,12 @@ if TYPE_CHECKING:
     "[SLUICEGATE_TASK_MASTER, default local[*]].",
 )
 @click.option(
+    "--task-runtime",
+    type=click.Choice(["shared", "process"]),
+    help="Tasks as threads of one long-lived Spark application per host (shared), or a Spark "
+    "driver process each (process) [SLUICEGATE_TASK_RUNTIME, default process].",
+)
+@click.option(
     "--auth",
     type=click.Choice(["none", "basic"]),
     help="Authentication [SLUICEGATE_AUTH, default none: loopback only].",

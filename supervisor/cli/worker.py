@@ -50,6 +50,15 @@ DEFAULT_PORT = 8091  # Druid's MiddleManager port
     help="Spark master of its tasks: local[N] or spark://HOST:PORT (or SLUICEGATE_TASK_MASTER).",
 )
 @click.option(
+    "--task-runtime",
+    envvar="SLUICEGATE_TASK_RUNTIME",
+    type=click.Choice(["shared", "process"]),
+    default="process",
+    show_default=True,
+    help="Its tasks as threads of one long-lived Spark application (shared), or a Spark "
+    "driver process each (process) (or SLUICEGATE_TASK_RUNTIME).",
+)
+@click.option(
     "--work-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("var/worker"),
@@ -79,6 +88,7 @@ def worker(
     overlord: str,
     capacity: int,
     master: str,
+    task_runtime: str,
     work_dir: Path,
     host: str,
     port: int,
@@ -105,6 +115,7 @@ def worker(
         settings = Settings(
             work_dir=work_dir,
             task_master=master,
+            task_runtime=task_runtime,
             overlord_url=overlord,
             tls_cert=tls_cert,
             tls_key=tls_key,

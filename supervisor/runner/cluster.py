@@ -1,5 +1,5 @@
 """Where the leader runs tasks: on the task hosts (`sluicegate worker`) whose heartbeats are
-recent, else on its own host, as before any registered (LocalProcessRunner).
+recent, else on its own host, as before any registered (LocalProcessRunner or SharedAppRunner).
 
 Placement is Druid's equalDistribution: the live, enabled host with the most free capacity,
 and the replicas of one task group on different hosts when there are enough of them (Druid
@@ -29,6 +29,7 @@ from supervisor.db.models import TaskRow, WorkerRow
 from supervisor.db.workers import WorkerRepository
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Exited, Launched
+from supervisor.runner.shared import SharedAppRunner
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskStatusCode
 
@@ -41,7 +42,7 @@ class ClusterRunner:
     def __init__(
         self,
         settings: Settings,
-        local: LocalProcessRunner,
+        local: LocalProcessRunner | SharedAppRunner,
         sessions: Callable[[], SessionFactory],
         clock: Clock,
     ) -> None:

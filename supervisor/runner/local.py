@@ -222,6 +222,11 @@ class LocalProcessRunner:
             pid = self.adopted.get(task_id)
         return pid is not None and _alive(pid, self.work_dir(task_id))
 
+    def running(self) -> list[str]:
+        """The tasks started or adopted here that have not been seen to end."""
+        with self.lock:
+            return sorted({*self.processes, *self.adopted})
+
     def kill(self, task_id: str) -> bool:
         """SIGKILL a live task process; True if it was alive. The killer records the outcome:
         a killed task is no longer watched, so `exited` never reports it as well."""

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from supervisor.runner import HostRunner, host_runner
 from supervisor.runner.files import write_private
-from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask
@@ -63,7 +63,7 @@ class WorkerAgent:
         self.settings = settings
         self.send = send
         self.token = _token(settings.work_dir / "worker-token")
-        self.runner: LocalProcessRunner | None = None  # once the overlord has answered
+        self.runner: HostRunner | None = None  # once the overlord has answered
         self.exits: OrderedDict[str, Exited] = OrderedDict()
         self.assigned: set[str] = set()
         self.lock = threading.Lock()
@@ -106,7 +106,7 @@ class WorkerAgent:
         if self.runner is not None:
             return
         self.settings.deep_storage = answer["deepStorage"]
-        runner = LocalProcessRunner(self.settings, host=self.identity.host)
+        runner = host_runner(self.settings, host=self.identity.host)
         for task_id in _task_dirs(self.settings.work_dir / "tasks"):
             if runner.adopt(task_id):
                 log.info("adopted task %s, still running from before this start", task_id)
@@ -126,7 +126,7 @@ class WorkerAgent:
 
     # ---- the tasks -------------------------------------------------------------------------
 
-    def _runner(self) -> LocalProcessRunner:
+    def _runner(self) -> HostRunner:
         if self.runner is None:
             raise RuntimeError("not registered yet")
         return self.runner
@@ -145,8 +145,7 @@ class WorkerAgent:
         """What runs here and what has ended (with reports), for the overlord's sync."""
         runner = self._runner()
         self._collect()
-        with runner.lock:
-            running = sorted({*runner.processes, *runner.adopted})
+        running = runner.running()
         with self.lock:
             exits = [
                 {

@@ -23,6 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.combiner import JobCombiner
 from tasks.direct_read import ReadGiveUp, RefusedSettings
 from tasks.engines.base import BatchEngine, EngineName, FallBack
 from tasks.engines.python_workers import PythonWorkerEngine, unsupported
@@ -44,9 +45,15 @@ class Persisted:
 
 
 class Engines:
-    def __init__(self, spark: Any, plan: RowPlan, storage: Storage = LOCAL) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        plan: RowPlan,
+        storage: Storage = LOCAL,
+        combiner: JobCombiner | None = None,
+    ) -> None:
         self.storage = storage  # where persists are written
-        self.workers = PythonWorkerEngine(spark, plan, storage)
+        self.workers = PythonWorkerEngine(spark, plan, storage, combiner)
         self.sql = SparkSqlEngine(spark, plan, storage)
         self.unsupported = unsupported(plan)  # (1)
 

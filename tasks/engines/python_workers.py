@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tasks import direct_read, granularity
+from tasks.combiner import JobCombiner
 from tasks.engines.base import EngineName, FallBack
 from tasks.pipeline import BatchResult, RowPlan, RowStats
 from tasks.protocol import SegmentDescriptor
@@ -105,10 +106,17 @@ def worker_plan(
 class PythonWorkerEngine:
     name = EngineName.PYTHON_WORKERS
 
-    def __init__(self, spark: Any, plan: RowPlan, storage: Storage = LOCAL) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        plan: RowPlan,
+        storage: Storage = LOCAL,
+        combiner: JobCombiner | None = None,
+    ) -> None:
         self.spark = spark
         self.plan = plan
         self.storage = storage  # where persists are
+        self.combiner = combiner  # runs the direct reads of many tasks' batches in one job
 
     def read(self, batch: KafkaBatch) -> direct_read.Reading:
         """The batch's ranges and consumer settings, for the workers to read with librdkafka;
@@ -130,8 +138,11 @@ class PythonWorkerEngine:
             if not records.ranges:
                 write_empty(work)
                 return BatchResult(RowStats(), [], self.plan.declared_dimensions())
-            frame = direct_read.ranges_frame(self.spark, records.ranges)
-            rows = frame.mapInArrow(worker_function(work, records), RESULT_SCHEMA).collect()
+            if self.combiner is not None:
+                rows = self.combiner.collect(work, records)
+            else:
+                frame = direct_read.ranges_frame(self.spark, records.ranges)
+                rows = frame.mapInArrow(worker_function(work, records), RESULT_SCHEMA).collect()
             unread = [r["message"] for r in rows if r["kind"] == "readGiveUp"]
             if unread:
                 raise direct_read.ReadGiveUp(unread[0])

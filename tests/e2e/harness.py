@@ -144,9 +144,15 @@ class Overlord:
     auth = AdminAuth()
 
     def __init__(
-        self, root: Path, jar_cache: Path, db_url: str | None = None, name: str = "overlord"
+        self,
+        root: Path,
+        jar_cache: Path,
+        db_url: str | None = None,
+        name: str = "overlord",
+        runtime: str = "process",
     ) -> None:
         self.port = free_port()
+        self.runtime = runtime
         self.url = f"https://127.0.0.1:{self.port}"
         self.db_url = db_url or f"sqlite:///{root / 'meta.db'}"
         self.work = root / "work"
@@ -160,6 +166,7 @@ class Overlord:
             "SLUICEGATE_WORK_DIR": str(self.work),
             "SLUICEGATE_JAR_CACHE": str(jar_cache),
             "SLUICEGATE_TASK_MASTER": "local[1]",
+            "SLUICEGATE_TASK_RUNTIME": runtime,
             "SLUICEGATE_KILL_TASKS_ON_EXIT": "true",
             # No warm standbys here: with 20-30 s taskDurations and 4 replicas they double the
             # JVM start-ups on a 2-core machine; tests/integration/test_standby.py covers them.
@@ -294,9 +301,19 @@ class Run:
         return dict(rows[0][0]) if rows else {}
 
     def kill9(self, task: Task) -> None:
-        pid = int((self.overlord.work / "tasks" / task.id / "pid").read_text())
-        os.killpg(pid, signal.SIGKILL)
-        self.expected_failures.add(task.id)
+        """SIGKILL the task's process: with the shared runtime that is the application, and
+        every task running in it fails with it."""
+        pid_file = self.overlord.work / "tasks" / task.id / "pid"
+        if pid_file.exists():
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            self.expected_failures.add(task.id)
+            return
+        if task.id in self.expected_failures:
+            return  # gone with the application already
+        running = {t.id for t in self.tasks() if t.status == "RUNNING"}
+        app = json.loads((self.overlord.work / "host-app" / "app.json").read_text())
+        os.killpg(int(app["pid"]), signal.SIGKILL)
+        self.expected_failures.update(running)
 
     def excuse_failures_since(self, moment: datetime) -> None:
         """A reset kills what runs (some as followers of a generation it voided): every task

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from supervisor.db.models import TaskRow
@@ -41,11 +42,14 @@ def state(control: httpx.Client) -> str | None:
         return None  # its control server is not up yet
 
 
+@pytest.mark.parametrize("runtime", ["process", "shared"])
 def test_restart_resumes_paused_tasks_and_adopts_publishing_ones(
-    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path, runtime: str
 ) -> None:
+    """With a task process, and with the task a thread of the shared application (which
+    outlives the service as a task process does)."""
     topic = words_topic(kafka, "adopt", 10)
-    settings = task_settings(tmp_path, jar_cache)
+    settings = task_settings(tmp_path, jar_cache, task_runtime=runtime)
     first = RunningService(settings)
     settings.port = first.port
     with first, httpx.Client(base_url=first.url, timeout=30) as api:

@@ -5,6 +5,8 @@ the Kafka source wherever the direct read cannot promise that."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from tasks import direct_read
+from tasks.combiner import JobCombiner
 from tasks.engines.base import EngineName
 from tasks.engines.choice import Engines
 from tasks.engines.python_workers import PythonWorkerEngine
@@ -118,6 +121,59 @@ def test_a_batch_persists_the_same_read_either_way(
     by_source = workers.persist(batch.frame(), str(tmp_path / "source"), 5, [])
     assert direct.stats == by_source.stats and direct.stats.processed == 9 + 9
     assert _rows(tmp_path / "direct") == _rows(tmp_path / "source")
+
+
+def test_batches_of_many_tasks_in_one_job_persist_what_each_job_alone_does(
+    kafka: LocalKafka, spark: Any, tmp_path: Path
+) -> None:
+    """The shared application's combined jobs (tasks/combiner.py): five tasks' batches, of two
+    topics and two plans, lined up and run as one job; each task gets its own counts and
+    samples, and its persist holds what a job of its own writes."""
+    first, second = _transactional_topic(kafka), _transactional_topic(kafka)
+    other = {**SCHEMA, "dimensionsSpec": {"dimensions": ["word", {"type": "long", "name": "m"}]}}
+    from tasks.spec.data_schema import DataSchema
+
+    cases = [
+        (first, _schema(), {0: 0, 1: 0}, {0: 17, 1: 17}),
+        (second, _schema(), {0: 2, 1: 5}, {0: 12, 1: 17}),
+        (first, DataSchema.model_validate(other), {0: 3, 1: 0}, {0: 16, 1: 9}),
+        (second, DataSchema.model_validate(other), {0: 0, 1: 0}, {0: 17, 1: 1}),
+        (first, _schema(), {0: 10, 1: 10}, {0: 10, 1: 14}),
+    ]
+    combiner = JobCombiner(spark, start=False)
+    outcomes: dict[int, Any] = {}
+
+    def persist(number: int, engine: PythonWorkerEngine, batch: KafkaBatch, path: Path) -> None:
+        outcomes[number] = engine.persist(engine.read(batch), str(path), 5, [])
+
+    threads = []
+    for number, (topic, schema, start, end) in enumerate(cases):
+        io = _io(kafka, topic)
+        engine = PythonWorkerEngine(spark, RowPlan(schema, io.inputFormat), combiner=combiner)
+        batch = KafkaBatch(spark, io, start, end)
+        thread = threading.Thread(
+            target=persist, args=(number, engine, batch, tmp_path / f"combined-{number}")
+        )
+        thread.start()
+        threads.append(thread)
+    deadline = time.monotonic() + 60
+    while combiner.waiting_count() < len(cases) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    combiner.start()
+    for thread in threads:
+        thread.join(120)
+    assert combiner.jobs == 1 and combiner.batches == len(cases)
+    for number, (topic, schema, start, end) in enumerate(cases):
+        io = _io(kafka, topic)
+        alone = PythonWorkerEngine(spark, RowPlan(schema, io.inputFormat))
+        batch = KafkaBatch(spark, io, start, end)
+        expected = alone.persist(alone.read(batch), str(tmp_path / f"alone-{number}"), 5, [])
+        assert outcomes[number].stats == expected.stats, number
+        assert outcomes[number].samples == expected.samples, number
+        combined_rows = _rows(tmp_path / f"combined-{number}")
+        assert combined_rows == _rows(tmp_path / f"alone-{number}"), number
+        assert len(combined_rows) == expected.stats.processed
+    combiner.close()
 
 
 def test_properties_librdkafka_does_not_take_send_the_batch_to_the_kafka_source(

@@ -1,0 +1,310 @@
+"""Density: how many quiet tasks one task host holds.
+
+N supervisors, each of its own one-partition topic at `--rate` records a second (20), on one
+host; `--levels` raises N step by step. At each level, once every supervisor has published
+since it was added, a window of `--window` seconds is measured: a record's freshness is its
+segment's publish time minus its produce time (as bench/freshness.py), and the memory is the
+resident set of every process of the host's tasks (the sessions they lead: one task process
+each, or the one shared application with its JVM and Python workers). The level passes while
+freshness p99 is at most `--p99-limit` (15 s) and the memory at most `--memory-limit-gb`
+(16); the first level that does not pass ends the ramp.
+
+Both runtimes run in the same process, one after the other: `process` (a Spark driver process
+per task) and `shared` (one application per host, tasks/host_app.py). After its last level
+each runtime's supervisors are terminated, and each task's report gives its first batch (from
+its first read to its first persist) and its start (from its row's creation to its first
+persist).
+
+    .venv/bin/python bench/density.py
+    .venv/bin/python bench/density.py --runtimes shared --levels 10,50,100,150 --window 30
+
+Writes bench/results/density.json and ends with
+`RATIO tasks_per_host=<shared's N> rss_mb_per_task=<...> first_batch_s=<p99 over its tasks>
+vs_process_per_task=<shared's N / process's N>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
+from live import BASE, Stack, epoch, percentile, running, write_results
+from sqlalchemy import select
+
+from supervisor.db.models import SegmentRow, TaskRow
+from supervisor.devstack.specs import supervisor_spec
+from supervisor.devstack.topics import create_topic
+
+PUBLISHED_BOUND_S = 600.0  # a level whose supervisors have not all published by then fails
+
+
+class Producers:
+    """One producer thread for every topic: `rate` records a second to each."""
+
+    def __init__(self, bootstrap: str, rate: float) -> None:
+        import threading
+
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        self.rate = rate
+        self.topics: list[str] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="producers", daemon=True)
+        self.thread.start()
+
+    def add(self, topic: str) -> None:
+        with self.lock:
+            self.topics.append(topic)
+
+    def _run(self) -> None:
+        period = 1.0 / self.rate
+        n = 0
+        while not self.stopping.wait(period):
+            now = time.time()
+            with self.lock:
+                topics = list(self.topics)
+            record = json.dumps({"ts": int(now * 1000), "word": f"w{n % 50}"}).encode()
+            for topic in topics:
+                self.producer.produce(topic, record)
+            self.producer.poll(0)
+            n += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        self.producer.flush(30)
+
+
+def spec(ds: str, topic: str, bootstrap: str, handoff_period: str) -> dict[str, Any]:
+    body = supervisor_spec(
+        ds,
+        topic,
+        bootstrap,
+        ["word"],
+        tuning={"intermediateHandoffPeriod": handoff_period},
+        period="PT5S",
+        taskDuration="PT1H",
+        useEarliestOffset=False,
+    )
+    body["spec"]["dataSchema"]["timestampSpec"] = {"column": "ts", "format": "millis"}
+    return body
+
+
+def sessions(stack: Stack, runtime: str) -> set[int]:
+    """The session ids of the host's tasks (each task process, or the application, leads one)."""
+    work = stack.settings.work_dir
+    if runtime == "shared":
+        try:
+            return {int(json.loads((work / "host-app" / "app.json").read_text())["pid"])}
+        except (OSError, ValueError, KeyError):
+            return set()
+    found = set()
+    for pid_file in (work / "tasks").glob("*/pid"):
+        try:
+            found.add(int(pid_file.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def rss_mb(leaders: set[int]) -> float:
+    """The resident memory of every process in those sessions."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[3]) not in leaders:  # the session id
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1024
+
+
+def published_since(stack: Stack, names: list[str], since: datetime) -> bool:
+    rows = stack.rows(
+        select(SegmentRow.datasource)
+        .where(
+            SegmentRow.datasource.in_(names), SegmentRow.created_at >= since.replace(tzinfo=None)
+        )
+        .distinct()
+    )
+    return len(rows) == len(names)
+
+
+def freshness(stack: Stack, produced_from: float, produced_to: float) -> list[float]:
+    values: list[float] = []
+    for segment in stack.rows(select(SegmentRow).where(SegmentRow.used.is_(True))):
+        published = epoch(segment.created_at)
+        times = pq.read_table(segment.path, columns=["__time"]).column("__time")
+        millis = times.cast(pa.timestamp("ms", tz=times.type.tz)).cast(pa.int64())
+        for stamp in millis.to_pylist():
+            if produced_from <= stamp / 1000 <= produced_to:
+                values.append(published - stamp / 1000)
+    return values
+
+
+def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
+    levels: list[dict[str, Any]] = []
+    reached, names = 0, []
+    with running(
+        f"sluicegate-density-{runtime}-",
+        args.keep,
+        task_master=args.master,
+        task_runtime=runtime,
+        standby_lead_s=0,
+    ) as stack:
+        producers = Producers(stack.bootstrap, args.rate)
+        try:
+            with httpx.Client(base_url=stack.url, timeout=60) as api:
+                for level in args.levels:
+                    since = datetime.now(UTC)
+                    for n in range(len(names), level):
+                        name = f"d{n:04d}"
+                        create_topic(stack.bootstrap, name, 1)
+                        producers.add(name)
+                        body = spec(name, name, stack.bootstrap, args.handoff_period)
+                        api.post(BASE, json=body).raise_for_status()
+                        names.append(name)
+                    began = time.monotonic()
+                    while not published_since(stack, names, since):
+                        if time.monotonic() - began > PUBLISHED_BOUND_S:
+                            break
+                        time.sleep(2)
+                    else:
+                        result = measure(stack, runtime, level, args)
+                        result["warm_up_s"] = round(time.monotonic() - began, 1)
+                        levels.append(result)
+                        print(json.dumps(result), flush=True)
+                        if result["passed"]:
+                            reached = level
+                            continue
+                        break
+                    levels.append({"tasks": level, "passed": False, "published": False})
+                    print(f"{runtime}: {level} supervisors did not all publish", flush=True)
+                    break
+                starts = finish(api, stack, names)
+        finally:
+            producers.stop()
+    return {"runtime": runtime, "tasks_per_host": reached, "levels": levels, **starts}
+
+
+def measure(stack: Stack, runtime: str, level: int, args: argparse.Namespace) -> dict[str, Any]:
+    measured_from = time.time()
+    memory = []
+    deadline = time.monotonic() + args.window
+    while time.monotonic() < deadline:
+        memory.append(rss_mb(sessions(stack, runtime)))
+        time.sleep(2)
+    measured_to = time.time()
+    time.sleep(2 * _seconds(args.handoff_period) + 10)  # the window's records publish
+    values = freshness(stack, measured_from, measured_to)
+    peak = max(memory) if memory else 0.0
+    p99 = percentile(values, 99)
+    return {
+        "tasks": level,
+        "records": len(values),
+        "expected": int(level * args.rate * args.window),
+        "p50_s": round(percentile(values, 50), 2),
+        "p99_s": round(p99, 2),
+        "rss_mb": round(peak),
+        "rss_mb_per_task": round(peak / level, 1),
+        "passed": bool(values) and p99 <= args.p99_limit and peak <= args.memory_limit_gb * 1024,
+    }
+
+
+def finish(api: httpx.Client, stack: Stack, names: list[str]) -> dict[str, Any]:
+    """Terminate every supervisor; the tasks' first batches and starts from their reports."""
+    for name in names:
+        api.post(f"{BASE}/{name}/terminate")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        rows = stack.rows(select(TaskRow))
+        if all(r.status != "RUNNING" for r in rows):
+            break
+        time.sleep(2)
+    first_batch, start = [], []
+    for row in stack.rows(select(TaskRow)):
+        report = row.report or {}
+        read, persisted = report.get("firstReadAt"), report.get("firstPersistAt")
+        if read and persisted:
+            persisted_s = datetime.fromisoformat(persisted).timestamp()
+            first_batch.append(persisted_s - datetime.fromisoformat(read).timestamp())
+            start.append(persisted_s - epoch(row.created_at))
+    return {
+        "first_batch_p50_s": round(percentile(first_batch, 50), 2),
+        "first_batch_p99_s": round(percentile(first_batch, 99), 2),
+        "start_to_first_persist_p50_s": round(percentile(start, 50), 2),
+        "start_to_first_persist_p99_s": round(percentile(start, 99), 2),
+        "tasks_reported": len(first_batch),
+    }
+
+
+def _seconds(period: str) -> float:
+    from tasks.spec.periods import duration_millis
+
+    return duration_millis(period) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=20.0, help="records/s per supervisor")
+    parser.add_argument(
+        "--levels",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[4, 8, 12, 16, 25, 50, 75, 100, 125, 150, 200],
+    )
+    parser.add_argument(
+        "--process-levels",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[2, 4, 6, 8, 10, 12, 14, 16, 20, 24],
+        help="the process runtime's levels (a JVM each: smaller steps)",
+    )
+    parser.add_argument("--window", type=float, default=40.0, help="seconds measured per level")
+    parser.add_argument("--handoff-period", default="PT5S", help="intermediateHandoffPeriod")
+    parser.add_argument("--p99-limit", type=float, default=15.0)
+    parser.add_argument("--memory-limit-gb", type=float, default=16.0)
+    parser.add_argument("--runtimes", default="process,shared")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--keep", help="run in a directory under this one and keep it")
+    args = parser.parse_args()
+
+    results: dict[str, Any] = {"rate": args.rate, "window_s": args.window}
+    shared_levels = args.levels
+    for runtime in args.runtimes.split(","):
+        args.levels = args.process_levels if runtime == "process" else shared_levels
+        results[runtime] = ramp(runtime, args)
+        print(json.dumps(results[runtime]), flush=True)
+    print(f"results: {write_results('density', results)}")
+    shared, process = results.get("shared"), results.get("process")
+    if shared is None:
+        return
+    passed = [lv for lv in shared["levels"] if lv.get("passed")]
+    per_task = passed[-1]["rss_mb_per_task"] if passed else float("nan")
+    versus = (
+        shared["tasks_per_host"] / max(1, process["tasks_per_host"])
+        if process is not None
+        else float("nan")
+    )
+    print(
+        f"RATIO tasks_per_host={shared['tasks_per_host']} rss_mb_per_task={per_task} "
+        f"first_batch_s={shared['first_batch_p99_s']} vs_process_per_task={versus:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

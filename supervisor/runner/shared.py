@@ -1,0 +1,355 @@
+"""Runs every task of this host inside one long-lived Spark application (tasks/host_app.py),
+started on the first launch and kept: a task starts with no JVM start-up and costs a thread,
+not a driver. The application runs in a session of its own and outlives the overlord or task
+host that started it; `app.json` in its directory (pid, port, scheme) and its token file let
+the next one adopt it and its tasks.
+
+What the runner asks the application goes over its API on loopback (assign, list, kill,
+forget); a task's work directory, payload, log and report.json are where a task process keeps
+them (tasks/<id>/), so reports, logs and adoption read them the same way."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from supervisor.net import free_port
+from supervisor.runner.files import write_private
+from supervisor.runner.protocol import Exited, Launched
+from supervisor.settings import Settings
+from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskReport
+
+HOST = "127.0.0.1"
+API = "/sluicegate/host/v1"
+START_TIMEOUT_S = 60.0
+VIEW_TTL_S = 0.25  # a list of the application's tasks answers is_running this long
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _App:
+    pid: int
+    port: int
+    scheme: str
+    token: str
+
+
+@dataclass(frozen=True)
+class _View:
+    asked_at: float  # monotonic, before the request went out
+    tasks: dict[str, dict[str, Any]]
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is still a task host application (not a zombie, not a reused pid)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X") and b"tasks.host_app" in cmdline
+
+
+class SharedAppRunner:
+    def __init__(self, settings: Settings, host: str = HOST) -> None:
+        self.settings = settings
+        self.host = host  # where the application serves the tasks' chat API
+        self.dir = (settings.work_dir / "host-app").resolve()
+        self.tasks_dir = (settings.work_dir / "tasks").resolve()
+        self.lock = threading.Lock()
+        self.app: _App | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.watched: dict[str, float] = {}  # task id -> when launched or adopted (monotonic)
+        self.view: _View | None = None
+        self.http = httpx.Client(timeout=10.0)
+
+    def work_dir(self, task_id: str) -> Path:
+        return self.tasks_dir / task_id
+
+    # ---- the application -------------------------------------------------------------------
+
+    def _known(self) -> _App | None:
+        """Under the lock: the application, if one runs (ours, or one an earlier overlord left)."""
+        if self.app is not None and _alive(self.app.pid):
+            return self.app
+        self.app = None
+        try:
+            saved = json.loads((self.dir / "app.json").read_text())
+            token = (self.dir / "token").read_text().strip()
+            app = _App(int(saved["pid"]), int(saved["port"]), str(saved["scheme"]), token)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not _alive(app.pid):
+            return None
+        self.app = app
+        return app
+
+    def _ensure(self) -> _App:
+        """Under the lock: the running application, started now if none runs."""
+        app = self._known()
+        if app is not None:
+            return app
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.tasks_dir.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(16)
+        write_private(self.dir / "token", token)
+        port = free_port(self.host)
+        settings = self.settings
+        command = [
+            sys.executable,
+            "-m",
+            "tasks.host_app",
+            "--overlord",
+            settings.advertised_url(),
+            "--token-file",
+            str(self.dir / "token"),
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+            "--tasks-dir",
+            str(self.tasks_dir),
+            "--deep-storage",
+            settings.storage().location,
+            "--jar-cache",
+            str(settings.jar_cache),
+            "--master",
+            settings.task_master,
+            "--cores",
+            str(settings.task_cores),
+            "--executor-memory",
+            settings.task_executor_memory,
+            "--log-format",
+            settings.log_format,
+        ]
+        if settings.tls_cert is not None and settings.tls_key is not None:
+            command += [
+                "--tls-cert",
+                str(settings.tls_cert.resolve()),
+                "--tls-key",
+                str(settings.tls_key.resolve()),
+            ]
+        with (self.dir / "app.log").open("ab") as out:
+            self.child = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.dir,
+            )
+        app = _App(self.child.pid, port, settings.scheme, token)
+        write_private(
+            self.dir / "app.json",
+            json.dumps({"pid": app.pid, "port": port, "scheme": app.scheme}),
+        )
+        self._wait_until_serving(app)
+        self.app = app
+        log.info("task host application started (pid %s, port %s)", app.pid, port)
+        return app
+
+    def _wait_until_serving(self, app: _App) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                self._call(app, "GET", "/tasks")
+                return
+            except OSError:
+                if self.child is not None and self.child.poll() is not None:
+                    raise OSError(
+                        f"the task host application exited ({self.child.returncode}); "
+                        f"see {self.dir / 'app.log'}"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _call(self, app: _App, method: str, path: str, **kwargs: Any) -> Any:
+        """The application's answer; OSError when it cannot be had."""
+        url = f"{app.scheme}://{self.host}:{app.port}{API}{path}"
+        try:
+            response = self.http.request(method, url, headers={TOKEN_HEADER: app.token}, **kwargs)
+        except httpx.HTTPError as exc:
+            raise OSError(f"task host application: {type(exc).__name__}: {exc}") from None
+        if response.status_code >= 400:
+            raise OSError(f"task host application: {response.status_code} {response.text[:200]}")
+        return response.json()
+
+    def _tasks(self) -> _View | None:
+        """The application's tasks now; None when no application runs, OSError when one
+        runs but did not answer."""
+        with self.lock:
+            app = self._known()
+        if app is None:
+            return None
+        asked_at = time.monotonic()
+        answer = self._call(app, "GET", "/tasks")
+        view = _View(asked_at, dict(answer.get("tasks") or {}))
+        with self.lock:
+            self.view = view
+        return view
+
+    # ---- the runner's protocol ----------------------------------------------------------------
+
+    def launch(self, task: IndexKafkaTask) -> Launched:
+        task_id = task.id
+        token = secrets.token_hex(16)
+        work = self.work_dir(task_id)
+        work.mkdir(parents=True, exist_ok=True)
+        payload = task.to_json()
+        write_private(work / "payload.json", json.dumps(payload))
+        write_private(work / "token", token)
+        with self.lock:
+            app = self._ensure()
+            self.watched[task_id] = time.monotonic()
+        try:
+            body = {"payload": payload, "token": token, "overlord": self.settings.advertised_url()}
+            self._call(app, "POST", "/tasks", json=body)
+        except OSError:
+            with self.lock:
+                self.watched.pop(task_id, None)
+            raise
+        return Launched(self.host, app.port, str(work / "task.log"), token, app.scheme)
+
+    def reserve_standbys(
+        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
+    ) -> int:
+        """None: a task of the shared application starts as fast as a standby would."""
+        return 0
+
+    def is_running(self, task_id: str) -> bool:
+        """Whether a task launched or adopted here still runs (one an earlier overlord left
+        is not, until adopted: as for task processes)."""
+        with self.lock:
+            view, launched = self.view, self.watched.get(task_id)
+        if launched is None:
+            return False
+        if view is None or time.monotonic() - view.asked_at > VIEW_TTL_S:
+            try:
+                view = self._tasks()
+            except OSError:  # alive but slow to answer: what it ran, it still runs
+                return True
+            if view is None:
+                return False
+        entry = view.tasks.get(task_id)
+        if entry is None:  # not there yet when the list was asked for
+            return launched >= view.asked_at
+        return bool(entry.get("running"))
+
+    def running(self) -> list[str]:
+        try:
+            view = self._tasks()
+        except OSError:
+            with self.lock:
+                return sorted(self.watched)
+        if view is None:
+            return []
+        return sorted(t for t, entry in view.tasks.items() if entry.get("running"))
+
+    def kill(self, task_id: str) -> bool:
+        """Fence and stop a running task (tasks/host_app.py); True if it was running. The
+        killer records the outcome: `exited` never reports it."""
+        with self.lock:
+            app = self._known()
+            self.watched.pop(task_id, None)
+            self.view = None
+        if app is None:
+            return False
+        try:
+            killed = bool(self._call(app, "POST", f"/tasks/{task_id}/kill").get("killed"))
+            self._call(app, "DELETE", f"/tasks/{task_id}")
+        except OSError as exc:
+            log.warning("task %s: kill not confirmed: %s", task_id, exc)
+            return False
+        return killed
+
+    def adopt(self, task_id: str) -> bool:
+        try:
+            view = self._tasks()
+        except OSError as exc:
+            log.warning("task %s not adopted: %s", task_id, exc)
+            return False
+        if view is None or not view.tasks.get(task_id, {}).get("running"):
+            return False
+        with self.lock:
+            self.watched[task_id] = time.monotonic()
+        return True
+
+    def report(self, task_id: str) -> TaskReport | None:
+        report_file = self.work_dir(task_id) / "report.json"
+        try:
+            return TaskReport.model_validate_json(report_file.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValidationError) as exc:
+            log.warning("task %s left a report that cannot be read: %s", task_id, exc)
+            return None
+
+    def exited(self) -> list[Exited]:
+        """Watched tasks that ended since the last call; all of them when the application
+        is gone (killed with its host, or crashed)."""
+        if self.child is not None:
+            self.child.poll()  # reaped, so a dead one is not taken for alive
+        with self.lock:
+            if not self.watched:
+                return []
+        try:
+            view = self._tasks()
+        except OSError:
+            return []  # alive but slow to answer: asked again on the next call
+        done: list[Exited] = []
+        with self.lock:
+            for task_id, since in list(self.watched.items()):
+                entry = None if view is None else view.tasks.get(task_id)
+                if entry is not None and entry.get("exitCode") is None:
+                    continue  # running
+                if entry is None and view is not None and since >= view.asked_at:
+                    continue  # launched after the list was asked for
+                del self.watched[task_id]
+                if entry is None:
+                    reason = "its task host application is gone"
+                    done.append(Exited(task_id, None, self.report(task_id), reason))
+                else:
+                    done.append(Exited(task_id, int(entry["exitCode"]), self.report(task_id)))
+            app = self.app
+        for exited in done:
+            if app is not None and exited.exit_code is not None:
+                with suppress(OSError):  # else forgotten when the application ends
+                    self._call(app, "DELETE", f"/tasks/{exited.task_id}")
+        return done
+
+    def stop_standbys(self) -> None:
+        """No standbys here."""
+
+    def kill_all(self) -> None:
+        """Kill every task and the application with them."""
+        with self.lock:
+            app = self._known()
+            self.watched.clear()
+            self.view = None
+        if app is None:
+            return
+        with suppress(ProcessLookupError):
+            os.killpg(app.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _alive(app.pid) and time.monotonic() < deadline:
+            if self.child is not None:
+                self.child.poll()
+            time.sleep(0.05)
+        with self.lock:
+            self.app = None

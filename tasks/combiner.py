@@ -1,0 +1,161 @@
+"""Many tasks' batches in one Spark job: the Python-worker engine's direct reads of every task
+of a shared application (tasks/host_app.py) that asks at about the same time run as one job.
+
+At low rates a task's batch is a few records, and its cost is the fixed cost of a Spark job
+(scheduling, the Python workers' round trip). A task hands its batch here (`collect`, the
+ranges it reads and the plan it writes its persist with) and waits; one thread runs a job
+whenever batches wait, over all of them: each Spark partition holds a slice of the ranges,
+groups them by batch and runs that batch's own worker function (tasks/worker_batch.py) on its
+ranges, writing that batch's persist; each result row names its batch, and the rows go back
+to the tasks that asked. Batches that arrive while a job runs go in the next one, so a host
+with a hundred quiet tasks runs a few jobs a second, not a hundred, and a lone task waits for
+nothing.
+
+A job that fails (one batch's ranges broke a worker) is run again batch by batch, each in a
+job of its own, so only the batch that broke it fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks import direct_read
+from tasks.worker_batch import RESULT_SCHEMA, WorkerPlan, worker_function
+
+log = logging.getLogger(__name__)
+MAX_RANGES = 512  # in one job; the rest wait for the next
+SLICES_PER_CORE = 2  # Spark partitions per core of the application, at most one per range
+JOB_GROUP = "sluicegate-combined"
+
+
+@dataclass
+class _Batch:
+    work: WorkerPlan
+    reading: direct_read.Reading
+    done: threading.Event = field(default_factory=threading.Event)
+    rows: list[Any] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+class JobCombiner:
+    def __init__(self, spark: Any, start: bool = True) -> None:
+        """`start=False`: no job runs until `start()` (a test lines batches up first)."""
+        self.spark = spark
+        self.waiting: list[_Batch] = []
+        self.cond = threading.Condition()
+        self.closed = False
+        self.jobs = 0  # run so far (a benchmark's figure)
+        self.batches = 0
+        self.thread = threading.Thread(target=self._loop, name="job-combiner", daemon=True)
+        if start:
+            self.thread.start()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def waiting_count(self) -> int:
+        with self.cond:
+            return len(self.waiting)
+
+    def collect(self, work: WorkerPlan, reading: direct_read.Reading) -> list[Any]:
+        """The result rows of the workers' run of `work` over the ranges of `reading`, as
+        `frame.mapInArrow(worker_function(work, reading)).collect()` gives them alone."""
+        batch = _Batch(work, reading)
+        with self.cond:
+            if self.closed:
+                raise RuntimeError("the application is stopping")
+            self.waiting.append(batch)
+            self.cond.notify_all()
+        batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.rows
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def _take(self) -> list[_Batch] | None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.waiting or self.closed)
+            if not self.waiting:
+                return None
+            taken: list[_Batch] = []
+            ranges = 0
+            while self.waiting and (
+                not taken or ranges + len(self.waiting[0].reading.ranges) <= MAX_RANGES
+            ):
+                batch = self.waiting.pop(0)
+                ranges += len(batch.reading.ranges)
+                taken.append(batch)
+            return taken
+
+    def _loop(self) -> None:
+        context = self.spark.sparkContext
+        context.setJobGroup(JOB_GROUP, "batches of many tasks", interruptOnCancel=False)
+        while (taken := self._take()) is not None:
+            try:
+                self._run(taken)
+            except Exception as exc:
+                if len(taken) == 1:
+                    self._fail(taken[0], exc)
+                    continue
+                log.warning("a job of %d batches failed (%s): each runs alone", len(taken), exc)
+                for batch in taken:
+                    try:
+                        # what the failed job wrote of it must not stay beside the new files
+                        batch.work.storage.delete_dir(batch.work.persist_path)
+                        self._run([batch])
+                    except Exception as alone:
+                        self._fail(batch, alone)
+
+    def _fail(self, batch: _Batch, exc: BaseException) -> None:
+        batch.error = exc
+        batch.done.set()
+
+    def _run(self, taken: list[_Batch]) -> None:
+        items = [(b, r) for b, batch in enumerate(taken) for r in range(len(batch.reading.ranges))]
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        slices = max(1, min(len(items), cores * SLICES_PER_CORE))
+        plans = [(batch.work, batch.reading) for batch in taken]
+        frame = self.spark.range(0, len(items), 1, slices)
+        rows = frame.mapInArrow(_combined(plans, items), f"{RESULT_SCHEMA}, batch int").collect()
+        self.jobs += 1
+        self.batches += len(taken)
+        by_batch: list[list[Any]] = [[] for _ in taken]
+        for row in rows:
+            by_batch[row["batch"]].append(row)
+        for batch, found in zip(taken, by_batch, strict=True):
+            batch.rows = found
+            batch.done.set()
+
+
+def _combined(
+    plans: list[tuple[WorkerPlan, direct_read.Reading]], items: list[tuple[int, int]]
+) -> Any:
+    """The mapInArrow function of a combined job: its slice's items (batch, range) grouped by
+    batch, each group through that batch's worker function, each result tagged with it."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        grouped: dict[int, list[int]] = {}
+        for arrow in batches:
+            for index in arrow.column(0).to_pylist():
+                number, local = items[index]
+                grouped.setdefault(number, []).append(local)
+        for number, ranges in grouped.items():
+            work, reading = plans[number]
+            indexes = pa.RecordBatch.from_arrays([pa.array(ranges, pa.int64())], ["id"])
+            for result in worker_function(work, reading)(iter([indexes])):
+                tag = pa.array([number] * result.num_rows, pa.int32())
+                yield pa.RecordBatch.from_arrays(
+                    [*result.columns, tag], [*result.schema.names, "batch"]
+                )
+
+    return run
