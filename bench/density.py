@@ -138,9 +138,7 @@ def rss_mb(leaders: set[int]) -> float:
 def published_since(stack: Stack, names: list[str], since: datetime) -> bool:
     rows = stack.rows(
         select(SegmentRow.datasource)
-        .where(
-            SegmentRow.datasource.in_(names), SegmentRow.created_at >= since.replace(tzinfo=None)
-        )
+        .where(SegmentRow.datasource.in_(names), SegmentRow.created_at >= since)
         .distinct()
     )
     return len(rows) == len(names)

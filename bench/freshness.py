@@ -109,9 +109,14 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]", help="the task's Spark master")
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
+    parser.add_argument(
+        "--runtime", choices=("process", "shared"), default="process", help="task_runtime"
+    )
     args = parser.parse_args()
 
-    with running("sluicegate-fresh-", args.keep, task_master=args.master) as stack:
+    with running(
+        "sluicegate-fresh-", args.keep, task_master=args.master, task_runtime=args.runtime
+    ) as stack:
         create_topic(stack.bootstrap, "fresh", args.partitions)
         with httpx.Client(base_url=stack.url, timeout=30) as api:
             api.post(BASE, json=spec(stack.bootstrap, args)).raise_for_status()

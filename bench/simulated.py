@@ -99,6 +99,9 @@ class SimulatedRunner:
     def stop_standbys(self) -> None:
         pass
 
+    def prepare(self) -> None:
+        pass
+
     def adopt(self, task_id: str) -> bool:
         return False  # a fresh service: no earlier overlord left tasks behind
 

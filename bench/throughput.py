@@ -477,6 +477,13 @@ def main() -> None:
     )
     parser.add_argument("--finish", choices=("suspend", "handoff"), default="suspend")
     parser.add_argument("--rounds", type=int, default=1, help="runs of every contender")
+    parser.add_argument(
+        "--runtime",
+        choices=("process", "shared"),
+        default="process",
+        help="Sluicegate's task_runtime: shared starts its application with the service, "
+        "before any contender (a host's long-lived application), so its tasks start warm",
+    )
     parser.add_argument("--keep", metavar="DIR", help="keep the run's files (task logs too) here")
     args = parser.parse_args()
     if args.master and not args.master.startswith("spark://"):
@@ -504,6 +511,7 @@ def measure(args: argparse.Namespace, task_cores: int) -> None:
         task_master=args.local_master,
         task_cores=task_cores,
         standby_lead_s=0,
+        task_runtime=args.runtime,
     ) as stack:
         work = stack.settings.work_dir.parent
         end = produce_edits(stack.bootstrap, TOPIC, args.records)

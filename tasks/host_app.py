@@ -9,9 +9,10 @@ scheduler pool (both its id), its own work directory (persists, task.log, report
 overlord client, sequences and publish. A task's failure is its own: its report and exit code
 say why and the application goes on.
 
-A killed task is fenced at once: its chat API answers 404, its publish calls are refused in
-this process (a call in flight is waited for), its Spark jobs are cancelled, and its thread
-unwinds behind, publishing nothing. The process runs in a session of its own, so it outlives
+A killed task is fenced at once: its chat API answers 404, no publish call of it starts in
+this process (one already sent may commit, as one sent just before a SIGKILL may: the
+publish transaction's offset check keeps either exactly once), its Spark jobs are cancelled,
+and its thread unwinds behind. The process runs in a session of its own, so it outlives
 the overlord that started it; a new overlord adopts it with its tasks
 (supervisor/runner/shared.py).
 """
@@ -46,6 +47,9 @@ log = logging.getLogger("tasks.host")
 CHAT_PREFIX = "/druid/worker/v1/chat/"
 API = "/sluicegate/host/v1"
 TASK_LOG = "task.log"
+# A task's batch that is not full waits this long after the one before (tasks/indexer.py): a
+# host of many quiet tasks writes a persist per task a second, not one per poll.
+MIN_BATCH_INTERVAL_S = 1.0
 
 
 class TaskLogs(logging.Handler):
@@ -131,6 +135,12 @@ class TaskHost:
                 app_name=f"sluicegate-host-{self.args.port}",
                 conf=conf,
             )
+            jvm: Any = self.spark.sparkContext._jvm
+            # pools are made as tasks come (FAIR's defaults): not a warning a task
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                "org.apache.spark.scheduler.FairSchedulableBuilder",
+                jvm.org.apache.logging.log4j.Level.ERROR,
+            )
             self.combiner = JobCombiner(self.spark)
             log.info("Spark started in %.1f s", time.monotonic() - began)
         except Exception as exc:  # every task assigned fails with this reason
@@ -196,6 +206,7 @@ class TaskHost:
                 if self.spark_error is not None:
                     run.kill(self.spark_error)
                 run.indexer.combiner = self.combiner  # its reads share jobs with the others
+                run.indexer.min_batch_interval_s = MIN_BATCH_INTERVAL_S
                 with self.scope(run.task):
                     final = run.execute(self.spark)
                 code = 0 if final.status is TaskState.SUCCESS else 1
@@ -355,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     token = args.token_file.read_text().strip()
     configure_logging("info", args.log_format, {})
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per publish call otherwise
     root = logging.getLogger()
     logs = TaskLogs(root.handlers[0].formatter)
     for handler_filter in root.handlers[0].filters:

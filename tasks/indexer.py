@@ -44,6 +44,7 @@ class KafkaIndexer:
         shared_persists: bool = False,
         scope: Callable[[], AbstractContextManager[object]] = nullcontext,
         combiner: JobCombiner | None = None,
+        min_batch_interval_s: float = 0.0,
     ) -> None:
         """`on_last_stretch` runs once, when the task is given its final end offsets (its
         successors start reading then) or else when its reading ends: a task process steps
@@ -56,7 +57,11 @@ class KafkaIndexer:
         `scope` is entered by each thread that works for the task besides the caller's (the
         sequence publisher): a shared application gives it the task's Spark job group, pool
         and log context there (tasks/host_app.py), and a `combiner` that runs its batches'
-        reads in jobs shared with its other tasks (tasks/combiner.py)."""
+        reads in jobs shared with its other tasks (tasks/combiner.py).
+
+        `min_batch_interval_s`: a batch that is not full starts at least this long after the
+        one before, unless the sequence has its end (a persist per poll is a file and a job
+        per task per 100 ms; the records wait for the sequence's end to be published anyway)."""
         self.task = task
         self.checkpointer = checkpointer
         self.spark = spark
@@ -69,6 +74,8 @@ class KafkaIndexer:
         self.on_last_stretch = on_last_stretch
         self.scope = scope
         self.combiner = combiner
+        self.min_batch_interval_s = min_batch_interval_s
+        self.last_batch_at = float("-inf")
         self.last_stretch = False  # on_last_stretch has run (under the lock)
         self.lock = threading.Condition()
         io = task.ioConfig
@@ -273,6 +280,7 @@ class KafkaIndexer:
                     return
                 current = dict(self.state.current)
                 limit = self.sequences[-1].end or self.state.end
+                closing = self._closing()
             self._raise_if_publish_failed()
             latest = self.offsets.latest(topic, partitions)
             batch_end = {
@@ -288,8 +296,26 @@ class KafkaIndexer:
                         poll,
                     )
                 continue
+            early = self.min_batch_interval_s - (self.clock() - self.last_batch_at)
+            full = any(batch_end[p] - current[p] >= budget for p in partitions)
+            if early > 0 and not full and not closing:
+                with self.lock:
+                    self.lock.wait_for(
+                        lambda: (
+                            self.pause_requested
+                            or self.stop_requested
+                            or self.aborted
+                            or self._closing()
+                        ),
+                        early,
+                    )
+                continue
             self._read_batch(current, batch_end)
             self._maybe_request_checkpoint()
+
+    def _closing(self) -> bool:
+        """Under the lock: the current sequence has its end (or the task its final end)."""
+        return self.sequences[-1].end is not None or self.state.end_is_final
 
     def _close_reached_sequence(self) -> None:
         """Under the lock: hand a sequence whose end is read to the publisher, open the next."""
@@ -382,7 +408,7 @@ class KafkaIndexer:
             persist = str(self.work_dir / "persists" / name)
         tuning = self.task.tuningConfig
         remaining = max(0, tuning.maxSavedParseExceptions - len(self.state.samples))
-        began = self.clock()
+        began = self.last_batch_at = self.clock()
         with self.lock:
             if self.state.first_read_at is None:
                 self.state.first_read_at = time.time()

@@ -230,10 +230,12 @@ def build_segments_by_interval(
     dims: list[str],
     context: SegmentContext,
     max_rows_per_segment: int,
+    inline_bytes: int = 0,
 ) -> list[SegmentDescriptor]:
     """Merge persists whose files are split by segment interval (tasks/worker_batch.py) into the
     same segments build_segments makes, without a shuffle: one Spark job whose Python workers
-    each take whole intervals, read their files with Arrow, roll up, sort and write."""
+    each take whole intervals, read their files with Arrow, roll up, sort and write. When the
+    files add up to at most `inline_bytes`, the same merge runs here, on the caller's thread."""
     by_interval = sorted(interval_files(persists, context.storage).items())
     if not by_interval:
         return []
@@ -249,11 +251,23 @@ def build_segments_by_interval(
         combine if plan.rollup else None,
         context.storage,
     )
+    if inline_bytes and _total_size(by_interval, context.storage) <= inline_bytes:
+        import pyarrow as pa
+
+        indexes = pa.RecordBatch.from_arrays(
+            [pa.array(range(len(by_interval)), pa.int64())], ["id"]
+        )
+        written: list[Any] = [row for out in merge(iter([indexes])) for row in out.to_pylist()]
+        return _descriptors(written, context, dims, plan.metric_names)
     # the intervals' indexes, made in the JVM (a DataFrame of Python rows took a second Python
     # pass per Spark task); each task looks its intervals up
     jobs = spark.range(0, len(by_interval), 1, min(len(by_interval), 64))
     written = jobs.mapInArrow(merge, WRITTEN_SCHEMA).collect()
     return _descriptors(written, context, dims, plan.metric_names)
+
+
+def _total_size(by_interval: list[tuple[int, list[str]]], storage: Storage) -> int:
+    return sum(storage.size(path) for _, files in by_interval for path in files)
 
 
 def _merger(

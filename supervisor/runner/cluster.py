@@ -154,6 +154,11 @@ class ClusterRunner:
         except WorkerApiError as exc:
             log.warning("task %s not shut down on %s: %s", task_id, row.host, exc)
 
+    def prepare(self) -> None:
+        """This host's runner, when tasks run here (no task host is registered)."""
+        if not self.uses_hosts():
+            self.local.prepare()
+
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:

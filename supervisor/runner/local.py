@@ -119,6 +119,9 @@ class LocalProcessRunner:
         command += ["--standby", "--standby-idle", str(self.settings.standby_idle_s * 2)]
         return self._popen(command, slot, log_path), port, log_path
 
+    def prepare(self) -> None:
+        """Nothing: each task starts a process of its own."""
+
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:

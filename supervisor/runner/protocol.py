@@ -34,6 +34,11 @@ class Runner(Protocol):
         """Start the task; raises OSError when it cannot be started."""
         ...
 
+    def prepare(self) -> None:
+        """Get ready to launch: start, in the background, what tasks will run in (the host's
+        shared application); nothing where a task starts its own process."""
+        ...
+
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:

@@ -206,6 +206,19 @@ class SharedAppRunner:
 
     # ---- the runner's protocol ----------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Start (or adopt) the application now, in the background: its Spark starts before the
+        first task comes, which then pays no start-up at all."""
+
+        def start() -> None:
+            try:
+                with self.lock:
+                    self._ensure()
+            except OSError as exc:  # tried again by the first launch
+                log.warning("the task host application did not start: %s", exc)
+
+        threading.Thread(target=start, name="host-app-start", daemon=True).start()
+
     def launch(self, task: IndexKafkaTask) -> Launched:
         task_id = task.id
         token = secrets.token_hex(16)
@@ -272,10 +285,13 @@ class SharedAppRunner:
             return False
         try:
             killed = bool(self._call(app, "POST", f"/tasks/{task_id}/kill").get("killed"))
-            self._call(app, "DELETE", f"/tasks/{task_id}")
-        except OSError as exc:
+        except OSError as exc:  # watched again: its end is reported when the application says
             log.warning("task %s: kill not confirmed: %s", task_id, exc)
+            with self.lock:
+                self.watched[task_id] = time.monotonic()
             return False
+        with suppress(OSError):  # else forgotten when the application ends
+            self._call(app, "DELETE", f"/tasks/{task_id}")
         return killed
 
     def adopt(self, task_id: str) -> bool:

@@ -110,6 +110,7 @@ class WorkerAgent:
         for task_id in _task_dirs(self.settings.work_dir / "tasks"):
             if runner.adopt(task_id):
                 log.info("adopted task %s, still running from before this start", task_id)
+        runner.prepare()
         self.runner = runner
 
     def _beat(self) -> None:

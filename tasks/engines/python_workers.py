@@ -34,6 +34,8 @@ from tasks.worker_batch import (
     write_empty,
 )
 
+INLINE_MERGE_BYTES = 8 * 1024 * 1024  # a shared application's sequences up to this merge inline
+
 
 def unsupported(plan: RowPlan) -> str | None:
     """What of the plan this engine does not run, None when it runs it all: JSON input without
@@ -183,5 +185,10 @@ class PythonWorkerEngine:
     def merge(
         self, persists: list[str], dims: list[str], context: SegmentContext, max_rows: int
     ) -> list[SegmentDescriptor]:
-        """Persists this engine wrote (split by interval) into segments, interval by interval."""
-        return build_segments_by_interval(self.spark, self.plan, persists, dims, context, max_rows)
+        """Persists this engine wrote (split by interval) into segments, interval by interval.
+        In a shared application a small sequence is merged on the task's own thread: a Spark
+        job for a few thousand rows costs more than the merge (tasks/segments.py)."""
+        inline = INLINE_MERGE_BYTES if self.combiner is not None else 0
+        return build_segments_by_interval(
+            self.spark, self.plan, persists, dims, context, max_rows, inline
+        )

@@ -256,12 +256,16 @@ def test_plans_it_does_not_run(change: dict[str, Any]) -> None:
     assert unsupported(plan_of(WIKI)) is None
 
 
-@pytest.mark.parametrize(("segment", "rollup"), [("HOUR", True), ("WEEK", True), ("HOUR", False)])
+@pytest.mark.parametrize(
+    ("segment", "rollup", "inline"),
+    [("HOUR", True, False), ("WEEK", True, False), ("HOUR", False, False), ("HOUR", True, True)],
+)
 def test_merging_by_interval_makes_the_segments_spark_does(
-    spark: Any, tmp_path: Path, segment: str, rollup: bool
+    spark: Any, tmp_path: Path, segment: str, rollup: bool, inline: bool
 ) -> None:
     """Two fast persists merged by build_segments_by_interval and by the Spark merge: the same
-    segment ids, row counts, footers and rows in the same order."""
+    segment ids, row counts, footers and rows in the same order; also when the merge runs on
+    the caller's thread (`inline`: a shared application's small sequences)."""
     import pyarrow.parquet as pq
 
     from tasks.segments import SegmentContext, build_segments, build_segments_by_interval
@@ -292,7 +296,14 @@ def test_merging_by_interval_makes_the_segments_spark_does(
 
     dims = [name for name, _ in plan.declared_dimensions()]
     by_spark = build_segments(spark, plan, persists, dims, context("spark"), 40)
-    by_interval = build_segments_by_interval(spark, plan, persists, dims, context("arrow"), 40)
+    group = f"merge-{segment}-{rollup}-{inline}"
+    spark.sparkContext.setJobGroup(group, "the merge by interval")
+    by_interval = build_segments_by_interval(
+        spark, plan, persists, dims, context("arrow"), 40, (1 << 30) if inline else 0
+    )
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert (len(jobs) == 0) is inline  # inline: no Spark job at all
     assert len({s.intervalStart for s in by_spark}) >= 2  # across an hour or week edge
     assert [(s.id, s.numRows) for s in by_interval] == [(s.id, s.numRows) for s in by_spark]
     for ours, theirs in zip(by_interval, by_spark, strict=True):
