@@ -12,13 +12,16 @@ with a hundred quiet tasks runs a few jobs a second, not a hundred, and a lone t
 nothing.
 
 A job that fails (one batch's ranges broke a worker) is run again batch by batch, each in a
-job of its own, so only the batch that broke it fails.
+job of its own, so only the batch that broke it fails; first the failed job's Spark tasks are
+let end (one still writing would leave a file beside the new ones). JOB_THREADS jobs run at
+once, so a batch whose read stalls (up to direct_read.STALL_S) holds up only its own job.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +33,8 @@ log = logging.getLogger(__name__)
 MAX_RANGES = 512  # in one job; the rest wait for the next
 SLICES_PER_CORE = 2  # Spark partitions per core of the application, at most one per range
 JOB_GROUP = "sluicegate-combined"
+JOB_THREADS = 2
+SETTLE_S = 30.0  # longest wait for a failed job's Spark tasks to end
 
 
 @dataclass
@@ -42,20 +47,26 @@ class _Batch:
 
 
 class JobCombiner:
-    def __init__(self, spark: Any, start: bool = True) -> None:
-        """`start=False`: no job runs until `start()` (a test lines batches up first)."""
+    def __init__(self, spark: Any, start: bool = True, pool: str | None = None) -> None:
+        """`start=False`: no job runs until `start()` (a test lines batches up first); `pool`:
+        the FAIR scheduler pool of the jobs."""
         self.spark = spark
+        self.pool = pool
         self.waiting: list[_Batch] = []
         self.cond = threading.Condition()
         self.closed = False
         self.jobs = 0  # run so far (a benchmark's figure)
         self.batches = 0
-        self.thread = threading.Thread(target=self._loop, name="job-combiner", daemon=True)
+        self.threads = [
+            threading.Thread(target=self._loop, args=(n,), name=f"job-combiner-{n}", daemon=True)
+            for n in range(JOB_THREADS)
+        ]
         if start:
-            self.thread.start()
+            self.start()
 
     def start(self) -> None:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
 
     def waiting_count(self) -> int:
         with self.cond:
@@ -95,9 +106,12 @@ class JobCombiner:
                 taken.append(batch)
             return taken
 
-    def _loop(self) -> None:
+    def _loop(self, number: int) -> None:
         context = self.spark.sparkContext
-        context.setJobGroup(JOB_GROUP, "batches of many tasks", interruptOnCancel=False)
+        group = f"{JOB_GROUP}-{number}"
+        context.setJobGroup(group, "batches of many tasks", interruptOnCancel=True)
+        if self.pool is not None:
+            context.setLocalProperty("spark.scheduler.pool", self.pool)
         while (taken := self._take()) is not None:
             try:
                 self._run(taken)
@@ -106,6 +120,7 @@ class JobCombiner:
                     self._fail(taken[0], exc)
                     continue
                 log.warning("a job of %d batches failed (%s): each runs alone", len(taken), exc)
+                self._settle(group)
                 for batch in taken:
                     try:
                         # what the failed job wrote of it must not stay beside the new files
@@ -113,6 +128,23 @@ class JobCombiner:
                         self._run([batch])
                     except Exception as alone:
                         self._fail(batch, alone)
+
+    def _settle(self, group: str) -> None:
+        """Wait until no Spark task of the group's jobs runs any more."""
+        tracker = self.spark.sparkContext.statusTracker()
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline:
+            stages = [
+                stage
+                for job in tracker.getJobIdsForGroup(group)
+                if (info := tracker.getJobInfo(job)) is not None
+                for stage in info.stageIds
+            ]
+            active = [s for s in stages if (i := tracker.getStageInfo(s)) and i.numActiveTasks > 0]
+            if not active:
+                return
+            time.sleep(0.1)
+        log.warning("a failed job's tasks still run after %.0f s", SETTLE_S)
 
     def _fail(self, batch: _Batch, exc: BaseException) -> None:
         batch.error = exc
@@ -125,8 +157,9 @@ class JobCombiner:
         plans = [(batch.work, batch.reading) for batch in taken]
         frame = self.spark.range(0, len(items), 1, slices)
         rows = frame.mapInArrow(_combined(plans, items), f"{RESULT_SCHEMA}, batch int").collect()
-        self.jobs += 1
-        self.batches += len(taken)
+        with self.cond:
+            self.jobs += 1
+            self.batches += len(taken)
         by_batch: list[list[Any]] = [[] for _ in taken]
         for row in rows:
             by_batch[row["batch"]].append(row)

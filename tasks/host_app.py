@@ -33,6 +33,7 @@ from types import FrameType
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
@@ -50,6 +51,7 @@ TASK_LOG = "task.log"
 # A task's batch that is not full waits this long after the one before (tasks/indexer.py): a
 # host of many quiet tasks writes a persist per task a second, not one per poll.
 MIN_BATCH_INTERVAL_S = 1.0
+READS_POOL, TASKS_POOL = "reads", "tasks"  # FAIR scheduler pools
 
 
 class TaskLogs(logging.Handler):
@@ -91,7 +93,7 @@ class Hosted:
     """A task of this application: its run, its thread and, once ended, its exit code."""
 
     def __init__(self, run: TaskRun, thread: threading.Thread) -> None:
-        self.run = run
+        self.run: TaskRun | None = run  # None once ended
         self.thread = thread
         self.exit_code: int | None = None
         self.killed = False
@@ -111,6 +113,7 @@ class TaskHost:
         self.args = args
         self.logs = logs
         self.tasks: dict[str, Hosted] = {}
+        self.starting: set[str] = set()  # ids being assigned (outside the lock)
         self.lock = threading.Lock()
         self.spark: Any = None
         self.spark_error: str | None = None
@@ -127,7 +130,8 @@ class TaskHost:
             conf = cluster_conf(
                 self.args.master, self.args.host, self.args.cores, self.args.executor_memory
             )
-            # each task's jobs in a pool of their own: a long merge does not hold up the reads
+            # the reads (the combiner's jobs) in a pool of their own beside the tasks' own jobs
+            # (merges, batches on the Spark SQL engine): a long merge does not hold them up
             conf["spark.scheduler.mode"] = "FAIR"
             self.spark = build_session(
                 self.args.jar_cache,
@@ -136,12 +140,12 @@ class TaskHost:
                 conf=conf,
             )
             jvm: Any = self.spark.sparkContext._jvm
-            # pools are made as tasks come (FAIR's defaults): not a warning a task
+            # the two pools take FAIR's defaults (no allocation file): not a warning each
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
                 "org.apache.spark.scheduler.FairSchedulableBuilder",
                 jvm.org.apache.logging.log4j.Level.ERROR,
             )
-            self.combiner = JobCombiner(self.spark)
+            self.combiner = JobCombiner(self.spark, pool=READS_POOL)
             log.info("Spark started in %.1f s", time.monotonic() - began)
         except Exception as exc:  # every task assigned fails with this reason
             log.exception("Spark did not start")
@@ -156,7 +160,7 @@ class TaskHost:
             if self.spark is not None:
                 context = self.spark.sparkContext
                 context.setJobGroup(task.id, f"task {task.id}", interruptOnCancel=True)
-                context.setLocalProperty("spark.scheduler.pool", task.id)
+                context.setLocalProperty("spark.scheduler.pool", TASKS_POOL)
             try:
                 yield
             finally:
@@ -168,36 +172,50 @@ class TaskHost:
     def chat_app(self, task_id: str) -> Any | None:
         with self.lock:
             hosted = self.tasks.get(task_id)
-            return hosted.run.app if hosted is not None and not hosted.killed else None
+            if hosted is None or hosted.killed or hosted.run is None:
+                return None  # gone, as a task process's port is once it ends
+            return hosted.run.app
 
     def assign(self, task: IndexKafkaTask, token: str, overlord: str) -> None:
         """Start the task on a thread of its own, publishing through `overlord` (the one that
-        assigned it; a leader's calls move it); ValueError when this host has it already."""
+        assigned it; a leader's calls move it). Duplicate when this host has it already,
+        Refused when it cannot be started (its reason)."""
         work = self.args.tasks_dir / task.id
         with self.lock:
-            if task.id in self.tasks:
-                raise ValueError(f"task {task.id} is already assigned here")
-            work.mkdir(parents=True, exist_ok=True)
-            run = TaskRun(
-                task,
-                token,
-                overlord,
-                work,
-                self.args.deep_storage,
-                shared_persists=self.args.master.startswith("spark://"),
-                scope=lambda: self.scope(task),
-            )
+            if task.id in self.tasks or task.id in self.starting:
+                raise Duplicate(f"task {task.id} is already assigned here")
+            self.starting.add(task.id)
+        try:
+            try:
+                work.mkdir(parents=True, exist_ok=True)
+                self.logs.open(task.id, work / TASK_LOG)
+                run = TaskRun(
+                    task,
+                    token,
+                    overlord,
+                    work,
+                    self.args.deep_storage,
+                    shared_persists=self.args.master.startswith("spark://"),
+                    scope=lambda: self.scope(task),
+                )
+            except Exception as exc:  # its settings (a Kafka client refused them), its disk
+                self.logs.close_task(task.id)
+                raise Refused(f"task {task.id} cannot start: {type(exc).__name__}: {exc}") from exc
             thread = threading.Thread(
                 target=self._run, args=(task.id,), name=f"task-{task.id}", daemon=True
             )
-            self.tasks[task.id] = Hosted(run, thread)
-        self.logs.open(task.id, work / TASK_LOG)
+            with self.lock:
+                self.tasks[task.id] = Hosted(run, thread)
+        finally:
+            with self.lock:
+                self.starting.discard(task.id)
         thread.start()
 
     def _run(self, task_id: str) -> None:
         with self.lock:
             hosted = self.tasks[task_id]
-        run = hosted.run
+            run = hosted.run
+        assert run is not None
         code = 1
         try:
             with log_context(**fields(run.task)):
@@ -213,18 +231,24 @@ class TaskHost:
         except Exception:  # its report says why when it could write one
             log.exception("task %s ended with an error", task_id)
         finally:
+            # nothing of it goes on once it has ended (a failed task's publisher may be merging)
+            run.kill("the task has ended")
+            if self.spark is not None:
+                self.spark.sparkContext.cancelJobGroup(task_id)
             with self.lock:
                 hosted.exit_code = code
+                hosted.run = None  # its Kafka client, app and state go (its report stays)
             self.logs.close_task(task_id)
 
     def kill(self, task_id: str) -> bool:
         """Fence and stop a running task; True if it was running."""
         with self.lock:
             hosted = self.tasks.get(task_id)
-            if hosted is None or hosted.killed or hosted.exit_code is not None:
+            if hosted is None or hosted.killed or hosted.run is None:
                 return False
             hosted.killed = True  # its chat API is gone from now on
-        hosted.run.kill("killed by the overlord")
+            run = hosted.run
+        run.kill("killed by the overlord")
         if self.spark is not None:
             self.spark.sparkContext.cancelJobGroup(task_id)
         log.info("task %s killed", task_id)
@@ -245,12 +269,21 @@ class TaskHost:
     def stop_all(self, timeout: float = 30.0) -> None:
         """A graceful stop of every task (SIGTERM): each publishes what it read."""
         with self.lock:
-            runs = [h for h in self.tasks.values() if h.exit_code is None and not h.killed]
-        for hosted in runs:
-            hosted.run.indexer.stop()
+            runs = [h for h in self.tasks.values() if h.run is not None and not h.killed]
+            indexers = [h.run.indexer for h in runs if h.run is not None]
+        for indexer in indexers:
+            indexer.stop()
         deadline = time.monotonic() + timeout
         for hosted in runs:
             hosted.thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class Duplicate(ValueError):
+    """The task is assigned here already."""
+
+
+class Refused(ValueError):
+    """The task cannot be started here."""
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -284,8 +317,8 @@ def create_host_api(host: TaskHost, token: str) -> FastAPI:
             return denied
         try:
             body = await request.json()
-        except ValueError:
-            return _error(400, "the body is not JSON")
+        except (ValueError, RecursionError):
+            return _error(400, "the body is not JSON (or nests too deep)")
         if not isinstance(body, dict) or not isinstance(body.get("token"), str):
             return _error(400, "token: a string is required")
         try:
@@ -298,10 +331,12 @@ def create_host_api(host: TaskHost, token: str) -> FastAPI:
         overlord = body.get("overlord", host.args.overlord)
         if not isinstance(overlord, str) or not overlord.startswith(("http://", "https://")):
             return _error(400, "overlord: an http:// or https:// URL")
-        try:
-            host.assign(task, body["token"], overlord)
-        except ValueError as exc:
+        try:  # off the event loop: building a task's run takes a while
+            await run_in_threadpool(host.assign, task, body["token"], overlord)
+        except Duplicate as exc:
             return _error(409, str(exc))
+        except Refused as exc:
+            return _error(400, str(exc))
         return {"task": task.id}
 
     @app.post(f"{API}/tasks/{{task_id}}/kill", response_model=None)
@@ -390,6 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     control.start()
     log.info("task host application serves %s:%s", args.host, args.port)
     host.start_spark()
+    if host.spark_error is not None:  # its tasks fail with the reason; the next launch starts anew
+        time.sleep(2.0)
+        host.stop_all(10.0)
+        control.stop()
+        return 1
     while not stopping.wait(1.0):
         pass
     log.info("stopping: every task publishes what it read")

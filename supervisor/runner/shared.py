@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import secrets
 import signal
@@ -71,7 +72,8 @@ class SharedAppRunner:
         self.host = host  # where the application serves the tasks' chat API
         self.dir = (settings.work_dir / "host-app").resolve()
         self.tasks_dir = (settings.work_dir / "tasks").resolve()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the fields below; never held across a call or a start
+        self.start_lock = threading.Lock()  # one start of the application at a time
         self.app: _App | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.watched: dict[str, float] = {}  # task id -> when launched or adopted (monotonic)
@@ -100,10 +102,19 @@ class SharedAppRunner:
         return app
 
     def _ensure(self) -> _App:
-        """Under the lock: the running application, started now if none runs."""
-        app = self._known()
-        if app is not None:
+        """The running application, started now if none runs."""
+        with self.start_lock:
+            with self.lock:
+                app = self._known()
+            if app is not None:
+                return app
+            app = self._start()
+            with self.lock:
+                self.app = app
             return app
+
+    def _start(self) -> _App:
+        """Under the start lock: a new application, once it answers."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(16)
@@ -159,7 +170,6 @@ class SharedAppRunner:
             json.dumps({"pid": app.pid, "port": port, "scheme": app.scheme}),
         )
         self._wait_until_serving(app)
-        self.app = app
         log.info("task host application started (pid %s, port %s)", app.pid, port)
         return app
 
@@ -212,8 +222,7 @@ class SharedAppRunner:
 
         def start() -> None:
             try:
-                with self.lock:
-                    self._ensure()
+                self._ensure()
             except OSError as exc:  # tried again by the first launch
                 log.warning("the task host application did not start: %s", exc)
 
@@ -227,16 +236,22 @@ class SharedAppRunner:
         payload = task.to_json()
         write_private(work / "payload.json", json.dumps(payload))
         write_private(work / "token", token)
-        with self.lock:
-            app = self._ensure()
-            self.watched[task_id] = time.monotonic()
+        app = self._ensure()
+        with self.lock:  # running while assigned: a list asked for meanwhile may lack it
+            self.watched[task_id] = math.inf
         try:
             body = {"payload": payload, "token": token, "overlord": self.settings.advertised_url()}
             self._call(app, "POST", "/tasks", json=body)
         except OSError:
             with self.lock:
                 self.watched.pop(task_id, None)
+            with suppress(OSError):  # an assignment whose answer was lost must not run on
+                self._call(app, "POST", f"/tasks/{task_id}/kill")
+                self._call(app, "DELETE", f"/tasks/{task_id}")
             raise
+        with self.lock:
+            if task_id in self.watched:
+                self.watched[task_id] = time.monotonic()
         return Launched(self.host, app.port, str(work / "task.log"), token, app.scheme)
 
     def reserve_standbys(
@@ -279,20 +294,21 @@ class SharedAppRunner:
         killer records the outcome: `exited` never reports it."""
         with self.lock:
             app = self._known()
-            self.watched.pop(task_id, None)
             self.view = None
         if app is None:
-            return False
+            return False  # gone with the application: `exited` reports it
         try:
             killed = bool(self._call(app, "POST", f"/tasks/{task_id}/kill").get("killed"))
-        except OSError as exc:  # watched again: its end is reported when the application says
+        except OSError as exc:  # still watched: its end is reported when the application says
             log.warning("task %s: kill not confirmed: %s", task_id, exc)
-            with self.lock:
-                self.watched[task_id] = time.monotonic()
             return False
+        if not killed:
+            return False  # it had ended: `exited` reports it
+        with self.lock:
+            self.watched.pop(task_id, None)
         with suppress(OSError):  # else forgotten when the application ends
             self._call(app, "DELETE", f"/tasks/{task_id}")
-        return killed
+        return True
 
     def adopt(self, task_id: str) -> bool:
         try:
@@ -321,9 +337,6 @@ class SharedAppRunner:
         is gone (killed with its host, or crashed)."""
         if self.child is not None:
             self.child.poll()  # reaped, so a dead one is not taken for alive
-        with self.lock:
-            if not self.watched:
-                return []
         try:
             view = self._tasks()
         except OSError:
@@ -331,6 +344,8 @@ class SharedAppRunner:
         done: list[Exited] = []
         with self.lock:
             for task_id, since in list(self.watched.items()):
+                if since == math.inf:
+                    continue  # being assigned: its launch answers for it
                 entry = None if view is None else view.tasks.get(task_id)
                 if entry is not None and entry.get("exitCode") is None:
                     continue  # running
@@ -343,10 +358,20 @@ class SharedAppRunner:
                 else:
                     done.append(Exited(task_id, int(entry["exitCode"]), self.report(task_id)))
             app = self.app
-        for exited in done:
-            if app is not None and exited.exit_code is not None:
+            # ended and no longer anyone's (reported, killed, or ended before an adoption)
+            forget = [e.task_id for e in done if e.exit_code is not None]
+            if view is not None:
+                forget += [
+                    task_id
+                    for task_id, entry in view.tasks.items()
+                    if entry.get("exitCode") is not None
+                    and task_id not in self.watched
+                    and task_id not in forget
+                ]
+        for task_id in forget:
+            if app is not None:
                 with suppress(OSError):  # else forgotten when the application ends
-                    self._call(app, "DELETE", f"/tasks/{exited.task_id}")
+                    self._call(app, "DELETE", f"/tasks/{task_id}")
         return done
 
     def stop_standbys(self) -> None:

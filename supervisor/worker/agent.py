@@ -107,7 +107,9 @@ class WorkerAgent:
             return
         self.settings.deep_storage = answer["deepStorage"]
         runner = host_runner(self.settings, host=self.identity.host)
-        for task_id in _task_dirs(self.settings.work_dir / "tasks"):
+        # task processes by their pid files; a shared application's tasks by its own list
+        left = {*_task_dirs(self.settings.work_dir / "tasks"), *runner.running()}
+        for task_id in sorted(left):
             if runner.adopt(task_id):
                 log.info("adopted task %s, still running from before this start", task_id)
         runner.prepare()
