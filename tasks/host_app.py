@@ -145,6 +145,7 @@ class TaskHost:
                 "org.apache.spark.scheduler.FairSchedulableBuilder",
                 jvm.org.apache.logging.log4j.Level.ERROR,
             )
+            _start_python_workers(self.spark)
             self.combiner = JobCombiner(self.spark, pool=READS_POOL)
             log.info("Spark started in %.1f s", time.monotonic() - began)
         except Exception as exc:  # every task assigned fails with this reason
@@ -233,8 +234,7 @@ class TaskHost:
         finally:
             # nothing of it goes on once it has ended (a failed task's publisher may be merging)
             run.kill("the task has ended")
-            if self.spark is not None:
-                self.spark.sparkContext.cancelJobGroup(task_id)
+            self._cancel_jobs(task_id)
             with self.lock:
                 hosted.exit_code = code
                 hosted.run = None  # its Kafka client, app and state go (its report stays)
@@ -249,10 +249,18 @@ class TaskHost:
             hosted.killed = True  # its chat API is gone from now on
             run = hosted.run
         run.kill("killed by the overlord")
-        if self.spark is not None:
-            self.spark.sparkContext.cancelJobGroup(task_id)
+        self._cancel_jobs(task_id)
         log.info("task %s killed", task_id)
         return True
+
+    def _cancel_jobs(self, task_id: str) -> None:
+        """Cancel the task's Spark jobs that still run (its job group)."""
+        if self.spark is None:
+            return
+        context = self.spark.sparkContext
+        tracker = context.statusTracker()
+        if set(tracker.getJobIdsForGroup(task_id)) & set(tracker.getActiveJobsIds()):
+            context.cancelJobGroup(task_id)
 
     def forget(self, task_id: str) -> bool:
         with self.lock:
@@ -276,6 +284,23 @@ class TaskHost:
         deadline = time.monotonic() + timeout
         for hosted in runs:
             hosted.thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _start_python_workers(spark: Any) -> None:
+    """One job over every core that imports what the tasks' batches run in Spark's Python
+    workers: the first task's first batch then costs what its later ones do."""
+
+    def load(batches: Iterator[Any]) -> Iterator[Any]:
+        import orjson  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+
+        import tasks.direct_read
+        import tasks.worker_batch  # noqa: F401
+
+        yield from batches
+
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    spark.range(0, cores, 1, cores).mapInArrow(load, "id long").collect()
 
 
 class Duplicate(ValueError):
@@ -402,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     token = args.token_file.read_text().strip()
     configure_logging("info", args.log_format, {})
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per publish call otherwise
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per task thread's end
     root = logging.getLogger()
     logs = TaskLogs(root.handlers[0].formatter)
     for handler_filter in root.handlers[0].filters:
