@@ -146,7 +146,9 @@ def published_since(stack: Stack, names: list[str], since: datetime) -> bool:
 
 def freshness(stack: Stack, produced_from: float, produced_to: float) -> list[float]:
     values: list[float] = []
-    for segment in stack.rows(select(SegmentRow).where(SegmentRow.used.is_(True))):
+    since = datetime.fromtimestamp(produced_from, UTC)  # a record is published after it is made
+    query = select(SegmentRow).where(SegmentRow.used.is_(True), SegmentRow.created_at >= since)
+    for segment in stack.rows(query):
         published = epoch(segment.created_at)
         times = pq.read_table(segment.path, columns=["__time"]).column("__time")
         millis = times.cast(pa.timestamp("ms", tz=times.type.tz)).cast(pa.int64())

@@ -211,8 +211,12 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
     reset_at = datetime.now(UTC)
     assert api.post(f"{BASE}/{SID}/reset").is_success
     for group in (0, 1):
-        fresh = [t for t in run.reading_now(group, 2) if t.id not in before]
-        assert fresh, f"group {group} was not restarted"
+        # (the tasks the reset kills may still answer READING for a moment: wait for new ones)
+        fresh = wait_for(
+            lambda group=group: [t for t in run.reading_now(group, 2) if t.id not in before],
+            LONG,
+            f"group {group} to be restarted",
+        )
         for key, offset in fresh[0].start.items():
             run.restarts.setdefault(key, set()).add(offset)
     run.excuse_failures_since(reset_at)
