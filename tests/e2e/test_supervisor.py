@@ -198,7 +198,9 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
     }
     assert api.post(f"{BASE}/{SID}/resetOffsets", json=body).is_success
     restarted = wait_for(
-        lambda: [t for t in run.reading_now(0, 2) if t.id not in before], LONG, "a restart"
+        lambda: [t for t in run.reading_now(0, 2) if t.id not in before and t.start["0"] >= target],
+        LONG,
+        "a restart",
     )
     assert restarted[0].start["0"] == target
     run.excuse_failures_since(reset_at)
@@ -208,12 +210,18 @@ def test_every_scenario_publishes_each_record_exactly_once(run: Run, kafka: Loca
 
     # 10. reset: committed offsets forgotten, tasks killed; reading restarts at the latest
     before = {t.id for t in run.tasks()}
+    latest = {key: run.ledger.next_offset(key) for key in run.committed()}
     reset_at = datetime.now(UTC)
     assert api.post(f"{BASE}/{SID}/reset").is_success
     for group in (0, 1):
-        # (the tasks the reset kills may still answer READING for a moment: wait for new ones)
+        # The restarted tasks start at or past what was produced before the reset; tasks the
+        # reset kills (a successor created as it was asked, too) may answer READING a moment.
         fresh = wait_for(
-            lambda group=group: [t for t in run.reading_now(group, 2) if t.id not in before],
+            lambda group=group: [
+                t
+                for t in run.reading_now(group, 2)
+                if t.id not in before and all(t.start[k] >= latest[k] for k in t.start)
+            ],
             LONG,
             f"group {group} to be restarted",
         )
