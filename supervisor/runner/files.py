@@ -1,10 +1,42 @@
-"""Files of a task's work directory that hold secrets (its token; its payload, whose
-consumerProperties may hold passwords): made readable by their owner only, from the start."""
+"""What the runners read and write of a task's work directory and of /proc: files that hold
+secrets (its token; its payload, whose consumerProperties may hold passwords), made readable
+by their owner only from the start; the report a task leaves; whether a process still runs."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+
+from pydantic import ValidationError
+
+from tasks.protocol import TaskReport
+
+log = logging.getLogger(__name__)
+
+
+def read_report(work: Path) -> TaskReport | None:
+    """The final report a task left in its work directory, if any (None for one that does
+    not parse, with a warning)."""
+    try:
+        return TaskReport.model_validate_json((work / "report.json").read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError) as exc:
+        log.warning("task %s left a report that cannot be read: %s", work.name, exc)
+        return None
+
+
+def process_alive(pid: int, marker: bytes) -> bool:
+    """Whether `pid` still runs (not a zombie) with `marker` in its command line (not a pid
+    reused by another program)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X") and marker in cmdline
 
 
 def write_private(path: Path, text: str) -> None:

@@ -13,10 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from supervisor.net import free_port
-from supervisor.runner.files import write_private
+from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.standby import Standby, StandbyPool
 from supervisor.settings import Settings
@@ -28,13 +26,7 @@ log = logging.getLogger(__name__)
 
 def _alive(pid: int, work: Path) -> bool:
     """Whether `pid` is still the task process started in `work` (not a zombie, not reused)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X") and str(work).encode() in cmdline
+    return process_alive(pid, str(work).encode())
 
 
 class LocalProcessRunner:
@@ -190,14 +182,7 @@ class LocalProcessRunner:
         return True
 
     def report(self, task_id: str) -> TaskReport | None:
-        report_file = self.work_dir(task_id) / "report.json"
-        try:
-            return TaskReport.model_validate_json(report_file.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValidationError) as exc:
-            log.warning("task %s left a report that cannot be read: %s", task_id, exc)
-            return None
+        return read_report(self.work_dir(task_id))
 
     def exited(self) -> list[Exited]:
         """Tasks whose process has ended since the last call, with their final report.

@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
 
 from supervisor.net import free_port
-from supervisor.runner.files import write_private
+from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.settings import Settings
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskReport
@@ -57,13 +56,7 @@ class _View:
 
 def _alive(pid: int) -> bool:
     """Whether `pid` is still a task host application (not a zombie, not a reused pid)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X") and b"tasks.host_app" in cmdline
+    return process_alive(pid, b"tasks.host_app")
 
 
 class SharedAppRunner:
@@ -323,14 +316,7 @@ class SharedAppRunner:
         return True
 
     def report(self, task_id: str) -> TaskReport | None:
-        report_file = self.work_dir(task_id) / "report.json"
-        try:
-            return TaskReport.model_validate_json(report_file.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValidationError) as exc:
-            log.warning("task %s left a report that cannot be read: %s", task_id, exc)
-            return None
+        return read_report(self.work_dir(task_id))
 
     def exited(self) -> list[Exited]:
         """Watched tasks that ended since the last call; all of them when the application
