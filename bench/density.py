@@ -271,7 +271,7 @@ def main() -> None:
     parser.add_argument(
         "--process-levels",
         type=lambda text: [int(n) for n in text.split(",")],
-        default=[2, 4, 6, 8, 10, 12, 14, 16, 20, 24],
+        default=[1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24],
         help="the process runtime's levels (a JVM each: smaller steps)",
     )
     parser.add_argument("--window", type=float, default=40.0, help="seconds measured per level")
