@@ -35,14 +35,13 @@ from typing import Any
 from fastapi import FastAPI, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
+from tasks.assignment import error, read_assignment
 from tasks.combiner import JobCombiner
 from tasks.control import ControlServer
 from tasks.logs import configure_logging, log_context
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskState
 from tasks.run import TaskRun, fields
-from tasks.spec.names import task_id_problem
 
 log = logging.getLogger("tasks.host")
 CHAT_PREFIX = "/druid/worker/v1/chat/"
@@ -311,16 +310,12 @@ class Refused(ValueError):
     """The task cannot be started here."""
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": message})
-
-
 def create_host_api(host: TaskHost, token: str) -> FastAPI:
     app = FastAPI(title="Sluicegate task host application", openapi_url=None, docs_url=None)
 
     def refused(given: str | None) -> JSONResponse | None:
         if not hmac.compare_digest(given or "", token):
-            return _error(403, "missing or wrong host token")
+            return error(403, "missing or wrong host token")
         return None
 
     @app.get(f"{API}/tasks", response_model=None)
@@ -340,28 +335,19 @@ def create_host_api(host: TaskHost, token: str) -> FastAPI:
         denied = refused(given)
         if denied is not None:
             return denied
-        try:
-            body = await request.json()
-        except (ValueError, RecursionError):
-            return _error(400, "the body is not JSON (or nests too deep)")
-        if not isinstance(body, dict) or not isinstance(body.get("token"), str):
-            return _error(400, "token: a string is required")
-        try:
-            task = IndexKafkaTask.model_validate(body.get("payload"))
-        except ValidationError as exc:
-            return _error(400, f"payload: {exc}")
-        problem = task_id_problem(task.id)
-        if problem is not None:
-            return _error(400, f"payload.id: {problem}")
+        read = await read_assignment(request)
+        if isinstance(read, JSONResponse):
+            return read
+        task, body = read
         overlord = body.get("overlord", host.args.overlord)
         if not isinstance(overlord, str) or not overlord.startswith(("http://", "https://")):
-            return _error(400, "overlord: an http:// or https:// URL")
+            return error(400, "overlord: an http:// or https:// URL")
         try:  # off the event loop: building a task's run takes a while
             await run_in_threadpool(host.assign, task, body["token"], overlord)
         except Duplicate as exc:
-            return _error(409, str(exc))
+            return error(409, str(exc))
         except Refused as exc:
-            return _error(400, str(exc))
+            return error(400, str(exc))
         return {"task": task.id}
 
     @app.post(f"{API}/tasks/{{task_id}}/kill", response_model=None)
@@ -397,7 +383,7 @@ class Router:
             task_id = path[len(CHAT_PREFIX) :].split("/", 1)[0]
             app = self.host.chat_app(task_id)
             if app is None:
-                await _error(404, f"no task [{task_id}] here")(scope, receive, send)
+                await error(404, f"no task [{task_id}] here")(scope, receive, send)
                 return
             await app(scope, receive, send)
             return

@@ -27,8 +27,8 @@ from typing import Any
 
 from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
+from tasks.assignment import read_assignment
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, sorted_keys
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask
@@ -100,13 +100,10 @@ def create_standby_app(token: str, assignment: Assignment, on_assign: Any) -> Fa
         denied = refused(given)
         if denied is not None:
             return denied
-        body = await request.json()
-        if not isinstance(body, dict) or not isinstance(body.get("token"), str):
-            return JSONResponse(status_code=400, content={"error": "token: a string is required"})
-        try:
-            task = IndexKafkaTask.model_validate(body.get("payload"))
-        except ValidationError as exc:
-            return JSONResponse(status_code=400, content={"error": f"payload: {exc}"})
+        read = await read_assignment(request)
+        if isinstance(read, JSONResponse):
+            return read
+        task, body = read
         with assignment.lock:
             if assignment.task is not None:
                 return JSONResponse(

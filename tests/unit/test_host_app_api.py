@@ -16,30 +16,14 @@ from supervisor.net import free_port
 from tasks.control import ControlServer
 from tasks.host_app import API, Router, TaskHost, TaskLogs, create_host_api
 from tasks.protocol import TOKEN_HEADER
+from tests.specs import task
 
 TOKEN = "host-secret"
 
 
 def payload(task_id: str, **consumer: Any) -> dict[str, Any]:
-    return {
-        "type": "index_kafka",
-        "id": task_id,
-        "dataSchema": {
-            "dataSource": "events",
-            "timestampSpec": {"column": "ts", "format": "iso"},
-            "dimensionsSpec": {"dimensions": ["id"]},
-            "granularitySpec": {"segmentGranularity": "HOUR", "rollup": False},
-        },
-        "ioConfig": {
-            "startSequenceNumbers": {
-                "type": "start",
-                "stream": "t",
-                "partitionSequenceNumberMap": {"0": 0},
-            },
-            "consumerProperties": {"bootstrap.servers": "127.0.0.1:1", **consumer},
-            "inputFormat": {"type": "json"},
-        },
-    }
+    """A task the host accepts but cannot read for (no broker at port 1)."""
+    return task(task_id, {"bootstrap.servers": "127.0.0.1:1", **consumer})
 
 
 @pytest.fixture

@@ -1,0 +1,35 @@
+"""The body that hands a task to a process that runs it (a standby, tasks/standby.py, or a
+host's application, tasks/host_app.py): `{"payload": <the task>, "token": <its token>, ...}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from tasks.protocol import IndexKafkaTask
+from tasks.spec.names import task_id_problem
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": message})
+
+
+async def read_assignment(request: Request) -> tuple[IndexKafkaTask, dict[str, Any]] | JSONResponse:
+    """The task and the whole body, checked; or the 400 that names what is wrong."""
+    try:
+        body = await request.json()
+    except (ValueError, RecursionError):
+        return error(400, "the body is not JSON (or nests too deep)")
+    if not isinstance(body, dict) or not isinstance(body.get("token"), str):
+        return error(400, "token: a string is required")
+    try:
+        task = IndexKafkaTask.model_validate(body.get("payload"))
+    except ValidationError as exc:
+        return error(400, f"payload: {exc}")
+    problem = task_id_problem(task.id)
+    if problem is not None:
+        return error(400, f"payload.id: {problem}")
+    return task, body
