@@ -79,11 +79,13 @@ class Producer:
 
 
 class Stack:
-    """A broker and the service (uvicorn in a thread) under one temporary directory."""
+    """A broker and the service (uvicorn in a thread) under one temporary directory; or the
+    service only, on another stack's broker (`broker`)."""
 
-    def __init__(self, root: Path, **settings: Any) -> None:
+    def __init__(self, root: Path, broker: LocalKafka | None = None, **settings: Any) -> None:
         jars = default_jar_cache()
-        self.broker = LocalKafka(root / "kafka", jars)
+        self.owns_broker = broker is None
+        self.broker = broker or LocalKafka(root / "kafka", jars)
         self.settings = Settings(
             port=free_port(),
             metadata_url=f"sqlite:///{root / 'meta.db'}",
@@ -118,15 +120,19 @@ class Stack:
 
 
 @contextmanager
-def running(prefix: str, keep: str | None, **settings: Any) -> Iterator[Stack]:
-    """The stack in a fresh workspace (see `workspace`), stopped on the way out."""
+def running(
+    prefix: str, keep: str | None, broker: LocalKafka | None = None, **settings: Any
+) -> Iterator[Stack]:
+    """The stack in a fresh workspace (see `workspace`), stopped on the way out; on `broker`
+    (started by another stack) when given."""
     with workspace(prefix, keep) as root:
-        yield from _running(root, **settings)
+        yield from _running(root, broker, **settings)
 
 
-def _running(root: Path, **settings: Any) -> Iterator[Stack]:
-    stack = Stack(root, **settings)
-    stack.broker.start()
+def _running(root: Path, broker: LocalKafka | None, **settings: Any) -> Iterator[Stack]:
+    stack = Stack(root, broker, **settings)
+    if stack.owns_broker:
+        stack.broker.start()
     stack.serving.start()
     try:
         while not stack.server.started:
@@ -135,7 +141,8 @@ def _running(root: Path, **settings: Any) -> Iterator[Stack]:
     finally:
         stack.server.should_exit = True
         stack.serving.join(120)
-        stack.broker.stop()
+        if stack.owns_broker:
+            stack.broker.stop()
 
 
 @contextmanager

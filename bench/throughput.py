@@ -41,12 +41,14 @@ figure that moves less than wall time when something else shares the machine.
     .venv/bin/python bench/throughput.py --cluster    # on a spark-local cluster it starts
 
 With a `spark://` master (`--master`, or `--cluster`: a standalone cluster of one worker
-with the machine's cores, started here like `sluicegate spark-local`), the local contenders
-run on `--local-master` (local[2]) as before, and Structured Streaming and Sluicegate
-(replicas 1) run again on the cluster in the same round: the RATIO line adds
+offering twice the machine's cores, started here like `sluicegate spark-local`), the local
+contenders run on `--local-master` (local[2]) as before, and Structured Streaming and
+Sluicegate (replicas 1) run again on the cluster in the same round, Sluicegate through a
+second service on the same broker whose tasks run there: the RATIO line adds
 `cluster_vs_local` (Sluicegate's local seconds over its cluster seconds) and
-`vs_structured_streaming_cluster`. Each task's application takes the cluster's cores
-(SLUICEGATE_TASK_CORES), as local[2] gives it the machine's.
+`vs_structured_streaming_cluster`. Each application takes as many cores as the machine has
+(SLUICEGATE_TASK_CORES), as local[2] gives it; with `--runtime shared` the cluster service's
+application holds its cores from the start, hence the worker's doubled count.
 
 Prints a table, writes bench/results/throughput.json and ends with a RATIO line.
 """
@@ -434,8 +436,10 @@ def run_round(
     end: dict[int, int],
     work: Path,
     runs: dict[str, list[dict[str, Any]]],
+    cluster: tuple[httpx.Client, Stack] | None,
 ) -> None:
-    """Every contender once, one after the other."""
+    """Every contender once, one after the other; the cluster's Sluicegate on `cluster`, a
+    service of its own whose tasks run on `args.master`."""
     number = len(runs["limit"]) + 1
     for job in ("limit", "streaming"):
         runs[job].append(run_baseline(job, args, stack.bootstrap, end, work))
@@ -445,18 +449,17 @@ def run_round(
         datasource = f"wiki_{number}_r{replicas}"
         runs[key].append(run_sluicegate(api, stack, args, end, replicas, datasource))
         print(f"round {number} {key}: {runs[key][-1]['seconds']:.1f} s", flush=True)
-    if not args.master:
+    if cluster is None:
         return
     runs["streaming_cluster"].append(
         run_baseline("streaming", args, stack.bootstrap, end, work / "cluster", args.master)
     )
     print(f"round {number} streaming_cluster: {runs['streaming_cluster'][-1]['seconds']:.1f} s")
-    stack.settings.task_master = args.master  # the runner reads it at each launch
-    try:
-        datasource = f"wiki_{number}_cluster"
-        runs["sluicegate_cluster"].append(run_sluicegate(api, stack, args, end, 1, datasource))
-    finally:
-        stack.settings.task_master = args.local_master
+    cluster_api, cluster_stack = cluster
+    datasource = f"wiki_{number}_cluster"
+    runs["sluicegate_cluster"].append(
+        run_sluicegate(cluster_api, cluster_stack, args, end, 1, datasource)
+    )
     print(f"round {number} sluicegate_cluster: {runs['sluicegate_cluster'][-1]['seconds']:.1f} s")
 
 
@@ -493,9 +496,12 @@ def main() -> None:
         if args.cluster:
             cores = os.cpu_count() or 2
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sg-cluster-")))
-            cluster = LocalSparkCluster(root, workers=1, cores=cores, memory="8g")
+            # twice the machine's cores in the worker's books: the cluster service's shared
+            # application holds its share for as long as it runs, and Structured Streaming
+            # must still get one; only one of them works at a time
+            cluster = LocalSparkCluster(root, workers=1, cores=2 * cores, memory="8g")
             args.master = stack.enter_context(cluster).url
-            print(f"Spark cluster {args.master}: one worker of {cores} cores", flush=True)
+            print(f"Spark cluster {args.master}: one worker of {2 * cores} cores", flush=True)
         measure(args, task_cores=os.cpu_count() or 2)
 
 
@@ -505,22 +511,35 @@ def measure(args: argparse.Namespace, task_cores: int) -> None:
     }
     # no warm standby task processes: every task starts its Spark driver cold, as the
     # baselines do
-    with running(
-        "sluicegate-throughput-",
-        args.keep,
-        task_master=args.local_master,
-        task_cores=task_cores,
-        standby_lead_s=0,
-        task_runtime=args.runtime,
-    ) as stack:
+    settings = {"task_cores": task_cores, "standby_lead_s": 0, "task_runtime": args.runtime}
+    with ExitStack() as services:
+        stack = services.enter_context(
+            running("sluicegate-throughput-", args.keep, task_master=args.local_master, **settings)
+        )
+        api = services.enter_context(httpx.Client(base_url=stack.url, timeout=30))
+        cluster = None
+        if args.master:
+            # a second service on the same broker, its tasks on the cluster (with the shared
+            # runtime, its application starts there now, as a task host's would)
+            on_cluster = services.enter_context(
+                running(
+                    "sluicegate-throughput-cluster-",
+                    args.keep,
+                    broker=stack.broker,
+                    task_master=args.master,
+                    **settings,
+                )
+            )
+            cluster = (
+                services.enter_context(httpx.Client(base_url=on_cluster.url, timeout=30)),
+                on_cluster,
+            )
         work = stack.settings.work_dir.parent
         end = produce_edits(stack.bootstrap, TOPIC, args.records)
         print(f"produced {args.records} records to {TOPIC}: end offsets {end}", flush=True)
         warm_file_cache(args, stack.bootstrap, end, work)
-        with httpx.Client(base_url=stack.url, timeout=30) as api:
-            for number in range(1, args.rounds + 1):
-                round_dir = work / f"round{number}"
-                run_round(args, api, stack, end, round_dir, runs)
+        for number in range(1, args.rounds + 1):
+            run_round(args, api, stack, end, work / f"round{number}", runs, cluster)
     wrong = {k: [r["events"] for r in rs] for k, rs in runs.items()}
     wrong = {k: events for k, events in wrong.items() if set(events) != {args.records}}
     if wrong:
