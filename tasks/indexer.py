@@ -59,9 +59,12 @@ class KafkaIndexer:
         and log context there (tasks/host_app.py), and a `combiner` that runs its batches'
         reads in jobs shared with its other tasks (tasks/combiner.py).
 
-        `min_batch_interval_s`: a batch that is not full starts at least this long after the
-        one before, unless the sequence has its end (a persist per poll is a file and a job
-        per task per 100 ms; the records wait for the sequence's end to be published anyway)."""
+        `min_batch_interval_s`: after a batch that was not full the next starts at least this
+        long after it, unless the sequence has its end (a persist per poll is a file and a job
+        per task per 100 ms; the records wait for the sequence's end to be published anyway),
+        and Kafka's latest offsets are not asked for meanwhile, nor more often than this while
+        nothing new comes: a hundred quiet tasks cost the broker a hundred requests a second,
+        not a thousand."""
         self.task = task
         self.checkpointer = checkpointer
         self.spark = spark
@@ -76,6 +79,7 @@ class KafkaIndexer:
         self.combiner = combiner
         self.min_batch_interval_s = min_batch_interval_s
         self.last_batch_at = float("-inf")
+        self.last_batch_full = False  # it read a whole maxRowsInMemory: read on at once
         self.last_stretch = False  # on_last_stretch has run (under the lock)
         self.lock = threading.Condition()
         io = task.ioConfig
@@ -282,6 +286,11 @@ class KafkaIndexer:
                 limit = self.sequences[-1].end or self.state.end
                 closing = self._closing()
             self._raise_if_publish_failed()
+            early = self.min_batch_interval_s - (self.clock() - self.last_batch_at)
+            if early > 0 and not self.last_batch_full and not closing:
+                # a quiet task: its next batch waits, and Kafka is not asked until then
+                self._wait_for_a_request(early, or_closing=True)
+                continue
             latest = self.offsets.latest(topic, partitions)
             batch_end = {
                 p: min(limit[p], latest[p], current[p] + budget)
@@ -290,28 +299,26 @@ class KafkaIndexer:
                 for p in partitions
             }
             if batch_end == current:
-                with self.lock:
-                    self.lock.wait_for(
-                        lambda: self.pause_requested or self.stop_requested or self.aborted,
-                        poll,
-                    )
+                # nothing new: ask again after pollTimeout (and no sooner than a batch could start)
+                self._wait_for_a_request(max(poll, self.min_batch_interval_s))
                 continue
-            early = self.min_batch_interval_s - (self.clock() - self.last_batch_at)
-            full = any(batch_end[p] - current[p] >= budget for p in partitions)
-            if early > 0 and not full and not closing:
-                with self.lock:
-                    self.lock.wait_for(
-                        lambda: (
-                            self.pause_requested
-                            or self.stop_requested
-                            or self.aborted
-                            or self._closing()
-                        ),
-                        early,
-                    )
-                continue
+            self.last_batch_full = any(batch_end[p] - current[p] >= budget for p in partitions)
             self._read_batch(current, batch_end)
             self._maybe_request_checkpoint()
+
+    def _wait_for_a_request(self, seconds: float, or_closing: bool = False) -> None:
+        """Up to `seconds`, or until a pause, a stop or an abort comes (`or_closing`: or the
+        sequence's end)."""
+        with self.lock:
+            self.lock.wait_for(
+                lambda: (
+                    self.pause_requested
+                    or self.stop_requested
+                    or self.aborted
+                    or (or_closing and self._closing())
+                ),
+                seconds,
+            )
 
     def _closing(self) -> bool:
         """Under the lock: the current sequence has its end (or the task its final end)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import Producer
 from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.clock import utc_now
@@ -467,3 +468,56 @@ def test_a_standby_keeps_warm_with_small_batches_until_a_task_comes(
     thread.join(30)
     assert not thread.is_alive() and result[0] >= 3
     assert not scratch.exists()  # nothing it wrote stays behind
+
+
+def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    """A supervisor's task (no end yet) with min_batch_interval_s, as the shared application
+    runs it, on a trickle of 10 records a second: its batches and its latest-offset requests
+    follow the interval, not pollTimeout (100 ms); the end set later, every record is
+    published once."""
+    topic = f"quiet-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    total, seconds = 60, 6.0
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: total})
+    spec.ioConfig.endSequenceNumbers = None  # read on until the end is set
+
+    def publisher(action: PublishAction) -> Any:
+        with sessions() as session:
+            return PublishService(session, utc_now).publish(spec.id, action)
+
+    indexer = KafkaIndexer(
+        spec, spark, tmp_path / "work", tmp_path / "deep", publisher, min_batch_interval_s=1.0
+    )
+    asked: list[float] = []
+    latest = indexer.offsets.latest
+    indexer.offsets.latest = lambda *a: asked.append(time.monotonic()) or latest(*a)  # type: ignore[method-assign]
+    outcome: list[Any] = []
+    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
+    running.start()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+    producer.produce(topic, json.dumps(record(0)).encode())
+    producer.flush(10)
+    deadline = time.monotonic() + 120
+    while indexer.snapshot().current[0] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)  # Spark's first job has run: from here the loop is steady
+    asked.clear()
+    first_persists = indexer.snapshot().counters.get("persists", 0)
+    began = time.monotonic()
+    for n in range(1, total):
+        producer.produce(topic, json.dumps(record(n)).encode())
+        producer.flush(10)
+        time.sleep(seconds / total)
+    elapsed = time.monotonic() - began
+    persists = indexer.snapshot().counters.get("persists", 0) - first_persists
+    steady = len(asked)
+    assert indexer.pause(30) is not None
+    indexer.set_end_offsets({0: total}, finish=True)
+    running.join(120)
+    assert outcome and outcome[0].status is TaskState.SUCCESS, outcome and outcome[0].error
+    assert sorted(r["id"] for r in published_rows(sessions)) == list(range(total))
+    # one request a batch, one batch a second at most (asking before the interval's wait
+    # and again after it made two a second: 13 in 6.3 s)
+    assert 2 <= steady <= elapsed + 2, (steady, elapsed)
+    assert 2 <= persists <= elapsed + 1, (persists, elapsed)
