@@ -10,7 +10,9 @@ freshness p99 is at most `--p99-limit` (15 s) and the memory at most `--memory-l
 (16); the first level that does not pass ends the ramp.
 
 Both runtimes run in the same process, one after the other: `process` (a Spark driver process
-per task) and `shared` (one application per host, tasks/host_app.py). After its last level
+per task) and `shared` (one application per host, tasks/host_app.py, which the service starts
+when it takes the lead; the first level waits until its Spark runs, as a host's long-lived
+application would). After its last level
 each runtime's supervisors are terminated, and each task's report gives its first batch (from
 its first read to its first persist) and its start (from its row's creation to its first
 persist).
@@ -158,6 +160,33 @@ def freshness(stack: Stack, produced_from: float, produced_to: float) -> list[fl
     return values
 
 
+def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
+    """Seconds until the service's task host application (started when it took the lead) has
+    its Spark up: a host's application is long-lived, so the levels measure tasks on a running
+    one, not its start."""
+    from tasks.protocol import TOKEN_HEADER
+
+    home = stack.settings.work_dir / "host-app"
+    began = time.monotonic()
+    while time.monotonic() - began < timeout_s:
+        try:
+            app = json.loads((home / "app.json").read_text())
+            token = (home / "token").read_text().strip()
+            answer = httpx.get(
+                f"{app['scheme']}://127.0.0.1:{app['port']}/sluicegate/host/v1/tasks",
+                headers={TOKEN_HEADER: token},
+                timeout=5,
+            ).json()
+            if answer.get("spark") == "READY":
+                return time.monotonic() - began
+            if answer.get("spark") not in (None, "STARTING"):
+                raise SystemExit(f"the task host application failed: {answer['spark']}")
+        except (OSError, ValueError, KeyError, httpx.HTTPError):
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"the task host application was not ready in {timeout_s:.0f} s")
+
+
 def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
     levels: list[dict[str, Any]] = []
     reached, names = 0, []
@@ -168,6 +197,8 @@ def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
         task_runtime=runtime,
         standby_lead_s=0,
     ) as stack:
+        if runtime == "shared":
+            print(f"shared: the application ran in {wait_for_host_app(stack):.1f} s", flush=True)
         producers = Producers(stack.bootstrap, args.rate)
         try:
             with httpx.Client(base_url=stack.url, timeout=60) as api:

@@ -95,7 +95,9 @@ def ranges_frame(spark: Any, rows: list[tuple[str, int, int, int]]) -> Any:
 
 # ---- in the Python worker -------------------------------------------------------------------
 
-_consumers: dict[str, Any] = {}  # settings (JSON) -> an idle consumer, kept between batches
+# settings (JSON) -> an idle consumer, kept between batches, and the topics it has metadata of
+_consumers: dict[str, tuple[Any, set[str]]] = {}
+METADATA_TIMEOUT_S = 10.0
 
 
 def read_ranges(reading: Reading, batches: Iterator[Any]) -> Iterator[Any]:
@@ -115,10 +117,15 @@ def read_range(
         raise ReadGiveUp(f"confluent-kafka is not importable here: {exc}") from exc
 
     key = json.dumps(config, sort_keys=True)
-    consumer = _consumers.pop(key, None)
-    if consumer is None:
-        consumer = _consumer(config)
+    kept = _consumers.pop(key, None)
+    consumer, known = kept if kept is not None else (_consumer(config), set[str]())
     try:
+        if topic not in known:
+            # a topic new to the consumer: ask for its metadata first. Assigned straight away,
+            # its first fetch waited about a second for librdkafka's own metadata request,
+            # each new topic in turn (a host's hundred new tasks: a hundred seconds)
+            consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+            known.add(topic)
         consumer.assign([TopicPartition(topic, partition, start)])
         values: list[bytes | None] = []
         offsets: list[int] = []
@@ -162,7 +169,7 @@ def read_range(
     except BaseException:
         _close(consumer)
         raise
-    _keep(key, consumer)
+    _keep(key, consumer, known)
 
 
 def _consumer(config: dict[str, Any]) -> Any:
@@ -198,10 +205,10 @@ def check(config: dict[str, Any]) -> None:
         raise RefusedSettings(_refused[key])
 
 
-def _keep(key: str, consumer: Any) -> None:
-    _consumers[key] = consumer
+def _keep(key: str, consumer: Any, known: set[str]) -> None:
+    _consumers[key] = (consumer, known)
     while len(_consumers) > CONSUMERS_KEPT:
-        _consumers.pop(next(iter(_consumers))).close()
+        _consumers.pop(next(iter(_consumers)))[0].close()
 
 
 def _batch(values: list[bytes | None], partition: int, offsets: list[int]) -> Any:

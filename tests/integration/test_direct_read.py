@@ -110,6 +110,37 @@ def test_every_range_reads_what_the_kafka_source_reads(kafka: LocalKafka, spark:
     assert GROUP_ID not in {group.group_id for group in groups.result(timeout=30).valid}
 
 
+def test_one_kept_consumer_reads_many_new_topics_exactly(kafka: LocalKafka) -> None:
+    """A host's Python worker reads ranges of topic after topic with its one kept consumer:
+    each new topic's metadata is asked for before its range is assigned (assigned straight
+    away, its first fetch waited about a second for librdkafka's own request, topic after
+    topic: bench/density.py's first batches); every range reads exactly its records, and the
+    consumer is the same one throughout."""
+    config = direct_read.consumer_config({"bootstrap.servers": kafka.bootstrap_servers})
+    key = json.dumps(config, sort_keys=True)
+    topics = [f"many-{uuid.uuid4().hex[:8]}" for _ in range(6)]
+    for topic in topics:
+        create_topic(kafka.bootstrap_servers, topic, 2)
+        for partition in range(2):
+            produce(
+                kafka.bootstrap_servers,
+                topic,
+                ((None, _record(i)) for i in range(10)),
+                partition=partition,
+            )
+    consumers = set()
+    for topic in topics:
+        for partition, (start, end) in enumerate([(2, 9), (0, 10)]):
+            got = _directly(kafka, topic, partition, start, end)
+            assert [offset for offset, _ in got] == list(range(start, end)), (topic, partition)
+            assert [value for _, value in got] == [_record(i) for i in range(start, end)]
+            consumer, known = direct_read._consumers[key]
+            consumers.add(id(consumer))
+            assert topic in known
+    assert len(consumers) == 1
+    assert set(topics) <= direct_read._consumers[key][1]
+
+
 def test_a_batch_persists_the_same_read_either_way(
     kafka: LocalKafka, spark: Any, tmp_path: Path
 ) -> None:
