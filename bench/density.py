@@ -164,6 +164,7 @@ def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
     """Seconds until the service's task host application (started when it took the lead) has
     its Spark up: a host's application is long-lived, so the levels measure tasks on a running
     one, not its start."""
+    from tasks.host_app import API
     from tasks.protocol import TOKEN_HEADER
 
     home = stack.settings.work_dir / "host-app"
@@ -173,7 +174,7 @@ def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
             app = json.loads((home / "app.json").read_text())
             token = (home / "token").read_text().strip()
             answer = httpx.get(
-                f"{app['scheme']}://127.0.0.1:{app['port']}/sluicegate/host/v1/tasks",
+                f"{app['scheme']}://127.0.0.1:{app['port']}{API}/tasks",
                 headers={TOKEN_HEADER: token},
                 timeout=5,
             ).json()

@@ -1,8 +1,10 @@
 """The body that hands a task to a process that runs it (a standby, tasks/standby.py, or a
-host's application, tasks/host_app.py): `{"payload": <the task>, "token": <its token>, ...}`."""
+host's application, tasks/host_app.py): `{"payload": <the task>, "token": <its token>, ...}`,
+and the token check both make of the runner."""
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from fastapi import Request
@@ -15,6 +17,13 @@ from tasks.spec.names import task_id_problem
 
 def error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": message})
+
+
+def refused(given: str | None, token: str, message: str) -> JSONResponse | None:
+    """The 403 for a request whose token header is not `token` (compared in constant time)."""
+    if not hmac.compare_digest(given or "", token):
+        return error(403, message)
+    return None
 
 
 async def read_assignment(request: Request) -> tuple[IndexKafkaTask, dict[str, Any]] | JSONResponse:

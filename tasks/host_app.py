@@ -20,7 +20,6 @@ the overlord that started it; a new overlord adopts it with its tasks
 from __future__ import annotations
 
 import argparse
-import hmac
 import logging
 import signal
 import sys
@@ -37,6 +36,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from tasks.assignment import error, read_assignment
+from tasks.assignment import refused as token_refused
 from tasks.combiner import JobCombiner
 from tasks.control import ControlServer
 from tasks.logs import configure_logging, log_context
@@ -314,9 +314,7 @@ def create_host_api(host: TaskHost, token: str) -> FastAPI:
     app = FastAPI(title="Sluicegate task host application", openapi_url=None, docs_url=None)
 
     def refused(given: str | None) -> JSONResponse | None:
-        if not hmac.compare_digest(given or "", token):
-            return error(403, "missing or wrong host token")
-        return None
+        return token_refused(given, token, "missing or wrong host token")
 
     @app.get(f"{API}/tasks", response_model=None)
     def tasks(

@@ -29,6 +29,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 
 from tasks.assignment import read_assignment
+from tasks.assignment import refused as token_refused
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, sorted_keys
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask
@@ -80,9 +81,7 @@ def create_standby_app(token: str, assignment: Assignment, on_assign: Any) -> Fa
     app = FastAPI(title="Sluicegate standby task", openapi_url=None, docs_url=None)
 
     def refused(given: str | None) -> JSONResponse | None:
-        if given != token:
-            return JSONResponse(status_code=403, content={"error": "missing or wrong token"})
-        return None
+        return token_refused(given, token, "missing or wrong token")
 
     @app.get(STATUS_PATH, response_model=None)
     def status(

@@ -45,3 +45,20 @@ def test_a_bad_assignment_is_a_400_and_the_standby_stays_free(body: bytes, named
         assert assignment.task is not None and assignment.task.id == "t1"
         assert [(t.id, token) for t, token in assigned] == [("t1", "tok")]
     server.stop()
+
+
+def test_the_standby_wants_the_runners_token() -> None:
+    assignment = Assignment()
+    port = free_port()
+    server = ControlServer(
+        create_standby_app(TOKEN, assignment, lambda *_: None), "127.0.0.1", port
+    )
+    server.start()
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        good = {"payload": task("t1", {"bootstrap.servers": "127.0.0.1:1"}), "token": "tok"}
+        for headers in ({}, {TOKEN_HEADER: "wrong"}):
+            answer = client.post(ASSIGN_PATH, json=good, headers=headers)
+            assert answer.status_code == 403, answer.text
+            assert answer.json() == {"error": "missing or wrong token"}
+        assert assignment.task is None
+    server.stop()
