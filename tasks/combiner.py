@@ -19,6 +19,7 @@ once, so a batch whose read stalls (up to direct_read.STALL_S) holds up only its
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -168,6 +169,38 @@ class JobCombiner:
             batch.done.set()
 
 
+def _read_slice(
+    plans: list[tuple[WorkerPlan, direct_read.Reading]], grouped: dict[int, list[int]]
+) -> dict[int, Iterator[Any]]:
+    """Every range of the slice read together (one assignment per consumer settings, see
+    direct_read.read_together); per batch, its records in range order, then its range's
+    ReadGiveUp if one could not be read (the batch's worker function answers it as a read
+    of its own would)."""
+    by_config: dict[str, list[tuple[int, int]]] = {}
+    for number, ranges in grouped.items():
+        key = json.dumps(plans[number][1].config, sort_keys=True)
+        by_config.setdefault(key, []).extend((number, local) for local in ranges)
+    found: dict[tuple[int, int], list[Any] | direct_read.ReadGiveUp] = {}
+    for members in by_config.values():
+        config = plans[members[0][0]][1].config
+        try:
+            read = direct_read.read_together(
+                config, [plans[number][1].ranges[local] for number, local in members]
+            )
+        except direct_read.ReadGiveUp as exc:
+            read = [exc] * len(members)
+        found.update(zip(members, read, strict=True))
+
+    def records(number: int) -> Iterator[Any]:
+        for local in grouped[number]:
+            got = found[(number, local)]
+            if isinstance(got, direct_read.ReadGiveUp):
+                raise got
+            yield from got
+
+    return {number: records(number) for number in grouped}
+
+
 def _combined(
     plans: list[tuple[WorkerPlan, direct_read.Reading]], items: list[tuple[int, int]]
 ) -> Any:
@@ -182,10 +215,10 @@ def _combined(
             for index in arrow.column(0).to_pylist():
                 number, local = items[index]
                 grouped.setdefault(number, []).append(local)
-        for number, ranges in grouped.items():
-            work, reading = plans[number]
-            indexes = pa.RecordBatch.from_arrays([pa.array(ranges, pa.int64())], ["id"])
-            for result in worker_function(work, reading)(iter([indexes])):
+        read = _read_slice(plans, grouped)
+        for number in grouped:
+            work, _ = plans[number]
+            for result in worker_function(work)(read[number]):
                 tag = pa.array([number] * result.num_rows, pa.int32())
                 yield pa.RecordBatch.from_arrays(
                     [*result.columns, tag], [*result.schema.names, "batch"]

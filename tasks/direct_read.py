@@ -172,6 +172,118 @@ def read_range(
     _keep(key, consumer, known)
 
 
+class _Range:
+    """One range's read in progress (read_together)."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        self.topic, self.partition, self.end = topic, partition, end
+        self.position = start
+        self.progress = time.monotonic()
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.batches: list[Any] = []
+        self.error: ReadGiveUp | None = None
+
+    def done(self) -> bool:
+        return self.error is not None or self.position >= self.end
+
+    def take(self, message: Any, eof_code: int) -> None:
+        """A message of this range's partition, by the rules of read_range."""
+        self.progress = time.monotonic()
+        error = message.error()
+        if error is not None:
+            if error.code() != eof_code:
+                self.error = ReadGiveUp(f"{self.topic}/{self.partition}: {error}")
+            else:
+                self.position = max(self.position, message.offset())
+            return
+        offset = message.offset()
+        if offset < self.position:
+            return
+        if offset >= self.end:
+            self.position = self.end
+            return
+        self.values.append(message.value())
+        self.offsets.append(offset)
+        self.position = offset + 1
+        if len(self.values) >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.values:
+            self.batches.append(_batch(self.values, self.partition, self.offsets))
+            self.values, self.offsets = [], []
+
+
+def read_together(
+    config: dict[str, Any], ranges: list[tuple[str, int, int, int]]
+) -> list[list[Any] | ReadGiveUp]:
+    """Each range's records (Arrow batches of value, partition, offset), or the ReadGiveUp of
+    a range that cannot be read (the others still are): every partition assigned at once, so
+    one fetch serves them all. Read one after another, a hundred quiet ranges took 1.3 s on
+    a local broker (a fetch round trip each); together, 0.04-0.1 s. Ranges of the same
+    partition (replicas on one host) are read in rounds."""
+    try:
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    except ImportError as exc:
+        raise ReadGiveUp(f"confluent-kafka is not importable here: {exc}") from exc
+
+    states = [_Range(*r) for r in ranges]
+    rounds: list[list[_Range]] = []
+    for state in states:
+        place = (state.topic, state.partition)
+        for group in rounds:
+            if all((s.topic, s.partition) != place for s in group):
+                group.append(state)
+                break
+        else:
+            rounds.append([state])
+    key = json.dumps(config, sort_keys=True)
+    kept = _consumers.pop(key, None)
+    consumer, known = kept if kept is not None else (_consumer(config), set[str]())
+    try:
+        for group in rounds:
+            for topic in {s.topic for s in group} - known:
+                consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+                known.add(topic)
+            reading = {(s.topic, s.partition): s for s in group if not s.done()}
+            assigned = [TopicPartition(s.topic, s.partition, s.position) for s in reading.values()]
+            consumer.assign(assigned)
+            while reading:
+                messages = consumer.consume(CHUNK, 0) or consumer.consume(1, WAIT_S)
+                for message in messages:
+                    taker = reading.get((message.topic(), message.partition()))
+                    if taker is not None:
+                        taker.take(message, KafkaError._PARTITION_EOF)
+                now = time.monotonic()
+                for part, state in list(reading.items()):
+                    if not state.done() and now - state.progress > STALL_S:
+                        state.error = ReadGiveUp(
+                            f"{state.topic}/{state.partition}: no progress at "
+                            f"{state.position} in {STALL_S} s"
+                        )
+                    if state.done():
+                        del reading[part]
+                        # no fetching past the range while the others read
+                        consumer.pause([TopicPartition(state.topic, state.partition)])
+            # a partition's pause outlives its assignment in librdkafka: the next read of it
+            # (this consumer is kept) would wait for nothing
+            consumer.resume(assigned)
+            consumer.unassign()
+    except KafkaException as exc:
+        _close(consumer)
+        raise ReadGiveUp(f"{exc}") from exc
+    except BaseException:
+        _close(consumer)
+        raise
+    _keep(key, consumer, known)
+    results: list[list[Any] | ReadGiveUp] = []
+    for state in states:
+        state.flush()
+        results.append(state.error if state.error is not None else state.batches)
+    return results
+
+
 def _consumer(config: dict[str, Any]) -> Any:
     from confluent_kafka import Consumer, KafkaException
 

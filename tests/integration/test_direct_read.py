@@ -141,6 +141,34 @@ def test_one_kept_consumer_reads_many_new_topics_exactly(kafka: LocalKafka) -> N
     assert set(topics) <= direct_read._consumers[key][1]
 
 
+def test_ranges_read_together_give_what_each_read_alone_gives(kafka: LocalKafka) -> None:
+    """read_together (a combined job's slice): ranges of two transactional topics, the same
+    partition more than once (replicas on one host), one past the readable end, one empty:
+    each gets exactly what read_range gives it."""
+    first, second = _transactional_topic(kafka), _transactional_topic(kafka)
+    config = direct_read.consumer_config({"bootstrap.servers": kafka.bootstrap_servers})
+    ranges = [
+        (first, 0, 0, 17),
+        (first, 0, 3, 10),
+        (second, 1, 9, 17),
+        (first, 1, 10, 14),
+        (second, 0, 16, 17),
+        (first, 0, 12, 13),
+        (second, 1, 0, 5),
+    ]
+    together = direct_read.read_together(config, ranges)
+    for (topic, partition, start, end), got in zip(ranges, together, strict=True):
+        assert not isinstance(got, direct_read.ReadGiveUp), got
+        rows = [
+            (offset, value)
+            for batch in got
+            for offset, value in zip(
+                batch.column(2).to_pylist(), batch.column(0).to_pylist(), strict=True
+            )
+        ]
+        assert rows == _directly(kafka, topic, partition, start, end), (topic, partition, start)
+
+
 def test_a_batch_persists_the_same_read_either_way(
     kafka: LocalKafka, spark: Any, tmp_path: Path
 ) -> None:
