@@ -197,6 +197,7 @@ def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
         task_master=args.master,
         task_runtime=runtime,
         standby_lead_s=0,
+        supervisor_workers=args.supervisor_workers,
     ) as stack:
         if runtime == "shared":
             print(f"shared: the application ran in {wait_for_host_app(stack):.1f} s", flush=True)
@@ -311,6 +312,12 @@ def main() -> None:
     parser.add_argument("--p99-limit", type=float, default=15.0)
     parser.add_argument("--memory-limit-gb", type=float, default=16.0)
     parser.add_argument("--runtimes", default="process,shared")
+    parser.add_argument(
+        "--supervisor-workers",
+        type=int,
+        default=4,
+        help="the service's supervisor_workers: passes run at once",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
     args = parser.parse_args()
