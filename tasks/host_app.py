@@ -25,12 +25,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -51,6 +52,10 @@ TASK_LOG = "task.log"
 # host of many quiet tasks writes a persist per task a second, not one per poll.
 MIN_BATCH_INTERVAL_S = 1.0
 READS_POOL, TASKS_POOL = "reads", "tasks"  # FAIR scheduler pools
+# Every task's chat calls run on the API's threads, and a pause holds one while the task ends
+# its batch (up to tasks/control.PAUSE_WAIT_SECONDS): with the default 40, a hundred tasks'
+# metrics and offsets calls queued behind a few dozen pauses and the overlord's probes timed out.
+CHAT_THREADS = 512
 
 
 class TaskLogs(logging.Handler):
@@ -310,8 +315,19 @@ class Refused(ValueError):
     """The task cannot be started here."""
 
 
+@asynccontextmanager
+async def _chat_threads(_app: FastAPI) -> AsyncIterator[None]:
+    anyio.to_thread.current_default_thread_limiter().total_tokens = CHAT_THREADS
+    yield
+
+
 def create_host_api(host: TaskHost, token: str) -> FastAPI:
-    app = FastAPI(title="Sluicegate task host application", openapi_url=None, docs_url=None)
+    app = FastAPI(
+        title="Sluicegate task host application",
+        openapi_url=None,
+        docs_url=None,
+        lifespan=_chat_threads,
+    )
 
     def refused(given: str | None) -> JSONResponse | None:
         return token_refused(given, token, "missing or wrong host token")

@@ -12,6 +12,7 @@ from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
+from supervisor.controller.workers import waits
 from supervisor.db.intents import IntentRepository
 from supervisor.db.models import IntentRow
 from supervisor.db.tasks import TaskRepository
@@ -172,6 +173,7 @@ class Executor:
                 continue
             if row.group_id in skip_groups:
                 continue
+            waits()  # a pause lasts until the task's batch in flight ends
             checkpoint_requested(
                 repo.replicas(row), task_id, start, self.runner.is_running, self.fence.check()
             )
@@ -187,6 +189,7 @@ class Executor:
             # pass instead of killing healthy tasks.
             log.info("group %s: rollover waits for %s to start reading", action.group, not_ready)
             return
+        waits()
         result = checkpoint_group(
             clients, finish=True, timeout=ROLLOVER_TIMEOUT_S, alive=self.runner.is_running
         )

@@ -152,6 +152,13 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._due)
 
+    def mark_stalled(self, key: K) -> None:
+        """The work on `key` waits on something else from now on (a task's pause): it counts
+        as stalled already, whatever `longer_than_s` a caller asks about."""
+        with self._cond:
+            if key in self._processing:
+                self._processing[key] = float("-inf")
+
     def stalled(self, longer_than_s: float) -> int:
         """Keys worked on for longer than `longer_than_s`."""
         with self._cond:

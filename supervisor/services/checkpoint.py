@@ -141,9 +141,14 @@ def checkpoint_requested(
         if latest != start:
             log.info("checkpoint of %s ignored: already past %s", requester, start)
             return
+        began = time.monotonic()
         result = checkpoint_group(clients, finish=False, alive=alive)
         log.info(
-            "checkpointed %s at %s (failed: %s)", list(clients), result.end_offsets, result.failed
+            "checkpointed %s at %s in %.2f s (failed: %s)",
+            list(clients),
+            result.end_offsets,
+            time.monotonic() - began,
+            result.failed,
         )
     except TaskApiError as exc:
         log.warning("checkpoint for %s failed: %s", requester, exc)

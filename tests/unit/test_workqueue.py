@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from supervisor.controller.workers import Workers
+from supervisor.controller.workers import Workers, waits
 from supervisor.controller.workqueue import WorkQueue
 
 
@@ -199,6 +199,32 @@ def test_a_stalled_pass_gets_a_thread_in_its_place_that_leaves_after_it() -> Non
     assert until(lambda: passes.count["other"] == 6)  # and the one left goes on passing
     workers.stop()
     assert passes.count["stuck"] == 1
+
+
+def test_a_pass_that_says_it_waits_gets_a_thread_in_its_place_at_once() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    release = threading.Event()
+    other: list[float] = []
+
+    def passes(key: str) -> None:
+        if key == "pausing":
+            waits()  # as a pass does before it pauses a task
+            release.wait(10)
+        else:
+            other.append(time.monotonic())
+
+    workers = Workers(queue, passes, count=1, max_threads=4, stall_s=10.0)
+    workers.start()
+    queue.add("pausing")
+    assert until(lambda: workers.alive() == 2)
+    began = time.monotonic()
+    queue.add("other")
+    assert until(lambda: len(other) == 1)
+    assert other[0] - began < 1.0  # not after stall_s (10 s)
+    release.set()
+    assert until(lambda: workers.alive() == 1)
+    workers.stop()
+    waits()  # outside a pass: nothing to mark
 
 
 def test_threads_added_for_stalled_passes_stop_at_max_threads() -> None:
