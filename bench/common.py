@@ -84,9 +84,7 @@ def rollup_edits(frame: Any) -> Any:
     )
 
 
-def limit_job(
-    spark: Any, bootstrap: str, topic: str, end: dict[int | str, int], out: str
-) -> None:
+def limit_job(spark: Any, bootstrap: str, topic: str, end: dict[int | str, int], out: str) -> None:
     """The limit: one Spark batch job over the whole offset range, read, parse, roll up, write."""
     from tasks.reader import read_range
 

@@ -150,8 +150,9 @@ class KafkaIndexer:
                 return dict(self.state.end)  # a repeat of the same request
             if not finish and any(s.end == offsets for s in self.sequences):
                 return dict(offsets)
-            stopping = self.pause_requested and self.in_flight is not None
-            if self.state.status is not TaskState.PAUSED and not stopping:
+            # A pause asked for holds the loop where _stops_at says: in its batch in flight, or
+            # between that batch's landing and its sitting PAUSED (it starts no other batch).
+            if self.state.status is not TaskState.PAUSED and not self.pause_requested:
                 raise ControlError(400, "Task must be paused before changing the end offsets")
             stops_at = self._stops_at()
             if set(offsets) != set(stops_at):

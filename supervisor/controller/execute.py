@@ -163,10 +163,12 @@ class Executor:
 
     def checkpoints(
         self, requested: Mapping[str, Mapping[str, int]], skip_groups: set[int]
-    ) -> None:
+    ) -> set[str]:
         """Close the current sequence of each requesting task's group (finish=false), unless
-        the group was just rolled over, which ends it anyway."""
+        the group was just rolled over, which ends it anyway. The requests to make again (no
+        replica could be paused); a replica that failed while others closed it is killed."""
         repo = TaskRepository(self.session)
+        again: set[str] = set()
         for task_id, start in requested.items():
             row = repo.get(task_id)
             if row is None or row.status != TaskStatusCode.RUNNING or row.end_offsets is not None:
@@ -174,9 +176,17 @@ class Executor:
             if row.group_id in skip_groups:
                 continue
             waits()  # a pause lasts until the task's batch in flight ends
-            checkpoint_requested(
+            result = checkpoint_requested(
                 repo.replicas(row), task_id, start, self.runner.is_running, self.fence.check()
             )
+            if result is None:
+                continue
+            if result.end_offsets is None:
+                again.add(task_id)
+                continue
+            for failed in result.failed:
+                self.tasks.kill(failed, "could not be paused and given end offsets at a checkpoint")
+        return again
 
     def _rollover(self, action: Rollover) -> None:
         repo = TaskRepository(self.session)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from supervisor.clock import Clock
 from supervisor.controller.observe import StreamReader
 from supervisor.controller.reconciler import (
+    AGAIN_S,
     DEFAULT_PERIOD_S,
     Done,
     Reconciler,
@@ -66,7 +67,8 @@ class SupervisorManager:
     def _pass(self, supervisor_id: str) -> None:
         if supervisor_id == STANDALONE:
             try:
-                self.reconciler.standalone()
+                if self.reconciler.standalone():
+                    self.queue.add_after(STANDALONE, AGAIN_S)
             except Exception as exc:
                 log.warning("standalone tasks' intents: %s", exc)
                 self.queue.add_rate_limited(STANDALONE, at_most=DEFAULT_PERIOD_S)

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
+from supervisor.controller.workers import waits
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository, SpecRepository, SpecVersion
 from supervisor.db.tasks import TaskRepository
@@ -107,6 +108,8 @@ class TaskProbe:
     def probe(self, rows: list[TaskRow]) -> None:
         current: dict[str, Offsets] = {}
         metrics: dict[str, TaskMetrics] = {}
+        if any(reachable(row) for row in rows):
+            waits()  # on the tasks: a host of a hundred answers in ~0.3 s, not 3 ms
         for row in rows:
             if not reachable(row):
                 continue

@@ -11,6 +11,7 @@ answers with a typed Result that the manager hands to the work queue.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -43,6 +44,7 @@ DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has rea
 IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 SLOW_PASS_S = 1.0  # a pass this long is logged with where its time went
 ACTED_S = 0.2  # after a pass that acted: the next one soon, to see what the actions did
+AGAIN_S = 1.0  # a checkpoint none of whose replicas could be paused is asked again this soon
 
 
 @dataclass(frozen=True)
@@ -139,16 +141,20 @@ class Reconciler:
         pass of every supervisor)."""
         self.hinted.add(supervisor_id)
 
-    def standalone(self) -> None:
+    def standalone(self) -> bool:
         """The intents about tasks with no supervisor (submitted with POST /task): their
-        shutdowns and checkpoint requests, each marked done with its effect."""
+        shutdowns and checkpoint requests, each marked done with its effect. Whether a checkpoint
+        must be asked again (its intent stays pending, for a pass soon)."""
         self.hinted.discard(STANDALONE)
         with self.sessions() as session:
             pending = merge(IntentRepository(session).pending(STANDALONE))
             executor = Executor(session, self.clock, self.runner, self.fence)
             self._shut_down(executor.tasks, pending)
-            self._checkpoint(executor, pending, skip_groups=set())
+            again = self._checkpoint(executor, pending, skip_groups=set())
             session.commit()
+        if again:
+            self.hinted.add(STANDALONE)
+        return again
 
     def reconcile(self, supervisor_id: str) -> Result:
         """One pass, its timing and failure kept in the supervisor's status."""
@@ -224,7 +230,9 @@ class Reconciler:
             rolling = {a.group for a in actions if isinstance(a, Rollover)}
             executor.handoffs = {g: rows for g, rows in pending.handoffs.items() if g in rolling}
             executor.run(actions, spec, row.id)
-            self._checkpoint(executor, pending, skip_groups=rolling)
+            if self._checkpoint(executor, pending, skip_groups=rolling):
+                memory.intents = True  # its intent is read again by a pass this soon:
+                memory.deadline = min(memory.deadline or math.inf, self.monotonic() + AGAIN_S)
             laps["execute"] = self.monotonic() - executing
             self._settle(session, pending, snapshot, rolling, memory)
             running = any(t.running for t in snapshot.tasks)
@@ -257,14 +265,22 @@ class Reconciler:
             IntentRepository.done(rows, now, "task killed")
             tasks.shut_down(task_id)
 
-    def _checkpoint(self, executor: Executor, pending: Pending, skip_groups: set[int]) -> None:
-        """Close the sequences tasks asked to (safe to repeat: done for the caller's commit)."""
-        executor.checkpoints(
+    def _checkpoint(self, executor: Executor, pending: Pending, skip_groups: set[int]) -> bool:
+        """Close the sequences tasks asked to (safe to repeat: done for the caller's commit).
+        Whether some must be asked again (none of a group's replicas could be paused): their
+        intents stay pending, for a pass soon."""
+        again = executor.checkpoints(
             {task_id: start for task_id, (start, _) in pending.checkpoints.items()},
             skip_groups,
         )
-        asked = [row for _, rows in pending.checkpoints.values() for row in rows]
+        asked = [
+            row
+            for task_id, (_, rows) in pending.checkpoints.items()
+            if task_id not in again
+            for row in rows
+        ]
         IntentRepository.done(asked, self.clock(), "checkpoint asked of the group")
+        return bool(again)
 
     def _settle(
         self,

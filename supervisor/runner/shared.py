@@ -36,6 +36,10 @@ from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskReport
 HOST = "127.0.0.1"
 API = "/sluicegate/host/v1"
 START_TIMEOUT_S = 60.0
+# Assignments sent to the application at once: each builds a task's run (its Kafka client, its
+# chat app) on the application's GIL beside its running tasks; sixty at once (a wave of passes
+# that waited on tasks) took over the 10 s timeout, and their tasks failed to start.
+ASSIGNS_AT_ONCE = 4
 VIEW_TTL_S = 0.25  # a list of the application's tasks answers is_running this long
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,7 @@ class SharedAppRunner:
         self.watched: dict[str, float] = {}  # task id -> when launched or adopted (monotonic)
         self.view: _View | None = None
         self.http = httpx.Client(timeout=10.0)
+        self.assigning = threading.BoundedSemaphore(ASSIGNS_AT_ONCE)
 
     def work_dir(self, task_id: str) -> Path:
         return self.tasks_dir / task_id
@@ -234,7 +239,8 @@ class SharedAppRunner:
             self.watched[task_id] = math.inf
         try:
             body = {"payload": payload, "token": token, "overlord": self.settings.advertised_url()}
-            self._call(app, "POST", "/tasks", json=body)
+            with self.assigning:
+                self._call(app, "POST", "/tasks", json=body)
         except OSError:
             with self.lock:
                 self.watched.pop(task_id, None)

@@ -127,28 +127,34 @@ def checkpoint_requested(
     start: Mapping[str, int],
     alive: Callable[[str], bool] = lambda _: True,
     leader: Leader | None = None,
-) -> None:
+) -> CheckpointResult | None:
     """A task asked for a checkpoint (checkPointDataSourceMetadata) of the sequence that began
-    at `start`: close it on every replica of its group, unless that already happened."""
+    at `start`: close it on every replica of its group, unless that already happened. None
+    when nothing was left to do; else the group's result: no end offsets when no replica
+    could be paused (the caller asks again: a pause that came late leaves a task paused until
+    then), and the replicas that failed when others closed the sequence (out of step with
+    them: the caller replaces them, as Druid kills a task it cannot checkpoint)."""
     located = [r for r in replicas if reachable(r)]
     if requester not in {r.id for r in located}:
         log.warning("checkpoint for %s ignored: the task has no location yet", requester)
-        return
+        return None
     clients = {r.id: TaskApiClient.for_task(r, leader=leader) for r in located}
     try:
         checkpoints = clients[requester].checkpoints()
-        latest = checkpoints[max(checkpoints, key=int)]
-        if latest != start:
-            log.info("checkpoint of %s ignored: already past %s", requester, start)
-            return
-        began = time.monotonic()
-        result = checkpoint_group(clients, finish=False, alive=alive)
-        log.info(
-            "checkpointed %s at %s in %.2f s (failed: %s)",
-            list(clients),
-            result.end_offsets,
-            time.monotonic() - began,
-            result.failed,
-        )
     except TaskApiError as exc:
         log.warning("checkpoint for %s failed: %s", requester, exc)
+        return CheckpointResult(None, [requester])
+    latest = checkpoints[max(checkpoints, key=int)]
+    if latest != start:
+        log.info("checkpoint of %s ignored: already past %s", requester, start)
+        return None
+    began = time.monotonic()
+    result = checkpoint_group(clients, finish=False, alive=alive)
+    log.info(
+        "checkpointed %s at %s in %.2f s (failed: %s)",
+        list(clients),
+        result.end_offsets,
+        time.monotonic() - began,
+        result.failed,
+    )
+    return result

@@ -21,6 +21,7 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.services.publish import PublishService
 from tasks.indexer import KafkaIndexer
+from tasks.indexer_state import ControlError
 from tasks.protocol import IndexKafkaTask, PublishAction, TaskState
 
 N_PER_PARTITION = 400
@@ -575,3 +576,21 @@ def test_a_pause_during_a_batch_answers_at_once_with_where_the_task_stops(
     assert outcome and outcome[0].status is TaskState.SUCCESS, outcome and outcome[0].error
     assert sorted(r["id"] for r in published_rows(sessions)) == list(range(total))
     assert ends[1][0] == total  # the next batch read on from the first one's end
+
+
+def test_end_offsets_are_taken_once_a_pause_is_asked_before_the_loop_sits_paused(
+    kafka: LocalKafka, tmp_path: Path
+) -> None:
+    """Between a batch's landing and the loop's sitting PAUSED, a pause already answered (with
+    that batch's end) holds the loop: the end offsets the overlord sends then are taken, not
+    refused as "must be paused" (a race seen at a hundred tasks). Without a pause asked they
+    are refused."""
+    spec = task("any", kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 10})
+    spec.ioConfig.endSequenceNumbers = None
+    indexer = KafkaIndexer(spec, None, tmp_path / "work", tmp_path / "deep", lambda _: None)
+    indexer.state.status = TaskState.READING  # as the loop is between batches
+    with pytest.raises(ControlError, match="must be paused"):
+        indexer.set_end_offsets({0: 10}, finish=True)
+    assert indexer.pause(0.0) is None  # asked; the loop has not sat PAUSED yet
+    assert indexer.set_end_offsets({0: 10}, finish=True) == {0: 10}
+    assert indexer.pause_requested is False  # and the loop reads on to them

@@ -1,5 +1,5 @@
 """The group checkpoint protocol against fake task clients: races are retried, dead replicas
-are given up at once, the maximum offsets win."""
+are given up at once, the maximum offsets win; a checkpoint that paused nobody is made again."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ import time
 from collections.abc import Mapping
 
 from supervisor.clients.task_api import TaskApiError
+from supervisor.clock import utc_now
+from supervisor.controller.reconciler import Reconciler
+from supervisor.controller.requests import Pending
+from supervisor.db.models import IntentRow
+from supervisor.model.status import StatusStore
 from supervisor.services.checkpoint import checkpoint_group
 
 
@@ -93,3 +98,32 @@ def test_a_single_replica_is_paused_in_the_callers_thread() -> None:
     assert result.end_offsets == {"0": 4, "1": 6} and result.failed == []
     assert task.end == {"0": 4, "1": 6}
     assert task.threads == {threading.current_thread()}  # no pool started for one replica
+
+
+class FakeExecutor:
+    """Executor.checkpoints: the requests it could not make (no replica paused)."""
+
+    def __init__(self, again: set[str]) -> None:
+        self.again = again
+        self.asked: dict[str, Mapping[str, int]] = {}
+
+    def checkpoints(self, requested: Mapping[str, Mapping[str, int]], skip: set[int]) -> set[str]:
+        self.asked = dict(requested)
+        return self.again
+
+
+def test_a_checkpoint_no_replica_could_be_paused_for_stays_pending() -> None:
+    """A task whose pause came too late sits paused until its checkpoint is made: its intent
+    is not marked done (the next pass makes it), the others' are."""
+    paused_late = IntentRow(owner="s", kind="checkpoint", task_id="late", payload={})
+    made = IntentRow(owner="s", kind="checkpoint", task_id="made", payload={})
+    pending = Pending(checkpoints={"late": ({"0": 5}, [paused_late]), "made": ({"0": 7}, [made])})
+    reconciler = Reconciler(None, utc_now, None, None, StatusStore())  # type: ignore[arg-type]
+    executor = FakeExecutor(again={"late"})
+    assert reconciler._checkpoint(executor, pending, skip_groups=set())  # type: ignore[arg-type]
+    assert executor.asked == {"late": {"0": 5}, "made": {"0": 7}}
+    assert paused_late.done_at is None
+    assert made.done_at is not None and made.outcome == "checkpoint asked of the group"
+    executor.again = set()
+    assert not reconciler._checkpoint(executor, pending, skip_groups=set())  # type: ignore[arg-type]
+    assert paused_late.done_at is not None
