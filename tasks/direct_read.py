@@ -112,14 +112,11 @@ def read_range(
     config: dict[str, Any], topic: str, partition: int, start: int, end: int
 ) -> Iterator[Any]:
     try:
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import KafkaError, TopicPartition
     except ImportError as exc:
         raise ReadGiveUp(f"confluent-kafka is not importable here: {exc}") from exc
 
-    key = json.dumps(config, sort_keys=True)
-    kept = _consumers.pop(key, None)
-    consumer, known = kept if kept is not None else (_consumer(config), set[str]())
-    try:
+    with _pooled(config, f"{topic}/{partition}: ") as (consumer, known):
         if topic not in known:
             # a topic new to the consumer: ask for its metadata first. Assigned straight away,
             # its first fetch waited about a second for librdkafka's own metadata request,
@@ -163,13 +160,6 @@ def read_range(
                 yield _batch(values, partition, offsets)
                 values, offsets = [], []
         consumer.unassign()  # no fetching past the range while the consumer waits
-    except KafkaException as exc:
-        _close(consumer)
-        raise ReadGiveUp(f"{topic}/{partition}: {exc}") from exc
-    except BaseException:
-        _close(consumer)
-        raise
-    _keep(key, consumer, known)
 
 
 class _Range:
@@ -224,7 +214,7 @@ def read_together(
     a local broker (a fetch round trip each); together, 0.04-0.1 s. Ranges of the same
     partition (replicas on one host) are read in rounds."""
     try:
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import KafkaError, TopicPartition
     except ImportError as exc:
         raise ReadGiveUp(f"confluent-kafka is not importable here: {exc}") from exc
 
@@ -238,10 +228,7 @@ def read_together(
                 break
         else:
             rounds.append([state])
-    key = json.dumps(config, sort_keys=True)
-    kept = _consumers.pop(key, None)
-    consumer, known = kept if kept is not None else (_consumer(config), set[str]())
-    try:
+    with _pooled(config, "") as (consumer, known):
         for group in rounds:
             for topic in {s.topic for s in group} - known:
                 consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
@@ -270,13 +257,6 @@ def read_together(
             # (this consumer is kept) would wait for nothing
             consumer.resume(assigned)
             consumer.unassign()
-    except KafkaException as exc:
-        _close(consumer)
-        raise ReadGiveUp(f"{exc}") from exc
-    except BaseException:
-        _close(consumer)
-        raise
-    _keep(key, consumer, known)
     results: list[list[Any] | ReadGiveUp] = []
     for state in states:
         state.flush()
@@ -291,6 +271,27 @@ def _consumer(config: dict[str, Any]) -> Any:
         return Consumer(config)
     except (KafkaException, ValueError, TypeError) as exc:
         raise ReadGiveUp(f"librdkafka does not take these consumer properties: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _pooled(config: dict[str, Any], where: str) -> Iterator[tuple[Any, set[str]]]:
+    """A consumer of `config` from the pool (or a new one) and the topics it knows: back in the
+    pool after the read, closed after a failed one (a Kafka error gives the read up, `where`
+    names it)."""
+    from confluent_kafka import KafkaException
+
+    key = json.dumps(config, sort_keys=True)
+    kept = _consumers.pop(key, None)
+    consumer, known = kept if kept is not None else (_consumer(config), set[str]())
+    try:
+        yield consumer, known
+    except KafkaException as exc:
+        _close(consumer)
+        raise ReadGiveUp(f"{where}{exc}") from exc
+    except BaseException:
+        _close(consumer)
+        raise
+    _keep(key, consumer, known)
 
 
 def _close(consumer: Any) -> None:
