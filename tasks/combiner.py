@@ -19,7 +19,6 @@ once, so a batch whose read stalls (up to direct_read.STALL_S) holds up only its
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -178,7 +177,7 @@ def _read_slice(
     of its own would)."""
     by_config: dict[str, list[tuple[int, int]]] = {}
     for number, ranges in grouped.items():
-        key = json.dumps(plans[number][1].config, sort_keys=True)
+        key = direct_read.settings_key(plans[number][1].config)
         by_config.setdefault(key, []).extend((number, local) for local in ranges)
     found: dict[tuple[int, int], list[Any] | direct_read.ReadGiveUp] = {}
     for members in by_config.values():

@@ -273,6 +273,12 @@ def _consumer(config: dict[str, Any]) -> Any:
         raise ReadGiveUp(f"librdkafka does not take these consumer properties: {exc}") from exc
 
 
+def settings_key(config: dict[str, Any]) -> str:
+    """Consumer settings as one string: what kept consumers and refused settings are keyed by,
+    and what a combined job groups its ranges by."""
+    return json.dumps(config, sort_keys=True)
+
+
 @contextlib.contextmanager
 def _pooled(config: dict[str, Any], where: str) -> Iterator[tuple[Any, set[str]]]:
     """A consumer of `config` from the pool (or a new one) and the topics it knows: back in the
@@ -280,7 +286,7 @@ def _pooled(config: dict[str, Any], where: str) -> Iterator[tuple[Any, set[str]]
     names it)."""
     from confluent_kafka import KafkaException
 
-    key = json.dumps(config, sort_keys=True)
+    key = settings_key(config)
     kept = _consumers.pop(key, None)
     consumer, known = kept if kept is not None else (_consumer(config), set[str]())
     try:
@@ -306,7 +312,7 @@ _refused: dict[str, str] = {}  # settings (JSON) -> why librdkafka refused them 
 def check(config: dict[str, Any]) -> None:
     """On the driver, before a Spark job: ReadGiveUp if librdkafka refuses the settings (Java-only
     properties such as a JKS truststore), remembered so each batch does not find it again."""
-    key = json.dumps(config, sort_keys=True)
+    key = settings_key(config)
     if key not in _refused:
         try:
             _close(_consumer(config))
