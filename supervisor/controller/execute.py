@@ -17,7 +17,7 @@ from supervisor.db.intents import IntentRepository
 from supervisor.db.models import IntentRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.model.fence import UNFENCED, Fence
-from supervisor.runner.protocol import Runner
+from supervisor.runner.protocol import NoSlot, Runner
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
 from supervisor.services.tasks import TaskService
@@ -110,6 +110,8 @@ class Executor:
         self.rolled: set[int] = set()  # groups given final end offsets by this executor
         # handoff intents by group, marked done in the commit of the group's rollover
         self.handoffs: Mapping[int, list[IntentRow]] = {}
+        # why the tasks it was to create wait (no task host has a slot), if they do
+        self.no_slot: str | None = None
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
         for action in actions:
@@ -133,10 +135,16 @@ class Executor:
                 if started:
                     with log_context(group=action.group):
                         log.info("group %s: %s standby process(es) warming", action.group, started)
+            elif self.no_slot is not None:  # CreateTask: the hosts are full; no use asking
+                continue
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
                 with log_context(task=action.task_id, group=action.group):
                     log.info("creating %s from %s", action.task_id, offsets_json(action.start))
-                    self.tasks.launch(index_task(spec, spec_version, action, self.clock()))
+                    task = index_task(spec, spec_version, action, self.clock())
+                    try:
+                        self.tasks.launch(task, wait_for_slot=True)
+                    except NoSlot as exc:
+                        self.no_slot = str(exc)
 
     def adopt(self, supervisor_id: str) -> None:
         """Take over reading tasks an earlier overlord left: resume the ones left paused

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
-from supervisor.controller.actions import ReserveStandbys, Rollover
+from supervisor.controller.actions import Action, CreateTask, ReserveStandbys, Rollover
 from supervisor.controller.execute import Executor
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.plan import next_deadline, plan
@@ -45,6 +45,7 @@ IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 SLOW_PASS_S = 1.0  # a pass this long is logged with where its time went
 ACTED_S = 0.2  # after a pass that acted: the next one soon, to see what the actions did
 AGAIN_S = 1.0  # a checkpoint none of whose replicas could be paused is asked again this soon
+SLOT_WAIT_S = 2.0  # tasks no task host had a slot for are asked for again this soon
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Memory:
     partition_sets: dict[tuple[PartitionKey, ...], datetime] = field(default_factory=dict)
     last_latest: Offsets | None = None  # the first observation is news
     laps: dict[str, float] = field(default_factory=dict)  # where the last pass's time went
+    no_slot: str | None = None  # why its tasks wait for a task host's slot, while they do
 
 
 @dataclass(frozen=True)
@@ -233,12 +235,31 @@ class Reconciler:
             if self._checkpoint(executor, pending, skip_groups=rolling):
                 memory.intents = True  # its intent is read again by a pass this soon:
                 memory.deadline = min(memory.deadline or math.inf, self.monotonic() + AGAIN_S)
+            self._wait_for_slots(supervisor_id, executor.no_slot, actions, memory)
             laps["execute"] = self.monotonic() - executing
             self._settle(session, pending, snapshot, rolling, memory)
             running = any(t.running for t in snapshot.tasks)
-        acted = any(not isinstance(a, ReserveStandbys) for a in actions)
+        waited = (ReserveStandbys, CreateTask) if executor.no_slot is not None else ReserveStandbys
+        acted = any(not isinstance(a, waited) for a in actions)
         gone = snapshot.terminated and not running and not actions
         return Outcome(snapshot, acted, bool(executor.rolled), gone)
+
+    def _wait_for_slots(
+        self, supervisor_id: str, no_slot: str | None, actions: list[Action], memory: Memory
+    ) -> None:
+        """Tasks no task host had a slot for are not created (nor recorded as failed): the
+        supervisor asks again every SLOT_WAIT_S, saying once that they wait and once that
+        they no longer do."""
+        if no_slot is not None:
+            if memory.no_slot is None:
+                log.warning(
+                    "supervisor %s: its new tasks wait for a slot: %s", supervisor_id, no_slot
+                )
+            memory.no_slot = no_slot
+            memory.deadline = min(memory.deadline or math.inf, self.monotonic() + SLOT_WAIT_S)
+        elif memory.no_slot is not None and any(isinstance(a, CreateTask) for a in actions):
+            log.info("supervisor %s: task hosts have slots again", supervisor_id)
+            memory.no_slot = None
 
     def _pending(self, session: Session, supervisor_id: str, memory: Memory) -> Pending:
         if not memory.intents and supervisor_id not in self.hinted:

@@ -28,7 +28,7 @@ from supervisor.db.engine import SessionFactory
 from supervisor.db.models import TaskRow, WorkerRow
 from supervisor.db.workers import WorkerRepository
 from supervisor.runner.local import LocalProcessRunner
-from supervisor.runner.protocol import Exited, Launched
+from supervisor.runner.protocol import Exited, Launched, NoSlot
 from supervisor.runner.shared import SharedAppRunner
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskStatusCode
@@ -101,7 +101,7 @@ class ClusterRunner:
             return self.local.launch(task)
         alive = [r for r in hosts if self._alive(r, now)]
         if not alive:
-            raise OSError(f"no task host is alive ({len(hosts)} registered)")
+            raise NoSlot(f"no task host is alive and enabled ({len(hosts)} registered)")
         ranked = self._rank(task, alive, placed)
         payload = task.to_json()
         failures = []
@@ -143,7 +143,7 @@ class ClusterRunner:
             free = {r.host: r.capacity - len(ids[r.host]) for r in alive}
             open_hosts = [r for r in alive if free[r.host] > 0]
             if not open_hosts:
-                raise OSError(f"no task host has free capacity ({len(alive)} alive, all full)")
+                raise NoSlot(f"no task host has free capacity ({len(alive)} alive, all full)")
             group = (task.supervisorId, task.ioConfig.taskGroupId)
             apart = [r for r in open_hosts if group not in groups[r.host]]
             return sorted(apart or open_hosts, key=lambda r: (-free[r.host], r.host))

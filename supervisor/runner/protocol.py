@@ -21,6 +21,11 @@ class Launched:
     worker: str | None = None  # the task host (host:port) it runs on; None: this overlord's
 
 
+class NoSlot(OSError):
+    """No task host can take a task now (every live one is full, or none is alive). A
+    supervisor's task waits for a slot, as a Druid task waits pending for a worker's."""
+
+
 @dataclass(frozen=True)
 class Exited:
     task_id: str

@@ -21,7 +21,7 @@ from supervisor.db.workers import WorkerRepository
 from supervisor.errors import BadRequestError, NotFoundError, UnavailableError
 from supervisor.model.access import Action
 from supervisor.model.fence import UNFENCED, Fence
-from supervisor.runner.protocol import Exited, Runner
+from supervisor.runner.protocol import Exited, NoSlot, Runner
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import PROPERTIES, mask_task
 from supervisor.services.supervisors import Actor, intend
@@ -113,9 +113,11 @@ class TaskService:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
         return self.launch(task)
 
-    def launch(self, task: IndexKafkaTask) -> str:
+    def launch(self, task: IndexKafkaTask, wait_for_slot: bool = False) -> str:
         """Record a task and start it (the supervisors' tasks come here directly, built by
-        their reconciler; a user's through `submit`)."""
+        their reconciler; a user's through `submit`). `wait_for_slot`: when no task host can
+        take it now, raise NoSlot and leave no record (the caller asks again later) instead
+        of recording a failed task."""
         self.fence.check()
         payload = task.to_json()
         now = self.clock()
@@ -137,6 +139,10 @@ class TaskService:
         try:
             launched = self.runner.launch(task)
         except Exception as exc:
+            if wait_for_slot and isinstance(exc, NoSlot):
+                self.session.delete(row)
+                self.session.commit()
+                raise
             self._finish(
                 row, TaskStatusCode.FAILED, f"the task process could not be started: {exc}", None
             )

@@ -100,8 +100,18 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
             f"task host {host_b} disabled"
         )
         assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] == ""
+        # no host takes tasks now: at a handoff the successors wait for a slot, none fails
+        rolled = set(_placed(service))
+        api.post(f"{BASE}/hosted/taskGroups/handoff", json={"taskGroupIds": [0]})
+        wait_for(lambda: not _placed(service), 120, "the rolled-over generation ended")
+        time.sleep(3)  # passes every 2 s ask for a slot
+        assert not _placed(service)
+        ended = db_rows(service, select(TaskRow.id, TaskRow.status).where(TaskRow.id != lost))
+        assert {task for task, status in ended if status != "SUCCESS"} == set()
+        assert rolled <= {task for task, _ in ended}
         _cli("workers", "--url", service.url, "enable", host_b)
         assert api.get("/druid/indexer/v1/workers").json()[0]["worker"]["version"] != ""
+        wait_for(lambda: len(_placed(service)) == 2, 60, "the successors placed once it may")
 
 
 @pytest.mark.kafka
