@@ -21,6 +21,7 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.services.publish import PublishService
 from tasks.indexer import KafkaIndexer
+from tasks.indexer_state import ControlError
 from tasks.protocol import IndexKafkaTask, PublishAction, TaskState
 
 N_PER_PARTITION = 400
@@ -521,3 +522,75 @@ def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     # and again after it made two a second: 13 in 6.3 s)
     assert 2 <= steady <= elapsed + 2, (steady, elapsed)
     assert 2 <= persists <= elapsed + 1, (persists, elapsed)
+
+
+def test_a_pause_during_a_batch_answers_at_once_with_where_the_task_stops(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    """A pause that comes while a batch reads answers at once with the batch's end (the loop
+    stops there: it starts no other batch while the pause holds), not after the batch; end
+    offsets set before the batch lands are taken, and the task reads on to them and
+    publishes every record once."""
+    topic = f"pause-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    first, total = 40, 60
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+    for n in range(first):
+        producer.produce(topic, json.dumps(record(n)).encode())
+    producer.flush(10)
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: total})
+    spec.ioConfig.endSequenceNumbers = None  # read on until the end is set
+
+    def publisher(action: PublishAction) -> Any:
+        with sessions() as session:
+            return PublishService(session, utc_now).publish(spec.id, action)
+
+    indexer = KafkaIndexer(spec, spark, tmp_path / "work", tmp_path / "deep", publisher)
+    ends: list[dict[Any, int]] = []
+    reading, release = threading.Event(), threading.Event()
+    read_batch = indexer._read_batch
+
+    def held(current: dict[Any, int], batch_end: dict[Any, int]) -> None:
+        ends.append(dict(batch_end))
+        if len(ends) == 1:  # the first batch is in flight until released
+            reading.set()
+            release.wait(60)
+        read_batch(current, batch_end)
+
+    indexer._read_batch = held  # type: ignore[method-assign]
+    outcome: list[Any] = []
+    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
+    running.start()
+    assert reading.wait(120)
+    began = time.monotonic()
+    stops_at = indexer.pause(5.0)
+    assert time.monotonic() - began < 1.0
+    assert stops_at == ends[0] == {0: first}
+    assert indexer.snapshot().current == {0: 0}  # nothing read yet
+    assert indexer.set_end_offsets({0: total}, finish=True) == {0: total}
+    for n in range(first, total):
+        producer.produce(topic, json.dumps(record(n)).encode())
+    producer.flush(10)
+    release.set()
+    running.join(120)
+    assert outcome and outcome[0].status is TaskState.SUCCESS, outcome and outcome[0].error
+    assert sorted(r["id"] for r in published_rows(sessions)) == list(range(total))
+    assert ends[1][0] == total  # the next batch read on from the first one's end
+
+
+def test_end_offsets_are_taken_once_a_pause_is_asked_before_the_loop_sits_paused(
+    kafka: LocalKafka, tmp_path: Path
+) -> None:
+    """Between a batch's landing and the loop's sitting PAUSED, a pause already answered (with
+    that batch's end) holds the loop: the end offsets the overlord sends then are taken, not
+    refused as "must be paused" (a race seen at a hundred tasks). Without a pause asked they
+    are refused."""
+    spec = task("any", kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: 10})
+    spec.ioConfig.endSequenceNumbers = None
+    indexer = KafkaIndexer(spec, None, tmp_path / "work", tmp_path / "deep", lambda _: None)
+    indexer.state.status = TaskState.READING  # as the loop is between batches
+    with pytest.raises(ControlError, match="must be paused"):
+        indexer.set_end_offsets({0: 10}, finish=True)
+    assert indexer.pause(0.0) is None  # asked; the loop has not sat PAUSED yet
+    assert indexer.set_end_offsets({0: 10}, finish=True) == {0: 10}
+    assert indexer.pause_requested is False  # and the loop reads on to them
