@@ -112,6 +112,7 @@ class Executor:
         self.handoffs: Mapping[int, list[IntentRow]] = {}
         # why the tasks it was to create wait (no task host has a slot), if they do
         self.no_slot: str | None = None
+        self.killed_at_checkpoint = False  # a replica its group's checkpoint failed on
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
         for action in actions:
@@ -194,6 +195,7 @@ class Executor:
                 continue
             for failed in result.failed:
                 self.tasks.kill(failed, "could not be paused and given end offsets at a checkpoint")
+                self.killed_at_checkpoint = True
         return again
 
     def _rollover(self, action: Rollover) -> None:

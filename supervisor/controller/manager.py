@@ -112,12 +112,17 @@ class SupervisorManager:
         return supervisor_id in self.known
 
     def wake(self, supervisor_id: str) -> None:
-        """After an API change: a pass now."""
+        """After an API change: a full pass now."""
+        self.reconciler.wake(supervisor_id)
+        self._now(supervisor_id)
+
+    def _now(self, supervisor_id: str) -> None:
         if self._live(supervisor_id):
             self.queue.add(supervisor_id)
 
     def wake_all(self) -> None:
         for supervisor_id in list(self.known):
+            self.reconciler.wake(supervisor_id)
             self.queue.add(supervisor_id)
 
     def wake_tasks(self, task_ids: Iterable[str]) -> None:
@@ -127,6 +132,7 @@ class SupervisorManager:
         with self.sessions() as session:
             owners = TaskRepository(session).supervisors_of(list(task_ids))
         for owner in owners & self.known:
+            self.reconciler.wake(owner)
             self.queue.add(owner)
 
     def intended(self, owner: str) -> None:
@@ -136,7 +142,7 @@ class SupervisorManager:
         if owner == STANDALONE:
             self.queue.add(STANDALONE)
         else:
-            self.wake(owner)
+            self._now(owner)
 
     def stop(self) -> None:
         self.workers.stop()

@@ -89,6 +89,10 @@ class Memory:
     last_latest: Offsets | None = None  # the first observation is news
     laps: dict[str, float] = field(default_factory=dict)  # where the last pass's time went
     no_slot: str | None = None  # why its tasks wait for a task host's slot, while they do
+    # when the last full pass wants the next (monotonic), and what it saw: a pass woken
+    # before then by checkpoint requests alone makes just those (light_pass)
+    full_at: float | None = None
+    snapshot: Snapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,14 @@ class Outcome:
     acted: bool  # actions were taken that call for a prompt next pass
     rolled: bool  # a group was rolled over: its successors are created by the next pass
     gone: bool
+    light: bool = False  # it made checkpoints only, from what an earlier pass saw
+
+
+def checkpoints_only(pending: Pending) -> bool:
+    """Whether the pending intents ask checkpoints and nothing else."""
+    return bool(pending.checkpoints) and not (
+        pending.handoffs or pending.restarts or pending.shutdowns
+    )
 
 
 class Reconciler:
@@ -119,6 +131,7 @@ class Reconciler:
         self.stream = stream
         self.statuses = statuses
         self.hinted: set[str] = set()  # supervisors with an intent written since their pass
+        self.woken: set[str] = set()  # ... with something else changed: a full pass next
         self.standby_lead_s = standby_lead_s  # warm successors this long before a rollover
         self.monotonic = monotonic
         self.fence = fence  # a pass acts only while this overlord leads
@@ -136,6 +149,12 @@ class Reconciler:
         self.memories.pop(supervisor_id, None)
         self.statuses.drop(supervisor_id)
         self.hinted.discard(supervisor_id)
+        self.woken.discard(supervisor_id)
+
+    def wake(self, supervisor_id: str) -> None:
+        """Something other than an intent changed for the supervisor (its spec, a task's
+        exit): its next pass observes and plans in full."""
+        self.woken.add(supervisor_id)
 
     def hint(self, supervisor_id: str) -> None:
         """An intent for the supervisor was committed: its next pass reads the pending ones
@@ -168,6 +187,7 @@ class Reconciler:
                 outcome = self.run_pass(supervisor_id, memory)
         except Exception as exc:
             memory.intents = True  # whatever it took is still pending: read it again
+            memory.full_at = None
             log.warning("supervisor %s: pass failed: %s", supervisor_id, exc)
             error = PassError(druid_timestamp(self.clock()), type(exc).__name__, str(exc))
             failed = status.failed(error, isinstance(exc, StreamError))
@@ -177,14 +197,20 @@ class Reconciler:
             self.forget(supervisor_id)
             return Done()
         self._publish(supervisor_id, memory, self._healthy(status, outcome.snapshot, memory), began)
+        now = self.monotonic()
+        if outcome.light:  # the full pass stays where the last one put it
+            assert memory.full_at is not None
+            return RequeueAfter(max(0.0, min(self.until_due(memory), memory.full_at - now)))
+        memory.snapshot = outcome.snapshot
         if outcome.rolled:
             # After a rollover the successors are created by the very next pass, and until
             # then the group has no task reading: that pass must not queue behind every
             # supervisor that is due (in a wave of a thousand handoffs it waited ~20 s).
+            memory.full_at = now
             return RequeueAfter(0.0, first=True)
-        if outcome.acted:
-            return RequeueAfter(ACTED_S)
-        return RequeueAfter(self.until_due(memory))
+        seconds = ACTED_S if outcome.acted else self.until_due(memory)
+        memory.full_at = now + seconds
+        return RequeueAfter(seconds)
 
     def _publish(
         self, supervisor_id: str, memory: Memory, status: SupervisorStatus, began: float
@@ -197,14 +223,19 @@ class Reconciler:
         self.statuses.put(supervisor_id, status.timed(seconds, memory.waiting))
 
     def run_pass(self, supervisor_id: str, memory: Memory) -> Outcome | None:
-        """Observe, plan, execute; None when the supervisor has no spec at all."""
-        memory.deadline = None  # a pass that fails sets none
+        """Observe, plan, execute; None when the supervisor has no spec at all. A light pass
+        (light_pass) makes checkpoints only."""
         laps: dict[str, float] = {}
         memory.laps = laps
         memory.probe.leader = self.fence.check()
+        woken = supervisor_id in self.woken
+        self.woken.discard(supervisor_id)  # before the reads: a later change wakes it again
         with self.sessions() as session:
             pending = self._pending(session, supervisor_id, memory)
             executor = Executor(session, self.clock, self.runner, self.fence)
+            if not woken and self._between_passes(memory) and checkpoints_only(pending):
+                return self.light_pass(session, executor, pending, memory)
+            memory.deadline = None  # a pass that fails sets none
             if not memory.adopted:
                 executor.adopt(supervisor_id)
                 memory.adopted = True
@@ -243,6 +274,33 @@ class Reconciler:
         acted = any(not isinstance(a, waited) for a in actions)
         gone = snapshot.terminated and not running and not actions
         return Outcome(snapshot, acted, bool(executor.rolled), gone)
+
+    def _between_passes(self, memory: Memory) -> bool:
+        """Before the full pass the last one asked for (nothing it planned by is due)."""
+        return (
+            memory.snapshot is not None
+            and memory.full_at is not None
+            and self.monotonic() < memory.full_at
+        )
+
+    def light_pass(
+        self, session: Session, executor: Executor, pending: Pending, memory: Memory
+    ) -> Outcome:
+        """Checkpoint requests between full passes (a task's intermediateHandoffPeriod or
+        maxRowsPerSegment), with nothing else changed: made without observing the stream
+        and the tasks or planning again. A group rolled over since has its tasks' end
+        offsets set, which ends their requests (Executor.checkpoints). With a hundred
+        supervisors checkpointing every 5 s, full passes were most of the overlord's work."""
+        began = self.monotonic()
+        if self._checkpoint(executor, pending, skip_groups=set()):
+            memory.intents = True
+            memory.deadline = min(memory.deadline or math.inf, self.monotonic() + AGAIN_S)
+        session.commit()
+        memory.laps["execute"] = self.monotonic() - began
+        if executor.killed_at_checkpoint:  # its replacement is planned by a full pass, now
+            memory.full_at = self.monotonic()
+        assert memory.snapshot is not None
+        return Outcome(memory.snapshot, acted=False, rolled=False, gone=False, light=True)
 
     def _wait_for_slots(
         self, supervisor_id: str, no_slot: str | None, actions: list[Action], memory: Memory

@@ -22,11 +22,13 @@ from supervisor.controller.reconciler import (
     RequeueAfter,
     Retry,
 )
+from supervisor.db.intents import IntentKind, IntentRepository
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.net import free_port
 from supervisor.runner.protocol import Launched, NoSlot
+from supervisor.services.checkpoint import CheckpointResult
 from supervisor.services.supervisors import Actor, SupervisorService
 from tasks.protocol import IndexKafkaTask
 
@@ -226,3 +228,78 @@ def test_tasks_no_host_has_a_slot_for_wait_and_are_created_once_one_frees(
     said = [r.getMessage() for r in caplog.records if "slot" in r.getMessage()]
     assert len(said) == 2 and "wait for a slot: no task host has free capacity" in said[0]
     assert said[1] == "supervisor events: task hosts have slots again"
+
+
+def test_checkpoints_between_full_passes_are_made_by_light_passes(
+    sessions: Any, monkeypatch: Any
+) -> None:
+    """A pass woken by checkpoint requests alone, before the full pass the last one asked for,
+    makes them without asking Kafka or the tasks again; a change, a due pass or a replica
+    killed at the checkpoint brings the full pass back."""
+    made: list[str] = []
+
+    def checkpoint(replicas: Any, task_id: str, *_: Any) -> CheckpointResult:
+        made.append(task_id)
+        return CheckpointResult({"0": 5, "1": 5, "2": 5}, failed=killed)
+
+    killed: list[str] = []
+    monkeypatch.setattr("supervisor.controller.execute.checkpoint_requested", checkpoint)
+
+    class Runner(RecordingRunner):
+        def is_running(self, task_id: str) -> bool:
+            return True
+
+        def kill(self, task_id: str) -> bool:
+            return True
+
+    clock, runner = Clock(), Runner()
+    now = [1000.0]
+
+    class CountingStream(ScriptedStream):
+        asked = 0
+
+        def describe(self, *args: Any, **kwargs: Any) -> Any:
+            CountingStream.asked += 1
+            return super().describe(*args, **kwargs)
+
+    submit(sessions, clock, "127.0.0.1:1")
+    statuses = StatusStore()
+    reconciler = Reconciler(
+        sessions, clock, runner, CountingStream(), statuses, monotonic=lambda: now[0]
+    )
+
+    def ask() -> None:
+        [task_id] = runner.launched
+        with sessions() as session:
+            start = {"start": {"0": 0, "1": 0, "2": 0}}
+            IntentRepository(session).add(
+                "events", IntentKind.CHECKPOINT, start, clock(), task_id=task_id
+            )
+            session.commit()
+        reconciler.hint("events")
+
+    first = reconciler.reconcile("events")
+    assert isinstance(first, RequeueAfter) and runner.launched and CountingStream.asked == 1
+    full_in = first.seconds
+    now[0] += 0.1  # the task runs a while, then asks for a checkpoint: a light pass
+    ask()
+    light = reconciler.reconcile("events")
+    assert made == runner.launched and len(made) == 1 and CountingStream.asked == 1
+    assert isinstance(light, RequeueAfter) and light.seconds == pytest.approx(full_in - 0.1)
+    with sessions() as session:
+        assert IntentRepository(session).pending("events") == []  # done
+    reconciler.wake("events")  # a spec change, say: the next pass is full
+    ask()
+    reconciler.reconcile("events")
+    assert len(made) == 2 and CountingStream.asked == 2
+    now[0] += 3600  # past the full pass the last one asked for
+    ask()
+    reconciler.reconcile("events")
+    assert len(made) == 3 and CountingStream.asked == 3
+    now[0] += 0.1
+    killed.append(runner.launched[-1])  # a replica failed the checkpoint: a full pass at once
+    ask()
+    at_once = reconciler.reconcile("events")
+    assert len(made) == 4 and CountingStream.asked == 3 and at_once == RequeueAfter(0.0)
+    reconciler.reconcile("events")
+    assert CountingStream.asked == 4 and len(runner.launched) == 2  # its replacement
