@@ -263,9 +263,7 @@ class Reconciler:
             rolling = {a.group for a in actions if isinstance(a, Rollover)}
             executor.handoffs = {g: rows for g, rows in pending.handoffs.items() if g in rolling}
             executor.run(actions, spec, row.id)
-            if self._checkpoint(executor, pending, skip_groups=rolling):
-                memory.intents = True  # its intent is read again by a pass this soon:
-                memory.deadline = min(memory.deadline or math.inf, self.monotonic() + AGAIN_S)
+            self._supervisor_checkpoints(executor, pending, rolling, memory)
             self._wait_for_slots(supervisor_id, executor.no_slot, actions, memory)
             laps["execute"] = self.monotonic() - executing
             self._settle(session, pending, snapshot, rolling, memory)
@@ -292,15 +290,26 @@ class Reconciler:
         offsets set, which ends their requests (Executor.checkpoints). With a hundred
         supervisors checkpointing every 5 s, full passes were most of the overlord's work."""
         began = self.monotonic()
-        if self._checkpoint(executor, pending, skip_groups=set()):
-            memory.intents = True
-            memory.deadline = min(memory.deadline or math.inf, self.monotonic() + AGAIN_S)
+        self._supervisor_checkpoints(executor, pending, set(), memory)
         session.commit()
         memory.laps["execute"] = self.monotonic() - began
         if executor.killed_at_checkpoint:  # its replacement is planned by a full pass, now
             memory.full_at = self.monotonic()
         assert memory.snapshot is not None
         return Outcome(memory.snapshot, acted=False, rolled=False, gone=False, light=True)
+
+    def _supervisor_checkpoints(
+        self, executor: Executor, pending: Pending, skip_groups: set[int], memory: Memory
+    ) -> None:
+        """A supervisor's checkpoints (_checkpoint); one to ask again is read again by a pass
+        within AGAIN_S."""
+        if self._checkpoint(executor, pending, skip_groups):
+            memory.intents = True
+            self._pass_within(memory, AGAIN_S)
+
+    def _pass_within(self, memory: Memory, seconds: float) -> None:
+        """The next pass no later than `seconds` from now."""
+        memory.deadline = min(memory.deadline or math.inf, self.monotonic() + seconds)
 
     def _wait_for_slots(
         self, supervisor_id: str, no_slot: str | None, actions: list[Action], memory: Memory
@@ -314,7 +323,7 @@ class Reconciler:
                     "supervisor %s: its new tasks wait for a slot: %s", supervisor_id, no_slot
                 )
             memory.no_slot = no_slot
-            memory.deadline = min(memory.deadline or math.inf, self.monotonic() + SLOT_WAIT_S)
+            self._pass_within(memory, SLOT_WAIT_S)
         elif memory.no_slot is not None and any(isinstance(a, CreateTask) for a in actions):
             log.info("supervisor %s: task hosts have slots again", supervisor_id)
             memory.no_slot = None
