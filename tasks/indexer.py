@@ -79,6 +79,7 @@ class KafkaIndexer:
         self.combiner = combiner
         self.min_batch_interval_s = min_batch_interval_s
         self.last_batch_at = float("-inf")
+        self.last_batch_s = 0.0  # how long the last batch took
         self.last_batch_full = False  # it read a whole maxRowsInMemory: read on at once
         self.last_stretch = False  # on_last_stretch has run (under the lock)
         self.lock = threading.Condition()
@@ -357,7 +358,10 @@ class KafkaIndexer:
         assert self.sequence_publisher is not None
         self.sequence_publisher.submit(sequence)
         if not self._finished_reading():
-            self.sequences.append(Sequence(sequence.index + 1, dict(sequence.end)))
+            opened = sequence.requested_at if sequence.requested_at is not None else self.clock()
+            self.sequences.append(
+                Sequence(sequence.index + 1, dict(sequence.end), opened_at=opened)
+            )
 
     def _raise_if_publish_failed(self) -> None:
         if self.sequence_publisher is not None and self.sequence_publisher.failed():
@@ -373,7 +377,11 @@ class KafkaIndexer:
             sequence = self.sequences[-1]
             if sequence.end is not None or sequence.checkpoint_requested:
                 return
-            age_ms = (self.clock() - sequence.opened_at) * 1000
+            # asked for at the batch end nearest the period's end: the next chance comes a
+            # batch later, and asking only past the period made handoffs a batch late on
+            # average (every 5-6 s at PT5S with batches of ~1 s)
+            step_ms = max(self.last_batch_s, self.min_batch_interval_s) * 1000
+            age_ms = (self.clock() - sequence.opened_at) * 1000 + step_ms / 2
             due = (
                 sequence.rows >= tuning.maxRowsPerSegment
                 or (tuning.maxTotalRows is not None and sequence.rows >= tuning.maxTotalRows)
@@ -382,6 +390,7 @@ class KafkaIndexer:
             if not due:
                 return
             sequence.checkpoint_requested = True
+            sequence.requested_at = self.clock()
             start = dict(sequence.start)
         try:
             self.checkpointer(start)
@@ -389,6 +398,7 @@ class KafkaIndexer:
             log.exception("checkpoint request failed")
             with self.lock:
                 sequence.checkpoint_requested = False
+                sequence.requested_at = None
 
     def _honour_pause(self) -> None:
         """Under the lock: sit PAUSED while a pause is asked for (and no stop)."""
@@ -442,6 +452,7 @@ class KafkaIndexer:
                 self.state.first_read_at = time.time()
         assert self.engines is not None
         persisted = self.engines.persist(batch, persist, remaining, self.dimensions)
+        self.last_batch_s = self.clock() - began
         result = persisted.result
         with self.lock:
             self._count("persists", 1)

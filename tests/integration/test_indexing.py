@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -522,6 +523,71 @@ def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     # and again after it made two a second: 13 in 6.3 s)
     assert 2 <= steady <= elapsed + 2, (steady, elapsed)
     assert 2 <= persists <= elapsed + 1, (persists, elapsed)
+
+
+def test_time_based_checkpoints_are_asked_every_handoff_period_however_long_each_takes(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    """intermediateHandoffPeriod PT2S, and an overlord that takes 1.5 s to answer each
+    checkpoint request (pause, end offsets): the task asks every ~2 s, as Druid's
+    nextCheckpointTime does, not every 2 s plus the answer's 1.5 s (a handoff every 3.5 s,
+    and records that much staler); every record is still published once."""
+    topic = f"period-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    total = 150
+    spec = task(
+        topic,
+        kafka.bootstrap_servers,
+        rollup=False,
+        start={0: 0},
+        end={0: total},
+        intermediateHandoffPeriod="PT2S",
+    )
+    spec.ioConfig.endSequenceNumbers = None  # read on until the end is set
+
+    def publisher(action: PublishAction) -> Any:
+        with sessions() as session:
+            return PublishService(session, utc_now).publish(spec.id, action)
+
+    asked: list[float] = []
+
+    def answer() -> None:
+        time.sleep(1.5)
+        stops_at = indexer.pause(30)
+        assert stops_at is not None
+        indexer.set_end_offsets(stops_at, finish=False)
+
+    def checkpointer(_start: Any) -> None:
+        asked.append(time.monotonic())
+        threading.Thread(target=answer, daemon=True).start()
+
+    indexer = KafkaIndexer(
+        spec,
+        spark,
+        tmp_path / "work",
+        tmp_path / "deep",
+        publisher,
+        checkpointer=checkpointer,
+        min_batch_interval_s=0.2,
+    )
+    outcome: list[Any] = []
+    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
+    running.start()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+    for n in range(total):
+        producer.produce(topic, json.dumps(record(n)).encode())
+        producer.flush(10)
+        time.sleep(0.12)
+    time.sleep(2.0)  # the last answer lands
+    assert indexer.pause(30) is not None
+    indexer.set_end_offsets({0: total}, finish=True)
+    running.join(120)
+    assert outcome and outcome[0].status is TaskState.SUCCESS, outcome and outcome[0].error
+    assert sorted(r["id"] for r in published_rows(sessions)) == list(range(total))
+    gaps = [b - a for a, b in itertools.pairwise(asked)]
+    assert len(gaps) >= 3, asked
+    assert all(gap >= 1.5 for gap in gaps), gaps  # (asked at the batch end nearest 2 s)
+    assert sum(gaps) / len(gaps) < 3.0, gaps  # 3.5 and more when the answer's time is added
 
 
 def test_a_pause_during_a_batch_answers_at_once_with_where_the_task_stops(
