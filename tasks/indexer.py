@@ -89,7 +89,7 @@ class KafkaIndexer:
         self.offsets = OffsetReader(io.consumerProperties)
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
         self.dimensions: list[tuple[str, str]] = []
-        first = Sequence(0, dict(self.start))
+        first = Sequence(0, dict(self.start), opened_at=self.clock())
         if io.endSequenceNumbers is not None:
             first.end = io.end_offsets()
         self.sequences = [first]
@@ -375,7 +375,7 @@ class KafkaIndexer:
         tuning = self.task.tuningConfig
         with self.lock:
             sequence = self.sequences[-1]
-            if sequence.end is not None or sequence.checkpoint_requested:
+            if sequence.end is not None or sequence.requested_at is not None:
                 return
             # asked for at the batch end nearest the period's end: the next chance comes a
             # batch later, and asking only past the period made handoffs a batch late on
@@ -389,7 +389,6 @@ class KafkaIndexer:
             )
             if not due:
                 return
-            sequence.checkpoint_requested = True
             sequence.requested_at = self.clock()
             start = dict(sequence.start)
         try:
@@ -397,7 +396,6 @@ class KafkaIndexer:
         except Exception:  # asked again after the next batch
             log.exception("checkpoint request failed")
             with self.lock:
-                sequence.checkpoint_requested = False
                 sequence.requested_at = None
 
     def _honour_pause(self) -> None:
@@ -458,7 +456,7 @@ class KafkaIndexer:
             self._count("persists", 1)
             self._count("fastPersists", int(persisted.engine is EngineName.PYTHON_WORKERS))
             self._count("directReads", int(persisted.direct))
-            self._count("persistSeconds", self.clock() - began)
+            self._count("persistSeconds", self.last_batch_s)
             sequence.persists.append(persist)
             sequence.written_by.add(persisted.engine)
             sequence.rows += result.stats.processed + result.stats.processedWithError

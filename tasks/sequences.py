@@ -49,10 +49,9 @@ class Sequence:
     dimensions: list[tuple[str, str]] = field(default_factory=list)
     rows: int = 0
     opened_at: float = field(default_factory=time.monotonic)
-    checkpoint_requested: bool = False
-    # when this task asked for the checkpoint that ended it: its successor's clock starts
-    # there, so a time-based checkpoint is asked every intermediateHandoffPeriod (as Druid's
-    # nextCheckpointTime) and not that period plus each checkpoint's round trip
+    # when this task asked for the checkpoint that ends it (None: not asked): its successor's
+    # clock starts there, so a time-based checkpoint is asked every intermediateHandoffPeriod
+    # (as Druid's nextCheckpointTime) and not that period plus each checkpoint's round trip
     requested_at: float | None = None
     written_by: set[EngineName] = field(default_factory=set)  # the engines of its persists
 
