@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps jars tools lint format test quickstart openapi bench clean
+.PHONY: setup system-deps jars tools lint format test test-long quickstart openapi bench clean
 
 setup: system-deps $(STAMP) jars tools
 
@@ -36,6 +36,10 @@ format: $(STAMP)
 
 test: setup lint
 	$(BIN)/pytest
+
+# what `make test` leaves out: the process-per-task runtime end to end (~20 min more)
+test-long: setup
+	$(BIN)/pytest -m long
 
 quickstart: setup
 	$(BIN)/sluicegate quickstart

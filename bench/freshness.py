@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]", help="the task's Spark master")
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
     parser.add_argument(
-        "--runtime", choices=("process", "shared"), default="process", help="task_runtime"
+        "--runtime", choices=("process", "shared"), default="shared", help="task_runtime"
     )
     args = parser.parse_args()
 

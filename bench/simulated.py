@@ -102,6 +102,9 @@ class SimulatedRunner:
     def prepare(self) -> None:
         pass
 
+    def release(self) -> None:
+        pass
+
     def adopt(self, task_id: str) -> bool:
         return False  # a fresh service: no earlier overlord left tasks behind
 

@@ -483,7 +483,7 @@ def main() -> None:
     parser.add_argument(
         "--runtime",
         choices=("process", "shared"),
-        default="process",
+        default="shared",
         help="Sluicegate's task_runtime: shared starts its application with the service, "
         "before any contender (a host's long-lived application), so its tasks start warm",
     )

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     "--task-runtime",
     type=click.Choice(["shared", "process"]),
     help="Tasks as threads of one long-lived Spark application per host (shared), or a Spark "
-    "driver process each (process) [SLUICEGATE_TASK_RUNTIME, default process].",
+    "driver process each (process) [SLUICEGATE_TASK_RUNTIME, default shared].",
 )
 @click.option(
     "--auth",

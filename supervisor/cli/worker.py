@@ -53,7 +53,7 @@ DEFAULT_PORT = 8091  # Druid's MiddleManager port
     "--task-runtime",
     envvar="SLUICEGATE_TASK_RUNTIME",
     type=click.Choice(["shared", "process"]),
-    default="process",
+    default="shared",
     show_default=True,
     help="Its tasks as threads of one long-lived Spark application (shared), or a Spark "
     "driver process each (process) (or SLUICEGATE_TASK_RUNTIME).",

@@ -159,6 +159,9 @@ class ClusterRunner:
         if not self.uses_hosts():
             self.local.prepare()
 
+    def release(self) -> None:
+        self.local.release()
+
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:
@@ -296,6 +299,8 @@ class ClusterRunner:
             strays = running - expected
             if strays:
                 self._kill_strays(row, strays)
+        if hosts:
+            self.local.release()  # an application started before the hosts came, left idle
         self.synced = began
 
     def _lost(self, host: str, task_ids: list[str]) -> None:

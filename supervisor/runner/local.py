@@ -114,6 +114,9 @@ class LocalProcessRunner:
     def prepare(self) -> None:
         """Nothing: each task starts a process of its own."""
 
+    def release(self) -> None:
+        """Nothing: each task's process ends with it."""
+
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:

@@ -44,6 +44,10 @@ class Runner(Protocol):
         shared application); nothing where a task starts its own process."""
         ...
 
+    def release(self) -> None:
+        """Stop what `prepare` started if no task runs in it (tasks run on task hosts now)."""
+        ...
+
     def reserve_standbys(
         self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
     ) -> int:

@@ -234,9 +234,14 @@ class SharedAppRunner:
         payload = task.to_json()
         write_private(work / "payload.json", json.dumps(payload))
         write_private(work / "token", token)
-        app = self._ensure()
         with self.lock:  # running while assigned: a list asked for meanwhile may lack it
-            self.watched[task_id] = math.inf
+            self.watched[task_id] = math.inf  # (and no release stops the application now)
+        try:
+            app = self._ensure()
+        except OSError:
+            with self.lock:
+                self.watched.pop(task_id, None)
+            raise
         try:
             body = {"payload": payload, "token": token, "overlord": self.settings.advertised_url()}
             with self.assigning:
@@ -365,6 +370,33 @@ class SharedAppRunner:
                 with suppress(OSError):  # else forgotten when the application ends
                     self._call(app, "DELETE", f"/tasks/{task_id}")
         return done
+
+    def release(self) -> None:
+        """Stop the application if it runs no task (tasks run on task hosts now): it holds a
+        Spark application's cores and memory for nothing. A later launch starts it again."""
+        with self.start_lock:  # no start meanwhile; a launch waits for the stop to finish
+            with self.lock:
+                app = None if self.watched else self._known()
+            if app is None:
+                return
+            try:
+                view = self._tasks()
+            except OSError:
+                return
+            with self.lock:
+                if view is None or view.tasks or self.watched:
+                    return
+                self.app, self.view = None, None
+            log.info("task host application stopped (pid %s): no task runs here", app.pid)
+            with suppress(ProcessLookupError):
+                os.killpg(app.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while _alive(app.pid) and time.monotonic() < deadline:
+                if self.child is not None:
+                    self.child.poll()
+                time.sleep(0.1)
+            with suppress(ProcessLookupError):
+                os.killpg(app.pid, signal.SIGKILL)
 
     def stop_standbys(self) -> None:
         """No standbys here."""

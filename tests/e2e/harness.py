@@ -149,7 +149,7 @@ class Overlord:
         jar_cache: Path,
         db_url: str | None = None,
         name: str = "overlord",
-        runtime: str = "process",
+        runtime: str = "shared",
     ) -> None:
         self.port = free_port()
         self.runtime = runtime

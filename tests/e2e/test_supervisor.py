@@ -60,12 +60,13 @@ def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
     )
 
 
-@pytest.fixture(params=["process", "shared"])
+@pytest.fixture(params=["shared", pytest.param("process", marks=pytest.mark.long)])
 def run(
     request: pytest.FixtureRequest, kafka: LocalKafka, jar_cache: Path, tmp_path: Path
 ) -> Iterator[Run]:
-    """The scenarios with a task process each, and with every task a thread of one shared
-    application (where SIGKILLing a task's process takes every task of the host with it)."""
+    """The scenarios with every task a thread of one shared application (where SIGKILLing a
+    task's process takes every task of the host with it), and (`make test-long`) with a task
+    process each."""
     topic = f"numbers-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, topic, 3)
     overlord = Overlord(tmp_path, jar_cache, runtime=request.param)

@@ -1,7 +1,7 @@
 """Tasks on a real Spark standalone cluster (`sluicegate spark-local`: a Master and a Worker
 from pyspark's own jars): both batch engines read, persist and merge on the cluster's
-executors, each task's application takes only its share of the cores, and `sluicegate sql`
-runs on the same cluster."""
+executors, the host's application (or, `make test-long`, each task's) takes only its share of
+the cores, and `sluicegate sql` runs on the same cluster."""
 
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkClus
 
 @pytest.mark.kafka
 @pytest.mark.spark
+@pytest.mark.parametrize("runtime", ["shared", pytest.param("process", marks=pytest.mark.long)])
 def test_both_engines_run_on_the_cluster_executors(
-    kafka: LocalKafka, cluster: LocalSparkCluster, jar_cache: Path, tmp_path: Path
+    kafka: LocalKafka, cluster: LocalSparkCluster, jar_cache: Path, tmp_path: Path, runtime: str
 ) -> None:
     topic = words_topic(kafka, "cluster", COUNT)
     direct = words_spec("direct", topic, kafka.bootstrap_servers)
@@ -43,7 +44,9 @@ def test_both_engines_run_on_the_cluster_executors(
     spark["spec"]["dataSchema"]["transformSpec"] = {  # the Spark SQL engine
         "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
     }
-    with overlord_with_tasks(tmp_path, jar_cache, cluster.url, standby_lead_s=0) as (svc, api):
+    with overlord_with_tasks(
+        tmp_path, jar_cache, cluster.url, standby_lead_s=0, task_runtime=runtime
+    ) as (svc, api):
         for body in (direct, spark):
             assert api.post(BASE, json=body).status_code == 200
         for name in ("direct", "spark"):
@@ -72,10 +75,13 @@ def test_both_engines_run_on_the_cluster_executors(
             ).collect()[0]
         finally:
             session.stop()
-    # every task was an application of the cluster, each holding one core (the setting's
-    # default), not all six the worker offers
-    assert len(running) >= 2
-    assert all(app["name"].startswith("sluicegate-index_kafka_") for app in running), running
+    # the host's one application (or every task's) ran on the cluster, each holding one core
+    # (the setting's default), not all six the worker offers
+    if runtime == "shared":
+        assert [app["name"].split("-")[1] for app in running] == ["host"], running
+    else:
+        assert len(running) >= 2
+        assert all(app["name"].startswith("sluicegate-index_kafka_") for app in running)
     assert all(app["cores"] == 1 for app in running)
     assert all(Path(path).exists() for path in files)
     # the persists were in deep storage, which every executor reaches, and went once published

@@ -37,7 +37,10 @@ def test_successors_take_over_warm_standbys(
     spec = supervisor_spec(
         ds, topic, kafka.bootstrap_servers, ["word"], period="PT1S", taskDuration="PT15S"
     )
-    with overlord_with_tasks(tmp_path, jar_cache, "local[1]") as (service, api):
+    with overlord_with_tasks(tmp_path, jar_cache, "local[1]", task_runtime="process") as (
+        service,
+        api,
+    ):
         runner = service.app.state.context.runner.local  # no task hosts: this host
         assert api.post(BASE, json=spec).is_success
 

@@ -29,7 +29,11 @@ TASKS = "/druid/indexer/v1"
 def overlord(tmp_path: Path, jar_cache: Path) -> Iterator[tuple[RunningService, httpx.Client]]:
     # publish_niceness on: test_pause_set_end_offsets_resume_stops_exactly_there checks it
     with overlord_with_tasks(
-        tmp_path, jar_cache, "local[2]", publish_niceness=PUBLISHING_NICENESS
+        tmp_path,
+        jar_cache,
+        "local[2]",
+        task_runtime="process",
+        publish_niceness=PUBLISHING_NICENESS,
     ) as running:
         yield running
 
