@@ -334,7 +334,6 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         work_dir=root / "work",
         kill_tasks_on_exit=True,
         log_level="warning",
-        standby_lead_s=0.0,  # simulated tasks read at once: no standby processes to warm
         auth=args.auth,
         admin_password=ADMIN_PASSWORD,
     )

@@ -207,7 +207,6 @@ def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
         args.keep,
         task_master=args.master,
         task_runtime=runtime,
-        standby_lead_s=0,
         supervisor_workers=args.supervisor_workers,
     ) as stack:
         if runtime == "shared":

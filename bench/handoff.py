@@ -7,17 +7,15 @@ this process with real tasks, a producer at a steady rate. For each rollover:
   pause) to generation N+1 starting its first batch with records (firstReadAt);
 - gap to persist: to that batch being indexed and persisted (firstPersistAt);
 - where the gap to read goes: pause -> end offsets set on every replica (the row's rolled_at)
-  -> the successor's task row (the overlord's next pass) -> a standby process handed the task
-  (assignedAt, with whether its warm-up had finished, warmAtAssign; none in the shared
-  runtime, where the row's creation counts) -> the first read;
+  -> the successor's task row (the overlord's next pass) -> the first read;
 - lag (records, from the supervisor's status every 0.5 s): the median over the 10 s before the
   pause, the peak from the pause until 3 s after the successor's first persist, the median
   over the 10 s after that; steady-state lag is the median outside those windows.
 
 Two runs in one process: the shared runtime (the default: every task a thread of the host's
 one Spark application, so a successor starts with no JVM start-up) and the baseline, a Spark
-driver process per task with warm standby successors (standby_lead_s), the best the process
-runtime does.
+driver process per task (`--task-runtime process`: a successor starts its driver after the
+rollover, as a Druid peon starts its JVM).
 
     .venv/bin/python bench/handoff.py --rollovers 10 --baseline-rollovers 3
 
@@ -83,13 +81,11 @@ def sample_until(stack: Stack, api: httpx.Client, rollovers: int) -> list[tuple[
 
 
 def run_case(args: argparse.Namespace, runtime: str, rollovers: int) -> dict[str, Any]:
-    lead = args.standby_lead if runtime == "process" else 0.0
     with running(
         "sluicegate-handoff-",
         args.keep,
         task_master=args.master,
         task_runtime=runtime,
-        standby_lead_s=lead,
         publish_niceness=args.publish_niceness,
     ) as stack:
         create_topic(stack.bootstrap, "edits", 2)
@@ -108,12 +104,10 @@ def run_case(args: argparse.Namespace, runtime: str, rollovers: int) -> dict[str
         finally:
             producer.stop()
         rows = stack.tasks()
-    return {"runtime": runtime, **measure(rows, samples, lead > 0, rate)}
+    return {"runtime": runtime, **measure(rows, samples, rate)}
 
 
-def measure(
-    rows: list[Any], samples: list[tuple[float, int]], standbys: bool, rate: float
-) -> dict[str, Any]:
+def measure(rows: list[Any], samples: list[tuple[float, int]], rate: float) -> dict[str, Any]:
     reports = {t.id: t.report or {} for t in rows}
     start_of = {
         t.id: t.payload["ioConfig"]["startSequenceNumbers"]["partitionSequenceNumberMap"]
@@ -134,17 +128,13 @@ def measure(
         window_end = persisted + 3
         created = epoch(successor.created_at)
         rolled = epoch(task.rolled_at) if task.rolled_at is not None else created
-        assigned = parse_time(reports[successor.id].get("assignedAt")) or created
         rollovers.append(
             {
                 "task": task.id,
                 "successor": successor.id,
-                "successor_was_standby": bool(reports[successor.id].get("standby")),
                 "rolled_after_pause_s": round(rolled - paused, 3),
                 "created_after_rolled_s": round(created - rolled, 3),
-                "assigned_after_created_s": round(assigned - created, 3),
-                "read_after_assigned_s": round(read - assigned, 3),
-                "standby_warm_at_assign": reports[successor.id].get("warmAtAssign"),
+                "read_after_created_s": round(read - created, 3),
                 "gap_to_read_s": round(read - paused, 3),
                 "gap_to_persist_s": round(persisted - paused, 3),
                 "lag_before": median([lag for at, lag in samples if paused - 10 <= at < paused]),
@@ -165,7 +155,6 @@ def measure(
     ]
     steady_lag = median(steady)
     return {
-        "standbys": standbys,
         "producer_rate": round(rate, 1),
         "rollovers": rollovers,
         "steady_lag": steady_lag,
@@ -182,17 +171,13 @@ def measure(
 def print_case(name: str, case: dict[str, Any]) -> None:
     print(f"\n{name}: producer {case['producer_rate']:.0f} rec/s, steady lag {case['steady_lag']}")
     print(
-        f"{'#':>3} {'standby':>8} {'warm':>6} {'gap→read s':>11} {'=rolled s':>10} {'+row s':>7} "
-        f"{'+assign s':>10} {'+read s':>8} {'gap→persist s':>14} {'lag before':>11} "
-        f"{'lag at':>8} {'lag after':>10}"
+        f"{'#':>3} {'gap→read s':>11} {'=rolled s':>10} {'+row s':>7} {'+read s':>8} "
+        f"{'gap→persist s':>14} {'lag before':>11} {'lag at':>8} {'lag after':>10}"
     )
     for n, r in enumerate(case["rollovers"], 1):
-        warm = r["standby_warm_at_assign"]
         print(
-            f"{n:>3} {r['successor_was_standby']!s:>8} {'-' if warm is None else str(warm):>6} "
-            f"{r['gap_to_read_s']:>11.2f} {r['rolled_after_pause_s']:>10.2f} "
-            f"{r['created_after_rolled_s']:>7.2f} "
-            f"{r['assigned_after_created_s']:>10.2f} {r['read_after_assigned_s']:>8.2f} "
+            f"{n:>3} {r['gap_to_read_s']:>11.2f} {r['rolled_after_pause_s']:>10.2f} "
+            f"{r['created_after_rolled_s']:>7.2f} {r['read_after_created_s']:>8.2f} "
             f"{r['gap_to_persist_s']:>14.2f} {r['lag_before']:>11.0f} {r['lag_at']:>8.0f} "
             f"{r['lag_after']:>10.0f}"
         )
@@ -208,9 +193,6 @@ def main() -> None:
     parser.add_argument("--baseline-rollovers", type=int, default=3, help="0: no baseline")
     parser.add_argument("--rate", type=float, default=500.0, help="records per second")
     parser.add_argument("--task-duration", default="PT120S")
-    parser.add_argument(
-        "--standby-lead", type=float, default=90.0, help="the baseline's, in seconds"
-    )
     parser.add_argument("--master", default="local[2]", help="the tasks' Spark master")
     parser.add_argument(
         "--publish-niceness",
@@ -226,17 +208,16 @@ def main() -> None:
     results: dict[str, Any] = {
         "rate": args.rate,
         "taskDuration": args.task_duration,
-        "standby_lead_s": args.standby_lead,
         "publish_niceness": args.publish_niceness,
         "shared": shared,
     }
     ratio = ""
     if args.baseline_rollovers:
         process = run_case(args, "process", rollovers=args.baseline_rollovers)
-        print_case("baseline: a process per task, warm standby successors", process)
+        print_case("baseline: a Spark driver process per task", process)
         results["process"] = process
-        results["standby_over_shared_gap"] = process["gap_median_s"] / shared["gap_median_s"]
-        ratio = f" standby_over_shared_gap={results['standby_over_shared_gap']:.2f}"
+        results["process_over_shared_gap"] = process["gap_median_s"] / shared["gap_median_s"]
+        ratio = f" process_over_shared_gap={results['process_over_shared_gap']:.1f}"
     print(f"results: {write_results('handoff', results)}")
     print(
         f"RATIO gap_max_s={shared['gap_max_s']:.2f} persist_gap_max_s="

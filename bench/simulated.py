@@ -49,7 +49,7 @@ class SimulatedStream(StreamReader):
 
 class SimulatedRunner:
     """The service's Runner (supervisor/runner/protocol.py): launches simulated tasks on the
-    simulated task server (no process, no Spark, no standbys)."""
+    simulated task server (no process, no Spark)."""
 
     def __init__(self, settings: Settings, server_url: str) -> None:
         self.settings = settings
@@ -90,14 +90,6 @@ class SimulatedRunner:
             self.launches += 1
         log_path = self.settings.work_dir / "tasks" / task_id / "task.log"
         return Launched(self.host, self.port, str(log_path), token)
-
-    def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
-    ) -> int:
-        return 0  # simulated tasks read at once: nothing to warm
-
-    def stop_standbys(self) -> None:
-        pass
 
     def prepare(self) -> None:
         pass

@@ -21,8 +21,10 @@ master, each starting its own Spark driver from cold inside its timing:
   successor starts. `--finish handoff` asks for an early handoff instead, after which a
   successor task starts at once and shares the two cores with the publish.
 
-The service runs without warm standby task processes (standby_lead_s 0), so its task starts
-its Spark driver after the POST like the baselines do.
+The service runs its tasks in the host's shared application (the default runtime), started
+with the service as a host's long-lived application is, so its task starts with no Spark
+start-up; with `--runtime process` its task starts its Spark driver after the POST, as the
+baselines do.
 
 Sluicegate reads maxRowsInMemory / partitions records per partition per micro-batch
 (`--batch` is maxRowsInMemory; Structured Streaming gets maxOffsetsPerTrigger = the same total).
@@ -281,7 +283,6 @@ def run_sluicegate(
         result["task_launched_s"] = round((winner.created_at - posted_at).total_seconds(), 2)
         result["task_reading_s"] = round((reading - posted_at).total_seconds(), 2)
         result["counters"] = report["counters"]
-        result["standby"] = report.get("standby", False)
     return result
 
 
@@ -509,9 +510,7 @@ def measure(args: argparse.Namespace, task_cores: int) -> None:
     runs: dict[str, list[dict[str, Any]]] = {
         key: [] for key in {**CONTENDERS, **(ON_CLUSTER if args.master else {})}
     }
-    # no warm standby task processes: every task starts its Spark driver cold, as the
-    # baselines do
-    settings = {"task_cores": task_cores, "standby_lead_s": 0, "task_runtime": args.runtime}
+    settings = {"task_cores": task_cores, "task_runtime": args.runtime}
     with ExitStack() as services:
         stack = services.enter_context(
             running("sluicegate-throughput-", args.keep, task_master=args.local_master, **settings)

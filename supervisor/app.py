@@ -147,9 +147,7 @@ def create_app(
             duties.stop()
             held.release()
             if settings.kill_tasks_on_exit and leading:  # a follower's tasks are the leader's
-                context.runner.kill_all()
-            else:
-                context.runner.stop_standbys()  # tasks outlive the service; standbys don't
+                context.runner.kill_all()  # (else tasks outlive the service)
             engine.dispose()
 
     app = FastAPI(

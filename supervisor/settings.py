@@ -47,15 +47,10 @@ class Settings(BaseSettings):
     overlord_url: str | None = None
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
-    # Warm standby task processes for each task group's successors, started this long before
-    # its taskDuration ends (0: none; successors then start Spark after the rollover).
-    standby_lead_s: float = Field(default=90.0, ge=0)
     # A task given its final end offsets raises its nice value (and its session's autogroup's)
     # by this much, so its successors' first batches go first on a busy machine (0: off). Off
     # by default: on a machine that stays saturated the publish can be starved for minutes.
     publish_niceness: int = Field(default=0, ge=0, le=19)
-    max_standbys: int = Field(default=8, ge=0)  # at most this many at once, in all
-    standby_idle_s: float = Field(default=120.0, gt=0)  # stop one no group wants after this
     # Run the supervisors' reconcile loops (off only for tests of the spec API alone).
     run_supervisors: bool = True
     # Passes of all supervisors that run at once, on a shared pool of threads (one thread per

@@ -1,6 +1,5 @@
-"""The body that hands a task to a process that runs it (a standby, tasks/standby.py, or a
-host's application, tasks/host_app.py): `{"payload": <the task>, "token": <its token>, ...}`,
-and the token check both make of the runner."""
+"""The body that hands a task to the host's application that runs it (tasks/host_app.py):
+`{"payload": <the task>, "token": <its token>, ...}`, and its check of the runner's token."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 A cold Spark driver spends most of its first seconds loading and verifying classes: on this
 2-core machine the session takes ~3.9 s and its first job ~2.0 s. A dynamic CDS archive of
 the classes a driver loads, built once by `sluicegate resolve-jars` (`make setup`), cuts those
-to ~2.4 s and ~1.1 s for every task, standby and batch job started afterwards.
+to ~2.4 s and ~1.1 s for every task process, host application and batch job started
+afterwards.
 
 The archive lives with the Python installation (`<sys.prefix>/share/sluicegate`, so it goes
 with the venv) and is named for what the JVM checks it against (the JVM and its base archive,

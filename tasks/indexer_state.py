@@ -38,9 +38,6 @@ class IndexerState:
     first_read_at: float | None = None  # wall time the first batch with records began reading
     first_persist_at: float | None = None  # ... and when that batch was persisted
     paused_at: float | None = None  # wall time the task last stopped reading for a pause
-    standby: bool = False  # this process was a warm standby before it became the task
-    assigned_at: float | None = None  # a standby: wall time it was handed the task
-    warm_at_assign: bool | None = None  # a standby: whether its warm-up had ended by then
     counters: dict[str, float] = field(default_factory=dict)  # see task_counters()
 
     def task_counters(self) -> TaskCounters:
@@ -76,9 +73,6 @@ class IndexerState:
             firstReadAt=_iso(self.first_read_at),
             firstPersistAt=_iso(self.first_persist_at),
             pausedAt=_iso(self.paused_at),
-            standby=self.standby,
-            assignedAt=_iso(self.assigned_at),
-            warmAtAssign=self.warm_at_assign,
         )
 
 

@@ -18,7 +18,7 @@ from tasks.protocol import (
 )
 
 # httpx's default TLS context, built once: each client builds its own otherwise (~20 ms of
-# loading CA certificates), and a standby builds its task's client while the group waits.
+# loading CA certificates), and a successor builds its client while its group waits.
 TLS = httpx.create_ssl_context()
 log = logging.getLogger(__name__)
 

@@ -267,6 +267,3 @@ class TaskReport(BaseModel):
     firstReadAt: str | None = None
     firstPersistAt: str | None = None
     pausedAt: str | None = None
-    standby: bool = False
-    assignedAt: str | None = None
-    warmAtAssign: bool | None = None

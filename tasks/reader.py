@@ -25,8 +25,7 @@ CONSUMER_DEFAULTS = {"fetch.max.wait.ms": "10"}
 # logged "exceeds its soft max size"). One id for every read of this process lets each batch
 # take the last one's consumers, as a streaming query's micro-batches do (the Structured
 # Streaming baseline). Spark reads with assign() and never commits, so no group forms on the
-# broker. 150-record batches, warm: median 111-145 ms -> 97 ms. A standby's warm-up reads the
-# same partitions, so its task's first batch finds them connected.
+# broker. 150-record batches, warm: median 111-145 ms -> 97 ms.
 GROUP_ID = f"sluicegate-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 

@@ -119,7 +119,6 @@ def worker(
             overlord_url=overlord,
             tls_cert=tls_cert,
             tls_key=tls_key,
-            max_standbys=0,
         )
     except ValueError as exc:
         raise CliError(f"bad settings: {str(exc).splitlines()[0]}", EXIT_USAGE) from None

@@ -25,19 +25,9 @@ class Rollover:
 
 
 @dataclass(frozen=True)
-class ReserveStandbys:
-    """Keep `count` warm standby processes for the group's next generation (which starts
-    where the current one ends; `start` only picks what the standbys warm up on)."""
-
-    group: int
-    count: int
-    start: Offsets
-
-
-@dataclass(frozen=True)
 class KillTasks:
     task_ids: tuple[str, ...]
     reason: str
 
 
-Action = CreateTask | Rollover | KillTasks | ReserveStandbys
+Action = CreateTask | Rollover | KillTasks

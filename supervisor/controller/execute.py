@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
-from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
+from supervisor.controller.actions import Action, CreateTask, KillTasks, Rollover
 from supervisor.controller.workers import waits
 from supervisor.db.intents import IntentRepository
 from supervisor.db.models import IntentRow
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 
 ROLLOVER_TIMEOUT_S = 60.0
-STANDBY_TTL_S = 60.0  # a reservation lasts this long unless a later pass renews it
 
 
 def _reading(client: TaskApiClient) -> bool:
@@ -124,18 +123,6 @@ class Executor:
             elif isinstance(action, Rollover):
                 with log_context(group=action.group):
                     self._rollover(action)
-            elif isinstance(action, ReserveStandbys):
-                template = CreateTask("standby", action.group, action.start, "standby")
-                started = self.runner.reserve_standbys(
-                    spec.supervisor_id,
-                    action.group,
-                    action.count,
-                    index_task(spec, spec_version, template, self.clock()),
-                    STANDBY_TTL_S,
-                )
-                if started:
-                    with log_context(group=action.group):
-                        log.info("group %s: %s standby process(es) warming", action.group, started)
             elif self.no_slot is not None:  # CreateTask: the hosts are full; no use asking
                 continue
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask

@@ -56,7 +56,6 @@ class SupervisorManager:
             runner,
             stream or StreamReader(access=KafkaAccess.of(settings)),
             self.statuses,
-            standby_lead_s=settings.standby_lead_s,
             fence=fence,
         )
         self.queue: WorkQueue[str] = WorkQueue(base_backoff_s=RETRY_BASE_S)

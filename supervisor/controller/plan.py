@@ -17,16 +17,13 @@ Per task group (partition % taskCount; topicPattern: see tasks/partitions.py):
    generation's end offsets, else the committed offsets, else earliest/latest. Replacements
    of dead replicas start where their siblings started. An idle supervisor (idleConfig)
    lets its tasks finish and starts none.
-6. Within `standby_lead_s` of a reading group's rollover, warm standby processes are reserved
-   for its successors, so they start reading right after the rollover (not Druid's: Druid's
-   successors are new JVMs).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from supervisor.controller.actions import Action, CreateTask, KillTasks, ReserveStandbys, Rollover
+from supervisor.controller.actions import Action, CreateTask, KillTasks, Rollover
 from supervisor.model.views import Snapshot, TaskView, identity
 from tasks.partitions import Offsets, PartitionKey, order, sorted_keys, task_group
 from tasks.protocol import TaskStatusCode
@@ -157,7 +154,6 @@ class _Planner:
             return
         if s.suspended or s.idle or not partitions:
             return
-        self._reserve_standbys(group, current)
         start = current[0].start if current else self.start_for(partitions, ends)
         ident = identity(s.spec.version, group, start)
         for _ in range(s.spec.replicas - len(current)):
@@ -169,16 +165,6 @@ class _Planner:
         since = self.s.partitions_since
         wait = timedelta(seconds=self.s.spec.repartition_transition_s)
         return since is None or self.s.now >= since + wait
-
-    def _reserve_standbys(self, group: int, current: list[TaskView]) -> None:
-        """Near the rollover of a group that reads, warm processes for its successors."""
-        s = self.s
-        reading = [t.reading_since for t in current if t.reading_since is not None]
-        if s.standby_lead_s <= 0 or not reading or len(reading) < len(current):
-            return  # a group still starting up would compete with its standbys for CPU
-        ends = min(reading) + timedelta(seconds=s.spec.task_duration_s)
-        if s.now >= ends - timedelta(seconds=s.standby_lead_s):
-            self.actions.append(ReserveStandbys(group, s.spec.replicas, current[0].start))
 
     def _due(self, group: int, current: list[TaskView]) -> bool:
         """Roll the group over if it is time; True when it was rolled."""
@@ -220,20 +206,16 @@ def plan(snapshot: Snapshot) -> list[Action]:
 
 def next_deadline(snapshot: Snapshot) -> datetime | None:
     """The next time after `now` at which the clock alone changes the plan: a reading task's
-    taskDuration end and, with standbys, its standby lead before that; a publishing
-    generation's completionTimeout. The loop passes then, not only every `period` (Druid
-    checks the task duration in its periodic pass: a rollover is up to `period` late)."""
+    taskDuration end; a publishing generation's completionTimeout. The loop passes then, not
+    only every `period` (Druid checks the task duration in its periodic pass: a rollover is up
+    to `period` late)."""
     s = snapshot
     duration = timedelta(seconds=s.spec.task_duration_s)
     timeout = timedelta(seconds=s.spec.completion_timeout_s)
-    lead = timedelta(seconds=s.standby_lead_s)
     times: list[datetime] = []
     for task in s.tasks:
         if task.reading:
-            ends = (task.reading_since or task.created_at) + duration
-            times.append(ends)
-            if s.standby_lead_s > 0 and task.reading_since is not None:
-                times.append(ends - lead)
+            times.append((task.reading_since or task.created_at) + duration)
         elif task.running:
             times.append((task.rolled_at or task.created_at) + timeout)
     return min((t for t in times if t > s.now), default=None)

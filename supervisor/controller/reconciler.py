@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
-from supervisor.controller.actions import Action, CreateTask, ReserveStandbys, Rollover
+from supervisor.controller.actions import Action, CreateTask, Rollover
 from supervisor.controller.execute import Executor
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.plan import next_deadline, plan
@@ -121,7 +121,6 @@ class Reconciler:
         runner: Runner,
         stream: StreamReader,
         statuses: StatusStore,
-        standby_lead_s: float = 0.0,
         monotonic: Callable[[], float] = time.monotonic,
         fence: Fence = UNFENCED,
     ) -> None:
@@ -132,7 +131,6 @@ class Reconciler:
         self.statuses = statuses
         self.hinted: set[str] = set()  # supervisors with an intent written since their pass
         self.woken: set[str] = set()  # ... with something else changed: a full pass next
-        self.standby_lead_s = standby_lead_s  # warm successors this long before a rollover
         self.monotonic = monotonic
         self.fence = fence  # a pass acts only while this overlord leads
         self.memories: dict[str, Memory] = {}
@@ -268,8 +266,8 @@ class Reconciler:
             laps["execute"] = self.monotonic() - executing
             self._settle(session, pending, snapshot, rolling, memory)
             running = any(t.running for t in snapshot.tasks)
-        waited = (ReserveStandbys, CreateTask) if executor.no_slot is not None else ReserveStandbys
-        acted = any(not isinstance(a, waited) for a in actions)
+        waited = executor.no_slot is not None  # its CreateTasks wait for a slot: not acted on
+        acted = any(not (waited and isinstance(a, CreateTask)) for a in actions)
         gone = snapshot.terminated and not running and not actions
         return Outcome(snapshot, acted, bool(executor.rolled), gone)
 
@@ -411,7 +409,6 @@ class Reconciler:
             snapshot,
             partitions_since=since,
             idle=idle,
-            standby_lead_s=self.standby_lead_s,
         )
 
     def _healthy(

@@ -68,7 +68,6 @@ class Snapshot:
     terminated: bool = False  # a tombstone: wind down like a suspended supervisor, then stop
     partitions_since: datetime | None = None  # when this partition set was first seen
     idle: bool = False  # idleConfig: no new data for a while; running tasks finish, none start
-    standby_lead_s: float = 0.0  # warm the successors' processes this long before a rollover
 
 
 def identity(spec_version: int, group: int, start: Offsets) -> str:

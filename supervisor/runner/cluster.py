@@ -162,14 +162,6 @@ class ClusterRunner:
     def release(self) -> None:
         self.local.release()
 
-    def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
-    ) -> int:
-        """Standbys only where tasks run on this host: none are kept on task hosts yet."""
-        if self.uses_hosts():
-            return 0
-        return self.local.reserve_standbys(supervisor_id, group, count, template, ttl_s)
-
     def is_running(self, task_id: str) -> bool:
         with self.lock:
             host = self.placed.get(task_id)
@@ -336,9 +328,6 @@ class ClusterRunner:
                 self._client(row).shutdown(task_id)
             except WorkerApiError as exc:
                 log.warning("task %s not killed: %s", task_id, exc)
-
-    def stop_standbys(self) -> None:
-        self.local.stop_standbys()
 
     def kill_all(self) -> None:
         self.local.kill_all()

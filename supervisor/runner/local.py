@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import secrets
 import signal
@@ -16,12 +15,10 @@ from pathlib import Path
 from supervisor.net import free_port
 from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
-from supervisor.runner.standby import Standby, StandbyPool
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask, TaskReport
 
 HOST = "127.0.0.1"
-log = logging.getLogger(__name__)
 
 
 def _alive(pid: int, work: Path) -> bool:
@@ -39,12 +36,6 @@ class LocalProcessRunner:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.adopted: dict[str, int] = {}
         self.lock = threading.Lock()
-        self.standbys = StandbyPool(
-            settings.work_dir.resolve() / "tasks",
-            self._spawn_standby,
-            settings.max_standbys,
-            settings.standby_idle_s,
-        )
 
     def work_dir(self, task_id: str) -> Path:
         return (self.settings.work_dir / "tasks" / task_id).resolve()
@@ -56,9 +47,6 @@ class LocalProcessRunner:
             if tls.tls_cert is not None and tls.tls_key is not None
             else []
         )
-        return [*self._base_command(work, payload, token_file, port), *served]
-
-    def _base_command(self, work: Path, payload: Path, token_file: Path, port: int) -> list[str]:
         return [
             sys.executable,
             "-m",
@@ -89,6 +77,7 @@ class LocalProcessRunner:
             str(self.settings.publish_niceness),
             "--log-format",
             self.settings.log_format,
+            *served,
         ]
 
     def _popen(self, command: list[str], work: Path, log_path: Path) -> subprocess.Popen[bytes]:
@@ -104,37 +93,15 @@ class LocalProcessRunner:
         (work / "pid").write_text(str(process.pid))
         return process
 
-    def _spawn_standby(self, slot: Path, token: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-        port = free_port(self.host)
-        log_path = slot / "task.log"
-        command = self._command(slot, slot / "warm-payload.json", slot / "standby-token", port)
-        command += ["--standby", "--standby-idle", str(self.settings.standby_idle_s * 2)]
-        return self._popen(command, slot, log_path), port, log_path
-
     def prepare(self) -> None:
         """Nothing: each task starts a process of its own."""
 
     def release(self) -> None:
         """Nothing: each task's process ends with it."""
 
-    def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
-    ) -> int:
-        """Keep `count` warm standbys for the group's successors; the number started now."""
-        key = (supervisor_id, group)
-        return self.standbys.reserve(key, count, json.dumps(template.to_json()), ttl_s)
-
     def launch(self, task: IndexKafkaTask) -> Launched:
         task_id, payload = task.id, json.dumps(task.to_json())
         token = secrets.token_hex(16)
-        key = (str(task.supervisorId), task.ioConfig.taskGroupId or 0)
-        standby = self.standbys.take(key)
-        if standby is not None:
-            try:
-                return self._launch_on(standby, task, payload, token)
-            except OSError as exc:
-                log.warning("task %s starts cold: %s", task_id, exc)
-                self.standbys.discard(standby)
         work = self.work_dir(task_id)
         work.mkdir(parents=True, exist_ok=True)
         token_file = work / "token"
@@ -148,28 +115,6 @@ class LocalProcessRunner:
         with self.lock:
             self.processes[task_id] = process
         return Launched(self.host, port, str(log_path), token, self.settings.scheme)
-
-    def _launch_on(
-        self, standby: Standby, task: IndexKafkaTask, payload: str, token: str
-    ) -> Launched:
-        """Make a warm standby the task: its slot becomes the task's work directory (a link
-        from tasks/<id>, so reports, pid and adoption find it as for any task)."""
-        task_id = task.id
-        link = self.settings.work_dir.resolve() / "tasks" / task_id
-        if link.exists() or link.is_symlink():
-            raise OSError(f"{link} exists")
-        write_private(standby.slot / "payload.json", payload)
-        write_private(standby.slot / "token", token)
-        link.symlink_to(standby.slot, target_is_directory=True)
-        try:
-            standby.assign(task, token)
-        except OSError:
-            link.unlink()
-            raise
-        with self.lock:
-            self.processes[task_id] = standby.process
-        log.info("task %s runs on warm standby %s", task_id, standby.slot.name)
-        return Launched(self.host, standby.port, str(standby.log_path), token, self.settings.scheme)
 
     def adopt(self, task_id: str) -> bool:
         """Watch a task process an earlier overlord started; False when it is gone."""
@@ -188,9 +133,7 @@ class LocalProcessRunner:
         return read_report(self.work_dir(task_id))
 
     def exited(self) -> list[Exited]:
-        """Tasks whose process has ended since the last call, with their final report.
-        (Polled often, so it also keeps the standbys: lapsed ones stop, wanted ones start.)"""
-        self.standbys.tick()
+        """Tasks whose process has ended since the last call, with their final report."""
         done: list[Exited] = []
         with self.lock:
             for task_id, process in list(self.processes.items()):
@@ -241,11 +184,7 @@ class LocalProcessRunner:
             time.sleep(0.05)
         return True
 
-    def stop_standbys(self) -> None:
-        self.standbys.stop_all()
-
     def kill_all(self) -> None:
-        self.standbys.stop_all()
         with self.lock:
             ids = [*self.processes, *self.adopted]
         for task_id in ids:

@@ -48,13 +48,6 @@ class Runner(Protocol):
         """Stop what `prepare` started if no task runs in it (tasks run on task hosts now)."""
         ...
 
-    def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
-    ) -> int:
-        """Keep `count` warm standbys for the group's successors (warmed on `template`, a task
-        like theirs); the number started now."""
-        ...
-
     def is_running(self, task_id: str) -> bool: ...
 
     def kill(self, task_id: str) -> bool:
@@ -73,7 +66,5 @@ class Runner(Protocol):
     def exited(self) -> list[Exited]:
         """Tasks that ended since the last call, with their reports."""
         ...
-
-    def stop_standbys(self) -> None: ...
 
     def kill_all(self) -> None: ...

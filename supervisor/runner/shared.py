@@ -258,12 +258,6 @@ class SharedAppRunner:
                 self.watched[task_id] = time.monotonic()
         return Launched(self.host, app.port, str(work / "task.log"), token, app.scheme)
 
-    def reserve_standbys(
-        self, supervisor_id: str, group: int, count: int, template: IndexKafkaTask, ttl_s: float
-    ) -> int:
-        """None: a task of the shared application starts as fast as a standby would."""
-        return 0
-
     def is_running(self, task_id: str) -> bool:
         """Whether a task launched or adopted here still runs (one an earlier overlord left
         is not, until adopted: as for task processes)."""
@@ -397,9 +391,6 @@ class SharedAppRunner:
                 time.sleep(0.1)
             with suppress(ProcessLookupError):
                 os.killpg(app.pid, signal.SIGKILL)
-
-    def stop_standbys(self) -> None:
-        """No standbys here."""
 
     def kill_all(self) -> None:
         """Kill every task and the application with them."""

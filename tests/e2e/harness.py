@@ -168,9 +168,6 @@ class Overlord:
             "SLUICEGATE_TASK_MASTER": "local[1]",
             "SLUICEGATE_TASK_RUNTIME": runtime,
             "SLUICEGATE_KILL_TASKS_ON_EXIT": "true",
-            # No warm standbys here: with 20-30 s taskDurations and 4 replicas they double the
-            # JVM start-ups on a 2-core machine; tests/integration/test_standby.py covers them.
-            "SLUICEGATE_STANDBY_LEAD_S": "0",
             # a SIGKILLed overlord leaves its leader lease behind: its restart waits it out
             "SLUICEGATE_LEASE_S": "3",
             "SLUICEGATE_AUTH": "basic",

@@ -107,9 +107,10 @@ def test_tasks_share_one_application_fail_alone_and_publish_exactly_once(
     bad = f"shared-bad-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, bad, 1)
     produce(kafka.bootstrap_servers, bad, [(None, b"not json")] * 5)
-    with overlord_with_tasks(
-        tmp_path, jar_cache, "local[2]", task_runtime="shared", standby_lead_s=0
-    ) as (service, api):
+    with overlord_with_tasks(tmp_path, jar_cache, "local[2]", task_runtime="shared") as (
+        service,
+        api,
+    ):
         assert api.post(BASE, json=spec("good", good, kafka, replicas=2)).is_success
         assert api.post(BASE, json=spec("other", other, kafka)).is_success
         failing = spec("bad", bad, kafka, tuning={"maxParseExceptions": 0})

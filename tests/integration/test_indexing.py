@@ -436,42 +436,6 @@ def test_segments_are_sorted_split_and_carry_their_provenance(
     assert all(sorted(nums) == list(range(len(nums))) for nums in by_interval.values())
 
 
-def test_a_standby_keeps_warm_with_small_batches_until_a_task_comes(
-    edits: tuple[str, list[dict[str, Any]]],
-    kafka: LocalKafka,
-    spark: Any,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from tasks import standby
-
-    topic, _ = edits
-    template = task(
-        topic,
-        kafka.bootstrap_servers,
-        rollup=True,
-        start={0: 0, 1: 0, 2: 0},
-        end={0: 9, 1: 9, 2: 9},
-    )
-    monkeypatch.setattr(standby, "KEEP_WARM_S", 0.2)
-    tracker = spark.sparkContext.statusTracker()
-    jobs_before = len(tracker.getJobIdsForGroup(standby.WARM_UP_GROUP))
-    done, result = threading.Event(), []
-    scratch = tmp_path / "keep-warm"
-    thread = threading.Thread(
-        target=lambda: result.append(standby.keep_warm(spark, template, scratch, done))
-    )
-    thread.start()
-    deadline = time.monotonic() + 60
-    while len(tracker.getJobIdsForGroup(standby.WARM_UP_GROUP)) < jobs_before + 3:
-        assert time.monotonic() < deadline, "no batches kept the standby warm"
-        time.sleep(0.1)
-    done.set()  # the task arrived
-    thread.join(30)
-    assert not thread.is_alive() and result[0] >= 3
-    assert not scratch.exists()  # nothing it wrote stays behind
-
-
 def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
 ) -> None:

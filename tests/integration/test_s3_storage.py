@@ -45,7 +45,6 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
         tmp_path,
         jar_cache,
         "local[1]",
-        standby_lead_s=0,
         deep_storage=f"s3://segments/{prefix}",
     ) as (service, api):
         for body in (direct, spark):

@@ -54,9 +54,10 @@ def test_both_read_paths_and_the_lag_readers_over_sasl_ssl(
     spark["spec"]["dataSchema"]["transformSpec"] = {
         "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
     }
-    with overlord_with_tasks(
-        tmp_path, jar_cache, "local[1]", spec_environment="SG_TEST_.*", standby_lead_s=0
-    ) as (service, api):
+    with overlord_with_tasks(tmp_path, jar_cache, "local[1]", spec_environment="SG_TEST_.*") as (
+        service,
+        api,
+    ):
         for body in (direct, spark):
             assert api.post(BASE, json=body).status_code == 200
         for name in ("direct", "spark"):

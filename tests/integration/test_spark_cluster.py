@@ -44,9 +44,7 @@ def test_both_engines_run_on_the_cluster_executors(
     spark["spec"]["dataSchema"]["transformSpec"] = {  # the Spark SQL engine
         "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
     }
-    with overlord_with_tasks(
-        tmp_path, jar_cache, cluster.url, standby_lead_s=0, task_runtime=runtime
-    ) as (svc, api):
+    with overlord_with_tasks(tmp_path, jar_cache, cluster.url, task_runtime=runtime) as (svc, api):
         for body in (direct, spark):
             assert api.post(BASE, json=body).status_code == 200
         for name in ("direct", "spark"):

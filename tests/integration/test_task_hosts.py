@@ -51,9 +51,7 @@ def test_replicas_spread_over_hosts_and_a_lost_host_is_replaced(
     spec = words_spec("hosted", topic, kafka.bootstrap_servers)
     spec["spec"]["ioConfig"]["replicas"] = 2
     with (
-        overlord_with_tasks(
-            tmp_path, jar_cache, "local[1]", standby_lead_s=0, worker_timeout_s=5
-        ) as (service, api),
+        overlord_with_tasks(tmp_path, jar_cache, "local[1]", worker_timeout_s=5) as (service, api),
         task_host(service.url, tmp_path / "host-a") as (host_a, process_a),
         task_host(service.url, tmp_path / "host-b") as (host_b, _),
     ):
@@ -131,7 +129,7 @@ def test_a_restarted_overlord_adopts_the_tasks_on_a_host(
     on through it, is adopted (not failed, not replaced) and publishes exactly once."""
     topic = words_topic(kafka, "adopt", FIRST)
     spec = words_spec("hosted", topic, kafka.bootstrap_servers)
-    settings = task_settings(tmp_path, jar_cache, standby_lead_s=0, worker_timeout_s=5)
+    settings = task_settings(tmp_path, jar_cache, worker_timeout_s=5)
     port = free_port()
     first = RunningService(settings, port).__enter__()
     try:
@@ -144,7 +142,7 @@ def test_a_restarted_overlord_adopts_the_tasks_on_a_host(
             first.__exit__(None, None, None)  # tasks outlive the service (kill_tasks_on_exit off)
             time.sleep(2)  # the host's heartbeats go unanswered meanwhile
             first = RunningService(
-                task_settings(tmp_path, jar_cache, standby_lead_s=0, worker_timeout_s=5), port
+                task_settings(tmp_path, jar_cache, worker_timeout_s=5), port
             ).__enter__()
             with httpx.Client(base_url=first.url, timeout=30) as api:
                 produce_words(kafka, topic, MORE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from supervisor.controller.actions import CreateTask, KillTasks, ReserveStandbys, Rollover
+from supervisor.controller.actions import CreateTask, KillTasks, Rollover
 from supervisor.controller.plan import next_deadline, plan
 from supervisor.model.views import Snapshot, SpecView, TaskView, identity
 from tasks.protocol import TaskStatusCode
@@ -237,42 +237,6 @@ def test_suspended_rolls_over_and_creates_nothing() -> None:
     assert plan(snap(suspended=True)) == []
 
 
-def reading_for(t: TaskView, seconds: float) -> TaskView:
-    return replace(t, reading_since=NOW - timedelta(seconds=seconds))
-
-
-def test_standbys_are_reserved_within_the_lead_of_a_reading_groups_rollover() -> None:
-    near = (
-        reading_for(task("a", 0, {0: 7, 2: 9}), 45),
-        reading_for(task("b", 0, {0: 7, 2: 9}), 44),
-    )
-    far = (reading_for(task("c", 1, {1: 0}), 10), reading_for(task("d", 1, {1: 0}), 10))
-    # 60 s taskDuration, 20 s lead: group 0 (15 s left) gets standbys, group 1 (50 s) not yet
-    actions = plan(snap(tasks=near + far, standby_lead_s=20))
-    assert actions == [ReserveStandbys(0, 2, {0: 7, 2: 9})]
-    assert plan(snap(tasks=near + far)) == []  # no lead: no standbys
-
-
-def test_no_standbys_while_a_replica_is_still_starting_suspended_or_idle() -> None:
-    starting = (reading_for(task("a", 0, {0: 0, 2: 0}), 50), task("b", 0, {0: 0, 2: 0}))
-    others = (reading_for(task("c", 1, {1: 0}), 1), reading_for(task("d", 1, {1: 0}), 1))
-    assert plan(snap(tasks=starting + others, standby_lead_s=20)) == []
-    reading = (
-        reading_for(task("a", 0, {0: 0, 2: 0}), 50),
-        reading_for(task("b", 0, {0: 0, 2: 0}), 50),
-    )
-    assert plan(snap(tasks=reading + others, standby_lead_s=20, idle=True)) == []
-    suspended = plan(snap(tasks=reading + others, standby_lead_s=20, suspended=True))
-    assert not [a for a in suspended if isinstance(a, ReserveStandbys)]
-
-
-def test_a_due_group_rolls_over_instead_of_reserving() -> None:
-    due = (reading_for(task("a", 0, {0: 0, 2: 0}), 61), reading_for(task("b", 0, {0: 0, 2: 0}), 61))
-    others = (reading_for(task("c", 1, {1: 0}), 1), reading_for(task("d", 1, {1: 0}), 1))
-    actions = plan(snap(tasks=due + others, standby_lead_s=20))
-    assert actions == [Rollover(0, ("a", "b"), "taskDuration passed")]
-
-
 def test_handoff_request_and_stop_task_count() -> None:
     tasks = (task("a", 0, {0: 0, 2: 0}, age_s=100), task("c", 1, {1: 0}, age_s=100))
     spec = replace(SPEC, replicas=1, stop_task_count=1)
@@ -314,7 +278,7 @@ def test_a_task_whose_own_checkpoints_published_reads_on() -> None:
     assert KillTasks(("a",), "its predecessor generation failed") in actions
 
 
-def test_next_deadline_is_the_earliest_duration_end_lead_or_timeout() -> None:
+def test_next_deadline_is_the_earliest_duration_end_or_timeout() -> None:
     reading = replace(
         task("r", 0, {0: 5, 2: 5}, age_s=50), reading_since=NOW - timedelta(seconds=40)
     )
@@ -323,8 +287,6 @@ def test_next_deadline_is_the_earliest_duration_end_lead_or_timeout() -> None:
     tasks = (reading, starting, publishing)
     # reading ends in 20 s; starting in 30 s; publishing times out in 100 s
     assert next_deadline(snap(tasks=tasks)) == NOW + timedelta(seconds=20)
-    # with standbys, 15 s before the reading task's end
-    assert next_deadline(snap(tasks=tasks, standby_lead_s=15)) == NOW + timedelta(seconds=5)
     # deadlines already past are the plan's business this pass, not the next wake's
     later = NOW + timedelta(seconds=25)
     assert next_deadline(snap(tasks=tasks, now=later)) == NOW + timedelta(seconds=30)
