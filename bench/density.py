@@ -10,8 +10,8 @@ freshness p99 is at most `--p99-limit` (15 s) and the memory at most `--memory-l
 (16); the first level that does not pass ends the ramp.
 
 Both runtimes run in the same process, one after the other: `process` (a Spark driver process
-per task) and `shared` (one application per host, tasks/host_app.py, which the service starts
-when it takes the lead; the first level waits until its Spark runs, as a host's long-lived
+per task) and `shared` (one application per host, tasks/host_app.py, which bench/live.py starts
+with the service; the first level waits until its Spark runs, as a host's long-lived
 application would). After its last level
 each runtime's supervisors are terminated, and each task's report gives its first batch (from
 its first read to its first persist), its start (from its row's creation to its first
@@ -172,7 +172,7 @@ def freshness(stack: Stack, produced_from: float, produced_to: float) -> list[fl
 
 
 def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
-    """Seconds until the service's task host application (started when it took the lead) has
+    """Seconds until the service's task host application (started with the service by bench/live.py) has
     its Spark up: a host's application is long-lived, so the levels measure tasks on a running
     one, not its start."""
     from tasks.host_app import API

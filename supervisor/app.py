@@ -147,7 +147,9 @@ def create_app(
             duties.stop()
             held.release()
             if settings.kill_tasks_on_exit and leading:  # a follower's tasks are the leader's
-                context.runner.kill_all()  # (else tasks outlive the service)
+                context.runner.kill_all()
+            elif leading:  # tasks outlive the service; the host's application with none doesn't
+                context.runner.release()
             engine.dispose()
 
     app = FastAPI(

@@ -95,7 +95,6 @@ class LeaderDuties:
                 app.statuses.sink = StatusWriter(sessions, app.clock, epoch)
             try:
                 self.held.check()  # still this epoch's leader (not lost while electing)
-                app.runner.prepare()
                 with sessions() as session:  # tasks an earlier leader left running
                     TaskService(session, app.clock, app.runner).recover()
                 self.manager = SupervisorManager(

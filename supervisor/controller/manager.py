@@ -49,6 +49,7 @@ class SupervisorManager:
         fence: Fence = UNFENCED,
     ) -> None:
         self.sessions = sessions
+        self.runner = runner
         self.statuses = statuses or StatusStore()
         self.reconciler = Reconciler(
             sessions,
@@ -97,6 +98,8 @@ class SupervisorManager:
             self.reconciler.hint(owner)
         if STANDALONE in owners:
             self.queue.add(STANDALONE)
+        if ids:  # tasks will run: the host's application starts now (not for an idle overlord)
+            self.runner.prepare()
         # owners with intents but no spec too (a shutdown of a task whose supervisor is gone)
         for supervisor_id in [*ids, *(o for o in owners if o != STANDALONE)]:
             if supervisor_id not in self.known:

@@ -71,6 +71,7 @@ class SharedAppRunner:
         self.tasks_dir = (settings.work_dir / "tasks").resolve()
         self.lock = threading.Lock()  # the fields below; never held across a call or a start
         self.start_lock = threading.Lock()  # one start of the application at a time
+        self.preparing = False
         self.app: _App | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.watched: dict[str, float] = {}  # task id -> when launched or adopted (monotonic)
@@ -216,13 +217,20 @@ class SharedAppRunner:
 
     def prepare(self) -> None:
         """Start (or adopt) the application now, in the background: its Spark starts before the
-        first task comes, which then pays no start-up at all."""
+        first task comes, which then pays no start-up at all. Cheap when it runs already."""
+        with self.lock:
+            if self.preparing or (self.app is not None and _alive(self.app.pid)):
+                return
+            self.preparing = True
 
         def start() -> None:
             try:
                 self._ensure()
             except OSError as exc:  # tried again by the first launch
                 log.warning("the task host application did not start: %s", exc)
+            finally:
+                with self.lock:
+                    self.preparing = False
 
         threading.Thread(target=start, name="host-app-start", daemon=True).start()
 
@@ -366,11 +374,13 @@ class SharedAppRunner:
         return done
 
     def release(self) -> None:
-        """Stop the application if it runs no task (tasks run on task hosts now): it holds a
-        Spark application's cores and memory for nothing. A later launch starts it again."""
+        """Stop the application if it runs no task (the overlord stops, or tasks run on task
+        hosts now): it holds a Spark application's cores and memory for nothing. A later
+        launch starts it again; tasks that ended in it left their reports in their work
+        directories."""
         with self.start_lock:  # no start meanwhile; a launch waits for the stop to finish
             with self.lock:
-                app = None if self.watched else self._known()
+                app = None if self._assigning() else self._known()
             if app is None:
                 return
             try:
@@ -378,7 +388,9 @@ class SharedAppRunner:
             except OSError:
                 return
             with self.lock:
-                if view is None or view.tasks or self.watched:
+                if view is None or self._assigning():
+                    return
+                if any(entry.get("running") for entry in view.tasks.values()):
                     return
                 self.app, self.view = None, None
             log.info("task host application stopped (pid %s): no task runs here", app.pid)
@@ -391,6 +403,10 @@ class SharedAppRunner:
                 time.sleep(0.1)
             with suppress(ProcessLookupError):
                 os.killpg(app.pid, signal.SIGKILL)
+
+    def _assigning(self) -> bool:
+        """Under the lock: whether a launch is handing a task to the application now."""
+        return math.inf in self.watched.values()
 
     def kill_all(self) -> None:
         """Kill every task and the application with them."""

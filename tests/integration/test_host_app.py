@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,31 @@ def _read(rows: list[Any]) -> list[int]:
             continue
         counts.append(int(answer.json()["totals"]["buildSegments"]["processed"]))
     return counts
+
+
+def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_with_the_overlord(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    """An overlord with no supervisor holds no Spark application; its first supervisor starts
+    one (before any task needs it); when the overlord stops, an application that runs no task
+    stops too (tasks outlive the overlord, an idle application does not)."""
+    from supervisor.runner.files import process_alive
+    from tests.conftest import task_settings
+
+    topic = words("lazy", kafka, 10)
+    body = spec("lazy", topic, kafka)
+    body["suspended"] = True  # a supervisor that starts no task
+    settings = task_settings(tmp_path, jar_cache, task_runtime="shared")
+    saved = settings.work_dir / "host-app" / "app.json"
+    with (
+        RunningService(settings) as service,
+        httpx.Client(base_url=service.url, timeout=30) as api,
+    ):
+        wait_for(lambda: api.get("/druid/indexer/v1/isLeader").status_code == 200, 30, "lead")
+        time.sleep(1)
+        assert not saved.exists()  # leading, no supervisor: no application
+        assert api.post(BASE, json=body).status_code == 200
+        pid = wait_for(lambda: saved.exists() and app_pid(service), 120, "the application")
+        assert process_alive(pid, b"tasks.host_app")
+        assert not tasks_of(service, "lazy")
+    assert not process_alive(pid, b"tasks.host_app")
