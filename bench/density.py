@@ -172,9 +172,9 @@ def freshness(stack: Stack, produced_from: float, produced_to: float) -> list[fl
 
 
 def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
-    """Seconds until the service's task host application (started with the service by bench/live.py) has
-    its Spark up: a host's application is long-lived, so the levels measure tasks on a running
-    one, not its start."""
+    """Seconds until the service's task host application (bench/live.py starts it with the
+    service) has its Spark up: a host's application is long-lived, so the levels measure tasks
+    on a running one, not its start."""
     from tasks.host_app import API
     from tasks.protocol import TOKEN_HEADER
 
