@@ -97,6 +97,9 @@ class SimulatedRunner:
     def release(self) -> None:
         pass
 
+    def located(self, task_id: str) -> Launched | None:
+        return None
+
     def adopt(self, task_id: str) -> bool:
         return False  # a fresh service: no earlier overlord left tasks behind
 

@@ -217,6 +217,10 @@ class ClusterRunner:
             self.placed_at[task_id] = time.monotonic()
         return True
 
+    def located(self, task_id: str) -> Launched | None:
+        """A task of this host's runner; one on a task host is found by its host's sync."""
+        return self.local.located(task_id) if self._host_of(task_id) is None else None
+
     def report(self, task_id: str) -> TaskReport | None:
         host = self._host_of(task_id)
         if host is None:

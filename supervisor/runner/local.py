@@ -108,6 +108,7 @@ class LocalProcessRunner:
         write_private(token_file, token)
         write_private(work / "payload.json", payload)
         port = free_port(self.host)
+        (work / "port").write_text(str(port))  # where it serves, should its launch go unrecorded
         log_path = work / "task.log"
         process = self._popen(
             self._command(work, work / "payload.json", token_file, port), work, log_path
@@ -128,6 +129,15 @@ class LocalProcessRunner:
         with self.lock:
             self.adopted[task_id] = pid
         return True
+
+    def located(self, task_id: str) -> Launched | None:
+        work = self.work_dir(task_id)
+        try:
+            port = int((work / "port").read_text())
+            token = (work / "token").read_text().strip()
+        except (OSError, ValueError):
+            return None
+        return Launched(self.host, port, str(work / "task.log"), token, self.settings.scheme)
 
     def report(self, task_id: str) -> TaskReport | None:
         return read_report(self.work_dir(task_id))

@@ -59,6 +59,12 @@ class Runner(Protocol):
         """Watch a task an earlier overlord started; False when it is gone."""
         ...
 
+    def located(self, task_id: str) -> Launched | None:
+        """Where a task started here serves its control API, from what its launch left in its
+        work directory (an overlord that died right after a launch never recorded it); None
+        when that is not known here."""
+        ...
+
     def report(self, task_id: str) -> TaskReport | None:
         """The final report a task left, if any."""
         ...

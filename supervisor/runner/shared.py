@@ -328,6 +328,18 @@ class SharedAppRunner:
             self.watched[task_id] = time.monotonic()
         return True
 
+    def located(self, task_id: str) -> Launched | None:
+        work = self.work_dir(task_id)
+        with self.lock:
+            app = self._known()
+        try:
+            token = (work / "token").read_text().strip()
+        except OSError:
+            return None
+        if app is None:
+            return None
+        return Launched(self.host, app.port, str(work / "task.log"), token, app.scheme)
+
     def report(self, task_id: str) -> TaskReport | None:
         return read_report(self.work_dir(task_id))
 

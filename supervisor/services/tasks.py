@@ -298,14 +298,32 @@ class TaskService:
         for row in self.tasks.find((TaskStatusCode.RUNNING,), None, None):
             if self.runner.is_running(row.id):
                 continue
-            if self.runner.adopt(row.id):
+            if not self.runner.adopt(row.id):
+                gone.append(Exited(row.id, None, self.runner.report(row.id)))
+            elif (row.location_port is not None and row.token is not None) or self._locate(row):
                 adopted.append(row.id)
             else:
-                gone.append(Exited(row.id, None, self.runner.report(row.id)))
+                reason = "its launch was never recorded (the overlord stopped during it)"
+                gone.append(Exited(row.id, None, None, reason))
         self.record_exits(gone)
         if adopted:
             log.info("adopted %s running task processes: %s", len(adopted), adopted)
         return adopted
+
+    def _locate(self, row: TaskRow) -> bool:
+        """An adopted task whose launch an earlier overlord never recorded (it died between
+        starting the task and writing where it serves): recorded now from its work directory.
+        One that cannot be found there is killed (no pass could pause or stop it; its group
+        replaces it): False."""
+        where = self.runner.located(row.id)
+        if where is None:
+            self.runner.kill(row.id)
+            return False
+        row.location_host, row.location_port = where.host, where.port
+        row.location_scheme, row.worker = where.scheme, where.worker
+        row.token, row.log_path = where.token, where.log_path
+        log.info("task %s: its unrecorded launch found at %s:%s", row.id, where.host, where.port)
+        return True
 
     def record_exits(self, exits: list[Exited]) -> None:
         """Write how task processes ended; the runner tells which did."""

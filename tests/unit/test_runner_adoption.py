@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Exited
@@ -96,3 +97,52 @@ def test_private_files_are_made_readable_by_their_owner_only(tmp_path: Path) -> 
     assert path.stat().st_mode & 0o777 == 0o600
     write_private(tmp_path / "token", "t")
     assert (tmp_path / "token").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_task_whose_launch_went_unrecorded_is_located_or_else_killed(
+    tmp_path: Path, sessions: Any
+) -> None:
+    """The overlord died between starting a task and writing where it serves: the next one
+    finds it by what its launch left in its work directory; one it cannot find, it kills (no
+    pass could pause or stop it) and records as failed, so its group replaces it."""
+    from datetime import UTC, datetime
+
+    from supervisor.db.models import TaskRow
+    from supervisor.services.tasks import TaskService
+    from tasks.protocol import TaskStatusCode
+
+    first = runner(tmp_path)
+    found, lost = orphan(first, "found", 60), orphan(first, "lost", 60)
+    (first.work_dir("found") / "port").write_text("41234")
+    (first.work_dir("found") / "token").write_text("secret\n")
+    now = datetime.now(UTC)
+    with sessions() as session:
+        for task_id in ("found", "lost"):
+            session.add(
+                TaskRow(
+                    id=task_id,
+                    type="index_kafka",
+                    datasource="d",
+                    payload={},
+                    status=TaskStatusCode.RUNNING,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        session.commit()
+    second = runner(tmp_path)  # the next overlord
+    try:
+        with sessions() as session:
+            adopted = TaskService(session, lambda: now, second).recover()
+        assert adopted == ["found"]
+        lost.wait(10)  # killed
+        with sessions() as session:
+            rows = {r.id: r for r in session.query(TaskRow)}
+            assert (rows["found"].location_port, rows["found"].token) == (41234, "secret")
+            assert rows["found"].status == TaskStatusCode.RUNNING
+            assert rows["lost"].status == TaskStatusCode.FAILED
+            assert "never recorded" in (rows["lost"].error_msg or "")
+    finally:
+        for process in (found, lost):
+            process.kill()
+            process.wait(10)
