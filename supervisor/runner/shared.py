@@ -406,15 +406,19 @@ class SharedAppRunner:
                     return
                 self.app, self.view = None, None
             log.info("task host application stopped (pid %s): no task runs here", app.pid)
-            with suppress(ProcessLookupError):
-                os.killpg(app.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while _alive(app.pid) and time.monotonic() < deadline:
-                if self.child is not None:
-                    self.child.poll()
-                time.sleep(0.1)
+            self._signal(app, signal.SIGTERM, 15)
             with suppress(ProcessLookupError):
                 os.killpg(app.pid, signal.SIGKILL)
+
+    def _signal(self, app: _App, sig: int, wait_s: float) -> None:
+        """Signal the application's process group; wait up to `wait_s` for it to end."""
+        with suppress(ProcessLookupError):
+            os.killpg(app.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while _alive(app.pid) and time.monotonic() < deadline:
+            if self.child is not None:
+                self.child.poll()
+            time.sleep(0.05)
 
     def _assigning(self) -> bool:
         """Under the lock: whether a launch is handing a task to the application now."""
@@ -428,12 +432,6 @@ class SharedAppRunner:
             self.view = None
         if app is None:
             return
-        with suppress(ProcessLookupError):
-            os.killpg(app.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while _alive(app.pid) and time.monotonic() < deadline:
-            if self.child is not None:
-                self.child.poll()
-            time.sleep(0.05)
+        self._signal(app, signal.SIGKILL, 30)
         with self.lock:
             self.app = None
