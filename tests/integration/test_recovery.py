@@ -33,6 +33,9 @@ def left_running(settings: Settings, task_id: str) -> None:
                 status="RUNNING",
                 created_at=now,
                 updated_at=now,
+                location_host="127.0.0.1",  # its launch was recorded
+                location_port=1,
+                token="t",
             )
         )
         session.commit()
@@ -40,6 +43,7 @@ def left_running(settings: Settings, task_id: str) -> None:
 
 
 def test_restart_records_ended_tasks_and_adopts_live_ones(settings: Settings) -> None:
+    settings.task_runtime = "process"  # the tasks left behind are processes
     runner = LocalProcessRunner(settings)
     for task_id in ("published", "vanished", "alive"):
         left_running(settings, task_id)
