@@ -244,22 +244,19 @@ class SharedAppRunner:
         write_private(work / "token", token)
         with self.lock:  # running while assigned: a list asked for meanwhile may lack it
             self.watched[task_id] = math.inf  # (and no release stops the application now)
+        app: _App | None = None
         try:
             app = self._ensure()
-        except OSError:
-            with self.lock:
-                self.watched.pop(task_id, None)
-            raise
-        try:
             body = {"payload": payload, "token": token, "overlord": self.settings.advertised_url()}
             with self.assigning:
                 self._call(app, "POST", "/tasks", json=body)
         except OSError:
             with self.lock:
                 self.watched.pop(task_id, None)
-            with suppress(OSError):  # an assignment whose answer was lost must not run on
-                self._call(app, "POST", f"/tasks/{task_id}/kill")
-                self._call(app, "DELETE", f"/tasks/{task_id}")
+            if app is not None:
+                with suppress(OSError):  # an assignment whose answer was lost must not run on
+                    self._call(app, "POST", f"/tasks/{task_id}/kill")
+                    self._call(app, "DELETE", f"/tasks/{task_id}")
             raise
         with self.lock:
             if task_id in self.watched:

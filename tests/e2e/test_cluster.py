@@ -141,12 +141,12 @@ def _scenario(
         hosts = {_host(run, t.id) for t in replicas}
         assert hosts == {host_a, host_b}, f"group {group}'s replicas share a host: {hosts}"
 
-    # each host's one application runs on the Spark cluster; the one the overlord started
-    # before any host registered has stopped, idle
+    # each host's one application runs on the Spark cluster, and the overlord runs none (its
+    # supervisor came after the hosts; one it had started before them would have stopped)
     def apps() -> list[str]:
         return [a["name"] for a in cluster.state()["activeapps"]]  # type: ignore[index,union-attr]
 
-    wait_for(lambda: len(apps()) == 2, 60, "the overlord's idle application to stop")
+    wait_for(lambda: len(apps()) == 2, 60, "the two hosts' applications alone")
     assert all(a.startswith("sluicegate-host-") for a in apps()), apps()
     # host A dies whole, mid-read: its worker and its tasks
     on_a = [t.id for t in run.tasks() if t.status == "RUNNING" and _host(run, t.id) == host_a]
