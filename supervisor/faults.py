@@ -1,6 +1,7 @@
 """Fault points for the failover scenarios (tests/e2e/test_failover.py, bench/failover.py):
 an overlord started with SLUICEGATE_FAULT_FILE reads that file whenever it reaches a named
-point of a rollover or a publish, and SIGKILLs itself there when the file names that point.
+point of a rollover, a task's launch or a publish, and SIGKILLs itself there when the file
+names that point.
 The file is the test's to write, so it can choose which overlord dies where while both run.
 Without the variable (any real deployment) a point costs one dictionary lookup."""
 
@@ -17,6 +18,7 @@ FAULT_FILE_ENV = "SLUICEGATE_FAULT_FILE"
 ROLLOVER_PAUSED = "rollover.paused"  # every replica paused, no end offsets set yet
 ROLLOVER_ENDS_SET = "rollover.ends-set"  # end offsets set on the tasks, not yet recorded
 PUBLISH_COMMITTED = "publish.committed"  # a publish committed, its answer not yet sent
+TASK_RECORDED = "task.recorded"  # a task recorded in the metadata DB, not yet started
 
 
 def point(name: str) -> None:

@@ -14,6 +14,7 @@ from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
 from supervisor.db.engine import SessionFactory
 from supervisor.db.statuses import StatusRepository
+from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
@@ -34,6 +35,8 @@ class TaskMonitor:
         runner: Runner,
         manager: SupervisorManager,
         sweep: bool = True,
+        unlaunched: list[str] | None = None,
+        fence: Fence = UNFENCED,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -41,6 +44,8 @@ class TaskMonitor:
         self.manager = manager
         self.sweep = sweep  # every SWEEP_S, a pass for whatever has intents left pending
         self.swept = 0.0
+        self.unlaunched = list(unlaunched or [])  # started by the first pass (see recover)
+        self.fence = fence
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
 
@@ -53,6 +58,12 @@ class TaskMonitor:
             self.thread.join(10)
 
     def run_once(self) -> None:
+        if self.unlaunched:
+            with self.sessions() as session:
+                tasks = TaskService(session, self.clock, self.runner, self.fence)
+                tasks.start_unlaunched(self.unlaunched)
+            self.manager.wake_tasks(self.unlaunched)
+            self.unlaunched = []
         exits = self.runner.exited()
         if exits:
             with self.sessions() as session:
@@ -96,7 +107,7 @@ class LeaderDuties:
             try:
                 self.held.check()  # still this epoch's leader (not lost while electing)
                 with sessions() as session:  # tasks an earlier leader left running
-                    TaskService(session, app.clock, app.runner).recover()
+                    recovered = TaskService(session, app.clock, app.runner).recover()
                 self.manager = SupervisorManager(
                     sessions,
                     app.clock,
@@ -110,7 +121,13 @@ class LeaderDuties:
                 if settings.run_supervisors:
                     self.manager.sync()
                 self.monitor = TaskMonitor(
-                    sessions, app.clock, app.runner, self.manager, settings.run_supervisors
+                    sessions,
+                    app.clock,
+                    app.runner,
+                    self.manager,
+                    settings.run_supervisors,
+                    recovered.unlaunched,
+                    self.held,
                 )
                 self.monitor.start()
                 self.sweeper = Sweeper(settings.storage(), sessions)

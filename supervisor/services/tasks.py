@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clients.worker_api import WorkerApiError, WorkerClient
 from supervisor.clock import Clock, druid_timestamp
@@ -37,6 +39,14 @@ STATE_FILTERS = {
     "waiting": (),
     "pending": (),
 }
+
+
+@dataclass
+class Recovered:
+    """What `recover` found: tasks adopted, and tasks recorded but never started."""
+
+    adopted: list[str]
+    unlaunched: list[str]
 
 
 def parse_task(raw: object, access: KafkaAccess) -> IndexKafkaTask:
@@ -136,6 +146,12 @@ class TaskService:
         # Recorded before the process starts, so no write lock of the metadata DB is held
         # while it does (SQLite's is one for the whole DB: every other writer would wait).
         self.session.commit()
+        faults.point(faults.TASK_RECORDED)
+        self._start(row, task, wait_for_slot)
+        return task.id
+
+    def _start(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool = False) -> None:
+        """Start a recorded task and record where it serves (or why it could not start)."""
         try:
             launched = self.runner.launch(task)
         except Exception as exc:
@@ -149,14 +165,31 @@ class TaskService:
             self.session.commit()
             if not isinstance(exc, OSError):
                 raise
-            return task.id
+            return
         row.location_host, row.location_port = launched.host, launched.port
         row.location_scheme, row.worker = launched.scheme, launched.worker
         row.token, row.log_path = launched.token, launched.log_path
         self.session.commit()
         where = f" (task host {launched.worker})" if launched.worker else ""
         log.info("task %s launched on %s:%s%s", task.id, launched.host, launched.port, where)
-        return task.id
+
+    def start_unlaunched(self, task_ids: list[str]) -> None:
+        """Start the recorded tasks `recover` found never started (an earlier overlord died
+        after recording each and before its runner had it), from their recorded payloads, as
+        Druid's task queue runs the active tasks of its metadata store that no runner has."""
+        for task_id in task_ids:
+            row = self.tasks.get(task_id)
+            if row is None or row.status != TaskStatusCode.RUNNING or row.location_port:
+                continue
+            self.fence.check()
+            log.info("task %s: starting it (its launch never happened)", task_id)
+            try:
+                task = IndexKafkaTask.model_validate(row.payload)
+            except ValidationError as exc:
+                self._finish(row, TaskStatusCode.FAILED, f"its payload is not a task: {exc}", None)
+                self.session.commit()
+                continue
+            self._start(row, task)
 
     def list_tasks(
         self, state: str | None, datasource: str | None, limit: int | None
@@ -291,24 +324,34 @@ class TaskService:
         if report is not None:
             row.report = report.model_dump(mode="json")
 
-    def recover(self) -> list[str]:
-        """At start-up: adopt the task processes an earlier overlord left running and record
-        the ones that ended meanwhile. Returns the ids adopted."""
-        adopted, gone = [], []
+    def recover(self) -> Recovered:
+        """At start-up: adopt the task processes an earlier overlord left running, record the
+        ones that ended meanwhile, and find the ones it recorded but never started (it died
+        in between: no runner has them, none left a report or a location); those are for
+        `start_unlaunched`, off the lease's thread."""
+        recovered, gone = Recovered([], []), []
         for row in self.tasks.find((TaskStatusCode.RUNNING,), None, None):
             if self.runner.is_running(row.id):
                 continue
             if not self.runner.adopt(row.id):
-                gone.append(Exited(row.id, None, self.runner.report(row.id)))
+                report = self.runner.report(row.id)
+                if report is None and row.location_port is None:
+                    recovered.unlaunched.append(row.id)
+                else:
+                    gone.append(Exited(row.id, None, report))
             elif (row.location_port is not None and row.token is not None) or self._locate(row):
-                adopted.append(row.id)
+                recovered.adopted.append(row.id)
             else:
                 reason = "its launch was never recorded (the overlord stopped during it)"
                 gone.append(Exited(row.id, None, None, reason))
         self.record_exits(gone)
-        if adopted:
-            log.info("adopted %s running task processes: %s", len(adopted), adopted)
-        return adopted
+        if recovered.adopted:
+            log.info(
+                "adopted %s running task processes: %s",
+                len(recovered.adopted),
+                recovered.adopted,
+            )
+        return recovered
 
     def _locate(self, row: TaskRow) -> bool:
         """An adopted task whose launch an earlier overlord never recorded (it died between

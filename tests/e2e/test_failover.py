@@ -8,8 +8,9 @@ dead one coming back as a follower:
 1. SIGKILL while its task reads;
 2. at a rollover, after every replica was paused (no end offsets yet);
 3. at a rollover, after the end offsets were set on the tasks, before it wrote them down;
-4. after a publish committed, before the task had its answer;
-5. SIGSTOP past its lease, then SIGCONT: its lease is gone, it must follow.
+4. at a rollover, after it recorded the successor task, before it started it;
+5. after a publish committed, before the task had its answer;
+6. SIGSTOP past its lease, then SIGCONT: its lease is gone, it must follow.
 
 Each time the follower must lead within the lease plus a pass, adopt the running task (none is
 killed) and finish what was half done; at the end every record is published exactly once.
@@ -85,7 +86,7 @@ def test_the_leader_dies_at_every_step_and_nothing_is_lost_or_repeated(
             assert adopted.id == task.id
 
             # 2-4. the leader dies at a step of a rollover (a handoff asked of the follower)
-            for point in (faults.ROLLOVER_PAUSED, faults.ROLLOVER_ENDS_SET):
+            for point in (faults.ROLLOVER_PAUSED, faults.ROLLOVER_ENDS_SET, faults.TASK_RECORDED):
                 committed = run.committed()
                 leader.arm(point)
                 handoff = {"taskGroupIds": [0]}
@@ -99,7 +100,10 @@ def test_the_leader_dies_at_every_step_and_nothing_is_lost_or_repeated(
                 # the new leader finishes the rollover: the generation publishes, a successor reads
                 wait_for(lambda c=committed: run.committed() != c, LONG, f"a publish after {point}")
                 run.reading_now(0, 1)
+                if point == faults.TASK_RECORDED:  # the successor it recorded, started, not failed
+                    assert "its launch never happened" in leader.log.read_text()
 
+            # 5. the leader dies once a publish committed, before the task has its answer
             committed = run.committed()
             leader.arm(faults.PUBLISH_COMMITTED)
             assert api.post(
@@ -122,7 +126,7 @@ def test_the_leader_dies_at_every_step_and_nothing_is_lost_or_repeated(
                 )
             run.reading_now(0, 1)
 
-            # 5. SIGSTOP past the lease: the follower takes over; on SIGCONT the old one follows
+            # 6. SIGSTOP past the lease: the follower takes over; on SIGCONT the old one follows
             leader.signal(signal.SIGSTOP)
             try:
                 took["SIGSTOP"] = take_over(leader, follower)

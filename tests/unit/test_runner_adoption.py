@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Exited
@@ -133,8 +133,9 @@ def test_a_task_whose_launch_went_unrecorded_is_located_or_else_killed(
     second = runner(tmp_path)  # the next overlord
     try:
         with sessions() as session:
-            adopted = TaskService(session, lambda: now, second).recover()
-        assert adopted == ["found"]
+            recovered = TaskService(session, lambda: now, second).recover()
+        assert recovered.adopted == ["found"]
+        assert recovered.unlaunched == []
         lost.wait(10)  # killed
         with sessions() as session:
             rows = {r.id: r for r in session.query(TaskRow)}
@@ -146,3 +147,59 @@ def test_a_task_whose_launch_went_unrecorded_is_located_or_else_killed(
         for process in (found, lost):
             process.kill()
             process.wait(10)
+
+
+def test_a_task_recorded_but_never_started_is_started_by_the_next_leader(
+    tmp_path: Path, sessions: Any
+) -> None:
+    """The overlord died after recording a task and before its runner had it: no runner has
+    it, it left no report and no location. The next leader starts it from its recorded
+    payload (as Druid's task queue runs an active task no runner has) instead of failing a
+    task that never ran; a task that ran and ended without a report is still failed."""
+    from datetime import UTC, datetime
+
+    from supervisor.db.models import TaskRow
+    from supervisor.runner.protocol import Launched
+    from supervisor.services.tasks import TaskService
+    from tasks.protocol import IndexKafkaTask, TaskStatusCode
+    from tests.specs import task
+
+    class Recording(LocalProcessRunner):
+        launched: ClassVar[list[str]] = []
+
+        def launch(self, task: IndexKafkaTask) -> Launched:
+            self.launched.append(task.id)
+            return Launched("127.0.0.1", 45678, "log", "t0ken")
+
+    now = datetime.now(UTC)
+    with sessions() as session:
+        for task_id, port in (("unstarted", None), ("vanished", 45000)):
+            session.add(
+                TaskRow(
+                    id=task_id,
+                    type="index_kafka",
+                    datasource="d",
+                    payload=task(task_id, {"bootstrap.servers": "b:9"}),
+                    status=TaskStatusCode.RUNNING,
+                    location_port=port,
+                    token="x" if port else None,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        session.commit()
+    second = Recording(Settings(work_dir=tmp_path / "work", deep_storage=tmp_path / "d"))
+    with sessions() as session:
+        recovered = TaskService(session, lambda: now, second).recover()
+    assert (recovered.adopted, recovered.unlaunched) == ([], ["unstarted"])
+    assert second.launched == []  # not on the lease's thread: the monitor's first pass does it
+    with sessions() as session:
+        TaskService(session, lambda: now, second).start_unlaunched(recovered.unlaunched)
+        TaskService(session, lambda: now, second).start_unlaunched(recovered.unlaunched)
+    assert second.launched == ["unstarted"]  # once
+    with sessions() as session:
+        rows = {r.id: r for r in session.query(TaskRow)}
+        assert rows["unstarted"].status == TaskStatusCode.RUNNING
+        assert (rows["unstarted"].location_port, rows["unstarted"].token) == (45678, "t0ken")
+        assert rows["vanished"].status == TaskStatusCode.FAILED
+        assert rows["vanished"].error_msg == "task process ended without a report"
