@@ -489,6 +489,71 @@ def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     assert 2 <= persists <= elapsed + 1, (persists, elapsed)
 
 
+def test_a_busy_task_reads_its_next_batch_at_once_despite_the_interval(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    """min_batch_interval_s 3 s, as long as no batch takes: on 6,000 records a second each
+    batch holds BUSY_BATCH_RECORDS or more and the next starts as soon as it ends (waiting
+    out the interval made a busy task's records that much staler); every record is
+    published once."""
+    from tasks.indexer import BUSY_BATCH_RECORDS
+
+    topic = f"busy-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    chunks, chunk = 12, 3_000
+    total = chunks * chunk
+    spec = task(topic, kafka.bootstrap_servers, rollup=False, start={0: 0}, end={0: total})
+    spec.ioConfig.endSequenceNumbers = None  # read on until the end is set
+    spec.tuningConfig.maxRowsInMemory = 100_000  # no batch is full: each takes what is there
+
+    def publisher(action: PublishAction) -> Any:
+        with sessions() as session:
+            return PublishService(session, utc_now).publish(spec.id, action)
+
+    indexer = KafkaIndexer(
+        spec, spark, tmp_path / "work", tmp_path / "deep", publisher, min_batch_interval_s=3.0
+    )
+    batches: list[tuple[float, float, int]] = []  # start, end, records
+    read_batch = indexer._read_batch
+
+    def timed(current: Any, batch_end: Any) -> None:
+        began = time.monotonic()
+        read_batch(current, batch_end)
+        batches.append((began, time.monotonic(), batch_end[0] - current[0]))
+
+    indexer._read_batch = timed  # type: ignore[method-assign]
+    outcome: list[Any] = []
+    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
+    running.start()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
+    producer.produce(topic, json.dumps(record(0)).encode())
+    producer.flush(10)
+    deadline = time.monotonic() + 120
+    while indexer.snapshot().current[0] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)  # Spark's first job has run: from here batches take what they take
+    for n in range(1, total):
+        producer.produce(topic, json.dumps(record(n)).encode())
+        if n % chunk == 0:
+            producer.flush(10)
+            time.sleep(0.5)
+    producer.flush(10)
+    deadline = time.monotonic() + 120
+    while indexer.snapshot().current[0] < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert indexer.pause(30) is not None
+    indexer.set_end_offsets({0: total}, finish=True)
+    running.join(120)
+    assert outcome and outcome[0].status is TaskState.SUCCESS, outcome and outcome[0].error
+    assert sorted(r["id"] for r in published_rows(sessions)) == list(range(total))
+    gaps = [
+        (nxt[0] - prev[1], prev[2])
+        for prev, nxt in itertools.pairwise(batches)
+        if prev[2] >= BUSY_BATCH_RECORDS
+    ]
+    assert len(gaps) >= 2, batches
+    assert all(gap < 1.0 for gap, _ in gaps), gaps  # 2-3 s when busy batches waited too
+
+
 def test_time_based_checkpoints_are_asked_every_handoff_period_however_long_each_takes(
     kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
 ) -> None:
