@@ -50,6 +50,7 @@ bench: setup
 	$(BIN)/python bench/freshness.py
 	$(BIN)/python bench/control_plane.py
 	$(BIN)/python bench/failover.py
+	$(BIN)/python bench/combined_jobs.py
 
 openapi: $(STAMP)
 	$(BIN)/python -m supervisor.openapi > openapi.yaml
