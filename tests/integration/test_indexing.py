@@ -436,6 +436,23 @@ def test_segments_are_sorted_split_and_carry_their_provenance(
     assert all(sorted(nums) == list(range(len(nums))) for nums in by_interval.values())
 
 
+def run_past_a_first_record(
+    indexer: KafkaIndexer, kafka: LocalKafka, topic: str
+) -> tuple[threading.Thread, list[Any], Producer]:
+    """The indexer run in a thread until it has read one record (Spark's first job has run:
+    from there its loop is steady); the thread, where its outcome goes, and the producer."""
+    outcome: list[Any] = []
+    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
+    running.start()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+    producer.produce(topic, json.dumps(record(0)).encode())
+    producer.flush(10)
+    deadline = time.monotonic() + 120
+    while indexer.snapshot().current[0] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running, outcome, producer
+
+
 def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
 ) -> None:
@@ -459,15 +476,7 @@ def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     asked: list[float] = []
     latest = indexer.offsets.latest
     indexer.offsets.latest = lambda *a: asked.append(time.monotonic()) or latest(*a)  # type: ignore[method-assign]
-    outcome: list[Any] = []
-    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
-    running.start()
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
-    producer.produce(topic, json.dumps(record(0)).encode())
-    producer.flush(10)
-    deadline = time.monotonic() + 120
-    while indexer.snapshot().current[0] < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)  # Spark's first job has run: from here the loop is steady
+    running, outcome, producer = run_past_a_first_record(indexer, kafka, topic)
     asked.clear()
     first_persists = indexer.snapshot().counters.get("persists", 0)
     began = time.monotonic()
@@ -522,15 +531,7 @@ def test_a_busy_task_reads_its_next_batch_at_once_despite_the_interval(
         batches.append((began, time.monotonic(), batch_end[0] - current[0]))
 
     indexer._read_batch = timed  # type: ignore[method-assign]
-    outcome: list[Any] = []
-    running = threading.Thread(target=lambda: outcome.append(indexer.run()))
-    running.start()
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
-    producer.produce(topic, json.dumps(record(0)).encode())
-    producer.flush(10)
-    deadline = time.monotonic() + 120
-    while indexer.snapshot().current[0] < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)  # Spark's first job has run: from here batches take what they take
+    running, outcome, producer = run_past_a_first_record(indexer, kafka, topic)
     for n in range(1, total):
         producer.produce(topic, json.dumps(record(n)).encode())
         if n % chunk == 0:
