@@ -91,7 +91,7 @@ class KafkaIndexer:
         io = task.ioConfig
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
         self.start = io.start_offsets()
-        self.offsets = OffsetReader(io.consumerProperties)
+        self.offsets = OffsetReader(io.consumerProperties, retry_transient=True)
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
         self.dimensions: list[tuple[str, str]] = []
         first = Sequence(0, dict(self.start), opened_at=self.clock())

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, IsolationLevel, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from tasks.kafka_properties import librdkafka_config, resolved
@@ -22,26 +22,65 @@ def client_config(consumer_properties: Mapping[str, object]) -> dict[str, str]:
     return {k: v for k, v in props.items() if k.startswith(allowed)}
 
 
+RETRY_S = 0.2
+TRANSIENT = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+}
+
+
+def transient(exc: KafkaException) -> bool:
+    """A Kafka error that passes by itself (librdkafka's own retriable flag, or one of the
+    codes a broker answers while a partition's leadership settles)."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
+
+
 class OffsetReader:
-    def __init__(self, consumer_properties: Mapping[str, object], timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        consumer_properties: Mapping[str, object],
+        timeout: float = 10.0,
+        retry_transient: bool = False,
+    ) -> None:
+        """`retry_transient`: ask again, up to the timeout, while the broker answers an error
+        that passes (a task's reads; not the overlord's lag probes, which answer at once)."""
         config = client_config(consumer_properties)
         # librdkafka's own log lines go through Python logging (text or JSON like the rest)
         self.admin = AdminClient({**config, "logger": KAFKA_LOG})  # type: ignore[dict-item]
         self.config = config
         self.timeout = timeout
+        self.retry_transient = retry_transient
 
     def _list(
         self, stream: str, partitions: list[PartitionKey], spec: OffsetSpec
     ) -> dict[PartitionKey, int]:
+        """With retry_transient, asked again for up to the timeout while the broker answers an
+        error that passes (a partition without a leader yet, a topic it does not know of yet, a
+        request that timed out): a task's loop asks before every batch, and such an error
+        failed the task."""
         keys = {split_key(key, stream): key for key in partitions}
         request = {TopicPartition(topic, number): spec for topic, number in keys}
-        futures = self.admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
-        )
-        return {
-            keys[(tp.topic, tp.partition)]: future.result(self.timeout).offset
-            for tp, future in futures.items()
-        }
+        deadline = time.monotonic() + self.timeout
+        while True:
+            futures = self.admin.list_offsets(
+                request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
+            )
+            try:
+                return {
+                    keys[(tp.topic, tp.partition)]: future.result(self.timeout).offset
+                    for tp, future in futures.items()
+                }
+            except KafkaException as exc:
+                late = time.monotonic() + RETRY_S >= deadline
+                if not self.retry_transient or not transient(exc) or late:
+                    raise
+                KAFKA_LOG.info("offsets of %s asked again: %s", stream, exc)
+                time.sleep(RETRY_S)
 
     def latest(self, stream: str, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
         """The last stable offset of each partition: what read_committed can read up to.

@@ -1,0 +1,74 @@
+"""A task's offset lookups ride out errors that pass (tasks/kafka_offsets.py)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from tasks import kafka_offsets
+from tasks.kafka_offsets import OffsetReader
+
+
+class Answer:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+class FlakyAdmin:
+    """list_offsets answers `errors` in turn, then the offset 42 for every partition."""
+
+    def __init__(self, errors: list[int]) -> None:
+        self.errors = list(errors)
+        self.asked = 0
+
+    def list_offsets(self, request: dict[Any, Any], **_: Any) -> dict[Any, Future[Any]]:
+        self.asked += 1
+        answers: dict[Any, Future[Any]] = {}
+        for partition in request:
+            future: Future[Any] = Future()
+            if self.errors:
+                future.set_exception(KafkaException(KafkaError(self.errors[0])))
+            else:
+                future.set_result(Answer(42))
+            answers[partition] = future
+        if self.errors:
+            self.errors.pop(0)
+        return answers
+
+
+def reader(
+    admin: FlakyAdmin, monkeypatch: pytest.MonkeyPatch, timeout: float = 5.0
+) -> OffsetReader:
+    monkeypatch.setattr(kafka_offsets, "RETRY_S", 0.01)
+    offsets = OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, timeout, retry_transient=True)
+    offsets.admin = admin  # type: ignore[assignment]
+    return offsets
+
+
+def test_errors_that_pass_are_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A topic the broker does not know yet, a partition without a leader yet: asked again
+    until it answers (one of them failed a task created right after its topic)."""
+    admin = FlakyAdmin([KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE])
+    assert reader(admin, monkeypatch).latest("t", ["0", "1"]) == {"0": 42, "1": 42}
+    assert admin.asked == 3
+
+
+def test_other_errors_and_errors_past_the_timeout_are_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refused = FlakyAdmin([KafkaError.TOPIC_AUTHORIZATION_FAILED])
+    with pytest.raises(KafkaException):
+        reader(refused, monkeypatch).latest("t", ["0"])
+    assert refused.asked == 1
+    lasting = FlakyAdmin([KafkaError.LEADER_NOT_AVAILABLE] * 1000)
+    with pytest.raises(KafkaException):
+        reader(lasting, monkeypatch, timeout=0.2).earliest("t", ["0"])
+    assert 1 < lasting.asked < 1000
+    monkeypatch.setattr(kafka_offsets, "RETRY_S", 0.01)
+    probe = OffsetReader({"bootstrap.servers": "127.0.0.1:9"})  # the overlord's: answers at once
+    probe.admin = FlakyAdmin([KafkaError.LEADER_NOT_AVAILABLE])  # type: ignore[assignment]
+    with pytest.raises(KafkaException):
+        probe.latest("t", ["0"])
