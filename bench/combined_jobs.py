@@ -37,7 +37,7 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
 from tasks import direct_read
-from tasks.combiner import SLICES_PER_CORE, JobCombiner, _Batch, _combined
+from tasks.combiner import JobCombiner, _combined
 from tasks.host_app import _start_python_workers
 from tasks.spark import build_session
 from tasks.worker_batch import RESULT_SCHEMA, Metric, WorkerPlan, _result_schema
@@ -46,11 +46,12 @@ from tasks.worker_batch import RESULT_SCHEMA, Metric, WorkerPlan, _result_schema
 class DataFrameCombiner(JobCombiner):
     """The baseline: each combined job a DataFrame's mapInArrow."""
 
-    def _run(self, taken: list[_Batch]) -> None:
-        items = [(b, r) for b, batch in enumerate(taken) for r in range(len(batch.reading.ranges))]
-        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        slices = max(1, min(len(items), cores * SLICES_PER_CORE))
-        plans = [(batch.work, batch.reading) for batch in taken]
+    def _job(
+        self,
+        plans: list[tuple[WorkerPlan, direct_read.Reading]],
+        items: list[tuple[int, int]],
+        slices: int,
+    ) -> list[tuple[int, dict[str, Any]]]:
         run = _combined(plans, items)
 
         def arrow(batches: Iterator[Any]) -> Iterator[Any]:
@@ -62,17 +63,11 @@ class DataFrameCombiner(JobCombiner):
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
         frame = self.spark.range(0, len(items), 1, slices)
-        rows = frame.mapInArrow(arrow, f"{RESULT_SCHEMA}, batch int").collect()
-        with self.cond:
-            self.jobs += 1
-            self.batches += len(taken)
-        by_batch: list[list[Any]] = [[] for _ in taken]
-        for row in rows:
+        found = []
+        for row in frame.mapInArrow(arrow, f"{RESULT_SCHEMA}, batch int").collect():
             values = row.asDict()
-            by_batch[values.pop("batch")].append(values)
-        for batch, found in zip(taken, by_batch, strict=True):
-            batch.rows = found
-            batch.done.set()
+            found.append((values.pop("batch"), values))
+        return found
 
 
 def plan(path: Path) -> WorkerPlan:

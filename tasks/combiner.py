@@ -152,15 +152,10 @@ class JobCombiner:
 
     def _run(self, taken: list[_Batch]) -> None:
         items = [(b, r) for b, batch in enumerate(taken) for r in range(len(batch.reading.ranges))]
-        context = self.spark.sparkContext
-        cores = max(1, int(context.defaultParallelism))
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
         slices = max(1, min(len(items), cores * SLICES_PER_CORE))
         plans = [(batch.work, batch.reading) for batch in taken]
-        # an RDD job, not a DataFrame's mapInArrow: no query to plan, no Arrow stream to the
-        # JVM and back for a few result rows. A job of one batch took 0.2-0.3 s, not 0.3-0.45;
-        # of a hundred quiet batches, 0.6-1.1 s, not 0.8-2 (the batches of a hundred tasks)
-        indexes = context.parallelize(range(len(items)), slices)
-        rows = indexes.mapPartitions(_combined(plans, items)).collect()
+        rows = self._job(plans, items, slices)
         with self.cond:
             self.jobs += 1
             self.batches += len(taken)
@@ -170,6 +165,23 @@ class JobCombiner:
         for batch, found in zip(taken, by_batch, strict=True):
             batch.rows = found
             batch.done.set()
+
+    def _job(
+        self,
+        plans: list[tuple[WorkerPlan, direct_read.Reading]],
+        items: list[tuple[int, int]],
+        slices: int,
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """One Spark job over the items in `slices` partitions: each result row with the
+        number of its batch. An RDD job, not a DataFrame's mapInArrow: no query to plan, no
+        Arrow stream to the JVM and back for a few result rows. A job of one batch took
+        0.2-0.3 s, not 0.3-0.45; of a hundred quiet batches, 0.6-1.1 s, not 0.8-2
+        (bench/combined_jobs.py)."""
+        indexes = self.spark.sparkContext.parallelize(range(len(items)), slices)
+        rows: list[tuple[int, dict[str, Any]]] = indexes.mapPartitions(
+            _combined(plans, items)
+        ).collect()
+        return rows
 
 
 def _read_slice(

@@ -305,9 +305,9 @@ class KafkaIndexer:
                 limit = self.sequences[-1].end or self.state.end
                 closing = self._closing()
             self._raise_if_publish_failed()
-            busy = self.last_batch_busy
-            early = self.min_batch_interval_s - (self.clock() - self.last_batch_at)
-            if early > 0 and not busy and not closing:
+            interval = self._batch_interval_s()
+            early = interval - (self.clock() - self.last_batch_at)
+            if early > 0 and not closing:
                 # a quiet task: its next batch waits, and Kafka is not asked until then
                 self._wait_for_a_request(early, or_closing=True)
                 continue
@@ -321,7 +321,7 @@ class KafkaIndexer:
             if batch_end == current:
                 # nothing new: ask again after pollTimeout (and no sooner than a batch could
                 # start: a busy task's at once)
-                self._wait_for_a_request(max(poll, 0.0 if busy else self.min_batch_interval_s))
+                self._wait_for_a_request(max(poll, interval))
                 continue
             with self.lock:
                 if self.pause_requested or self.stop_requested or self.aborted is not None:
@@ -337,6 +337,10 @@ class KafkaIndexer:
                 with self.lock:
                     self.in_flight = None
             self._maybe_request_checkpoint()
+
+    def _batch_interval_s(self) -> float:
+        """The least time from one batch's start to the next one's: none after a busy batch."""
+        return 0.0 if self.last_batch_busy else self.min_batch_interval_s
 
     def _wait_for_a_request(self, seconds: float, or_closing: bool = False) -> None:
         """Up to `seconds`, or until a pause, a stop or an abort comes (`or_closing`: or the
@@ -390,8 +394,7 @@ class KafkaIndexer:
             # asked for at the batch end nearest the period's end: the next chance comes a
             # batch later, and asking only past the period made handoffs a batch late on
             # average (every 5-6 s at PT5S with batches of ~1 s)
-            waits = 0.0 if self.last_batch_busy else self.min_batch_interval_s
-            step_ms = max(self.last_batch_s, waits) * 1000
+            step_ms = max(self.last_batch_s, self._batch_interval_s()) * 1000
             age_ms = (self.clock() - sequence.opened_at) * 1000 + step_ms / 2
             due = (
                 sequence.rows >= tuning.maxRowsPerSegment

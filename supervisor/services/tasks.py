@@ -179,7 +179,7 @@ class TaskService:
         Druid's task queue runs the active tasks of its metadata store that no runner has."""
         for task_id in task_ids:
             row = self.tasks.get(task_id)
-            if row is None or row.status != TaskStatusCode.RUNNING or row.location_port:
+            if row is None or row.status != TaskStatusCode.RUNNING or row.location_port is not None:
                 continue
             self.fence.check()
             log.info("task %s: starting it (its launch never happened)", task_id)
