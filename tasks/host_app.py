@@ -295,23 +295,11 @@ def _start_python_workers(spark: Any) -> None:
     workers: the first task's first batch then costs what its later ones do."""
 
     def load(batches: Iterator[Any]) -> Iterator[Any]:
-        import contextlib
+        from tasks import python_worker
 
-        # the first direct read imports confluent_kafka (~0.3 s); a worker without it gives
-        # its reads to the Kafka source (tasks/direct_read.py)
-        with contextlib.suppress(ImportError):
-            import confluent_kafka  # noqa: F401
-        import orjson  # noqa: F401
-        import pyarrow
-        import pyarrow.compute
-        import pyarrow.fs
-        import pyarrow.parquet
-
-        import tasks.direct_read
-        import tasks.worker_batch  # noqa: F401
-
-        # pyarrow's first array from Python values imports its pandas shim (~0.5 s)
-        pyarrow.array([b""], pyarrow.binary())
+        # loads the modules of the batches (the first direct read's confluent_kafka alone took
+        # ~0.3 s, pyarrow's pandas shim ~0.5 s) and freezes them out of the worker's collections
+        python_worker.settle()
         yield from batches
 
     context = spark.sparkContext

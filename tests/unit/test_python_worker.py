@@ -1,9 +1,11 @@
 """tasks/python_worker.py: a worker's per-task importlib.invalidate_caches() reads a zip
-archive's directory again only when the archive changed."""
+archive's directory again only when the archive changed, and its per-task full collection
+walks only what was made since the batches' modules were loaded."""
 
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 import zipfile
 import zipimport
@@ -29,6 +31,7 @@ def test_an_unchanged_archive_is_not_read_again(
     )
     monkeypatch.setattr(zipimport.zipimporter, "_sluicegate", False, raising=False)
     monkeypatch.setattr(python_worker, "_read_at", {})
+    monkeypatch.setattr(python_worker, "_frozen", True)  # this process's heap is left alone
     reads: list[str] = []
     read_directory = zipimport._read_directory  # type: ignore[attr-defined]
 
@@ -55,3 +58,26 @@ def test_an_unchanged_archive_is_not_read_again(
     assert importlib.import_module("sg_zipped_b").VALUE == 2
     for name in ("sg_zipped_a", "sg_zipped_b"):
         sys.modules.pop(name, None)
+
+
+FROZEN = """
+import gc, sys
+from tasks import python_worker
+before = len(gc.get_objects())
+python_worker.settle()
+missing = [name for name in python_worker.MODULES if name not in sys.modules]
+python_worker.settle()  # a second task's call: nothing more is frozen
+print(before, gc.get_freeze_count(), len(gc.get_objects()), missing)
+"""
+
+
+def test_a_worker_freezes_the_loaded_modules_out_of_its_collections() -> None:
+    # in a process of its own, as a Python worker: a frozen heap stays frozen
+    out = subprocess.run(
+        [sys.executable, "-c", FROZEN], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split(maxsplit=3)
+    before, frozen, tracked, missing = int(out[0]), int(out[1]), int(out[2]), out[3].strip()
+    assert missing == "[]"  # every module of the batches loaded
+    # what a collection walks now is a small part of what the loaded modules made
+    assert frozen > 2 * before
+    assert tracked * 20 < frozen
