@@ -117,12 +117,7 @@ def read_range(
         raise ReadGiveUp(f"confluent-kafka is not importable here: {exc}") from exc
 
     with _pooled(config, f"{topic}/{partition}: ") as (consumer, known):
-        if topic not in known:
-            # a topic new to the consumer: ask for its metadata first. Assigned straight away,
-            # its first fetch waited about a second for librdkafka's own metadata request,
-            # each new topic in turn (a host's hundred new tasks: a hundred seconds)
-            consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
-            known.add(topic)
+        _learn(consumer, known, {topic})
         consumer.assign([TopicPartition(topic, partition, start)])
         values: list[bytes | None] = []
         offsets: list[int] = []
@@ -160,6 +155,22 @@ def read_range(
                 yield _batch(values, partition, offsets)
                 values, offsets = [], []
         consumer.unassign()  # no fetching past the range while the consumer waits
+
+
+def _learn(consumer: Any, known: set[str], topics: set[str]) -> None:
+    """The metadata of the topics new to the consumer, asked for before they are assigned.
+    Assigned straight away, a new topic's first fetch waited about a second for librdkafka's
+    own metadata request, each new topic in turn (a host's hundred new tasks: a hundred
+    seconds). Several new topics are asked for in one request for the whole cluster's: one
+    at a time, a hundred new tasks' first combined job spent ~0.4 s on them."""
+    new = topics - known
+    if len(new) > 1:
+        metadata = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        known.update(name for name, topic in metadata.topics.items() if topic.error is None)
+        new -= known
+    for topic in new:  # one, or one the cluster's answer did not have yet
+        consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+        known.add(topic)
 
 
 class _Range:
@@ -230,9 +241,7 @@ def read_together(
             rounds.append([state])
     with _pooled(config, "") as (consumer, known):
         for group in rounds:
-            for topic in {s.topic for s in group} - known:
-                consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
-                known.add(topic)
+            _learn(consumer, known, {s.topic for s in group})
             reading = {(s.topic, s.partition): s for s in group if not s.done()}
             assigned = [TopicPartition(s.topic, s.partition, s.position) for s in reading.values()]
             consumer.assign(assigned)
