@@ -296,7 +296,7 @@ def finish(api: httpx.Client, stack: Stack, names: list[str]) -> dict[str, Any]:
         if all(r.status != "RUNNING" for r in rows):
             break
         time.sleep(2)
-    first_batch, start, batch = [], [], []
+    start, batch = [], []
     reads: list[tuple[float, float]] = []  # (first read, first batch) of each task
     for row in stack.rows(select(TaskRow)):
         report = row.report or {}
@@ -304,12 +304,13 @@ def finish(api: httpx.Client, stack: Stack, names: list[str]) -> dict[str, Any]:
         if read and persisted:
             persisted_s = datetime.fromisoformat(persisted).timestamp()
             read_s = datetime.fromisoformat(read).timestamp()
-            first_batch.append(persisted_s - read_s)
             reads.append((read_s, persisted_s - read_s))
             start.append(persisted_s - epoch(row.created_at))
         counters = report.get("counters") or {}
         if counters.get("persists"):
             batch.append(counters["persistSeconds"] / counters["persists"])
+    reads.sort()
+    first_batch = [seconds for _, seconds in reads]
     return {
         "first_batch_p50_s": round(percentile(first_batch, 50), 2),
         "first_batch_p99_s": round(percentile(first_batch, 99), 2),
@@ -322,7 +323,7 @@ def finish(api: httpx.Client, stack: Stack, names: list[str]) -> dict[str, Any]:
         # each task's first batch by when it began, from the first task's first read: whether
         # the slow ones are those that started together
         "first_batches": [
-            [round(read - reads[0][0], 2), round(seconds, 2)] for read, seconds in sorted(reads)
+            [round(read - reads[0][0], 2), round(seconds, 2)] for read, seconds in reads
         ],
     }
 

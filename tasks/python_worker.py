@@ -22,7 +22,6 @@ made since, well under a millisecond.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import os
@@ -59,9 +58,12 @@ def _freeze_loaded() -> None:
         return
     _frozen = True
     for name in MODULES:
-        # a worker without confluent_kafka gives its reads to the Kafka source (direct_read)
-        with contextlib.suppress(ImportError):
+        try:
             importlib.import_module(name)
+        except ImportError:
+            # a worker without confluent_kafka gives its reads to the Kafka source (direct_read)
+            if name != "confluent_kafka":
+                raise
     import pyarrow
 
     # pyarrow's first array from Python values imports its pandas shim (~0.5 s)
