@@ -14,8 +14,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, cast
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
@@ -66,57 +67,75 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": message})
 
 
-def create_control_app(
-    indexer: KafkaIndexer, token: str, on_leader: Callable[[str], None] = lambda _: None
-) -> FastAPI:
-    """The control API of the indexer's task; `on_leader`: told the URL of each newer leader
-    that calls (where the task publishes from then on)."""
-    task_id = indexer.task.id
-    app = FastAPI(title=f"Sluicegate task {task_id}", openapi_url=None, docs_url=None)
+def _authorized(
+    request: Request,
+    taskId: str,
+    given: str | None = Header(default=None, alias=TOKEN_HEADER),
+    epoch: str | None = Header(default=None, alias=EPOCH_HEADER),
+    leader: str | None = Header(default=None, alias=LEADER_HEADER),
+) -> KafkaIndexer:
+    """The task's indexer, once the call has shown the task's token (and, from an overlord,
+    an epoch not older than the newest the task has seen, for a command)."""
+    control = request.app.state.find(taskId)
+    if control is None:
+        raise ControlError(404, f"no task [{taskId}] here")
+    if not hmac.compare_digest(given or "", control.token):
+        raise ControlError(403, "missing or wrong task token")
+    if epoch is not None:
+        control.fence.admit(epoch, command=request.method != "GET", leader=leader)
+    return cast(KafkaIndexer, control.indexer)
+
+
+Task = Annotated[KafkaIndexer, Depends(_authorized)]
+
+
+@dataclass
+class TaskControl:
+    """What the chat API needs of one task: its indexer, its token and its epoch fence."""
+
+    indexer: KafkaIndexer
+    token: str
+    fence: EpochFence
+
+
+def create_control_app(find: Callable[[str], TaskControl | None]) -> FastAPI:
+    """The chat API of every task `find` knows (None: no such task here, a 404). A task
+    process serves its one task with it, a shared application all of its tasks: one app for
+    all, where an app of its own cost each new task ~17 ms of the interpreter (its routes,
+    then its middleware on its first call) and a host's burst of fifty new tasks most of a
+    second, while their first batches waited."""
+    app = FastAPI(title="Sluicegate tasks", openapi_url=None, docs_url=None)
 
     @app.exception_handler(ControlError)
     async def control_error(_: Request, exc: ControlError) -> JSONResponse:
         return _error(exc.status_code, exc.message)
 
-    fence = EpochFence(on_leader)
-
-    def authorized(
-        request: Request,
-        taskId: str,
-        given: str | None = Header(default=None, alias=TOKEN_HEADER),
-        epoch: str | None = Header(default=None, alias=EPOCH_HEADER),
-        leader: str | None = Header(default=None, alias=LEADER_HEADER),
-    ) -> None:
-        if taskId != task_id:
-            raise ControlError(404, f"no task [{taskId}] here")
-        if not hmac.compare_digest(given or "", token):
-            raise ControlError(403, "missing or wrong task token")
-        if epoch is not None:
-            fence.admit(epoch, command=request.method != "GET", leader=leader)
-
-    router = APIRouter(prefix="/druid/worker/v1/chat/{taskId}", dependencies=[Depends(authorized)])
+    app.state.find = find
+    router = APIRouter(prefix="/druid/worker/v1/chat/{taskId}")
 
     @router.get("/status")
-    def status() -> str:
+    def status(indexer: Task) -> str:
         return str(indexer.snapshot().status)
 
     @router.get("/time/start")
-    def start_time() -> str | None:
+    def start_time(indexer: Task) -> str | None:
         started = indexer.snapshot().started_at
         if started is None:
             return None
         return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(started))
 
     @router.get("/offsets/current")
-    def current_offsets() -> dict[str, int]:
+    def current_offsets(indexer: Task) -> dict[str, int]:
         return offsets_json(indexer.snapshot().current)
 
     @router.get("/offsets/end")
-    def end_offsets() -> dict[str, int]:
+    def end_offsets(indexer: Task) -> dict[str, int]:
         return offsets_json(indexer.snapshot().end)
 
     @router.post("/offsets/end")
-    def set_end_offsets(body: dict[str, int], finish: bool = Query(True)) -> dict[str, int]:
+    def set_end_offsets(
+        indexer: Task, body: dict[str, int], finish: bool = Query(True)
+    ) -> dict[str, int]:
         try:
             offsets = offsets_from_json(body)
         except ValueError:
@@ -124,38 +143,38 @@ def create_control_app(
         return offsets_json(indexer.set_end_offsets(offsets, finish))
 
     @router.post("/pause", response_model=None)
-    def pause() -> JSONResponse | dict[str, int]:
+    def pause(indexer: Task) -> JSONResponse | dict[str, int]:
         offsets = indexer.pause(PAUSE_WAIT_SECONDS)
         if offsets is None:
             return JSONResponse(status_code=202, content={"status": "pausing"})
         return offsets_json(offsets)
 
     @router.post("/resume")
-    def resume() -> dict[str, str]:
+    def resume(indexer: Task) -> dict[str, str]:
         indexer.resume()
         return {"status": str(indexer.snapshot().status)}
 
     @router.get("/checkpoints")
-    def checkpoints() -> dict[str, dict[str, int]]:
+    def checkpoints(indexer: Task) -> dict[str, dict[str, int]]:
         return indexer.checkpoints()
 
     @router.get("/rowStats")
-    def row_stats() -> dict[str, Any]:
+    def row_stats(indexer: Task) -> dict[str, Any]:
         stats = indexer.snapshot().stats.as_dict()
         return {"totals": {"buildSegments": stats}}
 
     @router.get("/metrics")
-    def metrics() -> dict[str, Any]:
+    def metrics(indexer: Task) -> dict[str, Any]:
         """Row counts, task counters (persists, handoffs, pauses) and the current offsets in
         one answer: what a supervisor's loop asks every running task on every pass."""
         return indexer.snapshot().metrics().model_dump()
 
     @router.get("/unparseableEvents")
-    def unparseable_events() -> dict[str, Any]:
+    def unparseable_events(indexer: Task) -> dict[str, Any]:
         return {"buildSegments": indexer.snapshot().samples}
 
     @router.post("/stop")
-    def stop() -> dict[str, str]:
+    def stop(indexer: Task) -> dict[str, str]:
         indexer.stop()
         return {"status": "stopping"}
 
@@ -199,4 +218,4 @@ class ControlServer:
         self.thread.join(10)
 
 
-__all__ = ["ControlServer", "create_control_app"]
+__all__ = ["ControlServer", "EpochFence", "TaskControl", "create_control_app"]

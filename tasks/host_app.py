@@ -39,7 +39,7 @@ from fastapi.responses import JSONResponse
 from tasks.assignment import error, read_assignment
 from tasks.assignment import refused as token_refused
 from tasks.combiner import JobCombiner
-from tasks.control import ControlServer
+from tasks.control import ControlServer, TaskControl, create_control_app
 from tasks.logs import configure_logging, log_context
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskState
 from tasks.run import TaskRun, fields
@@ -174,12 +174,12 @@ class TaskHost:
 
     # ---- tasks -----------------------------------------------------------------------------
 
-    def chat_app(self, task_id: str) -> Any | None:
+    def chat_control(self, task_id: str) -> TaskControl | None:
         with self.lock:
             hosted = self.tasks.get(task_id)
             if hosted is None or hosted.killed or hosted.run is None:
                 return None  # gone, as a task process's port is once it ends
-            return hosted.run.app
+            return hosted.run.control
 
     def assign(self, task: IndexKafkaTask, token: str, overlord: str) -> None:
         """Start the task on a thread of its own, publishing through `overlord` (the one that
@@ -390,22 +390,16 @@ def create_host_api(host: TaskHost, token: str) -> FastAPI:
 
 
 class Router:
-    """The one port's ASGI app: a task's chat API to that task's app, the rest to the host's."""
+    """The one port's ASGI app: the chat API of every task of the host (one app, which finds
+    the task a call names), the rest to the host's own API."""
 
     def __init__(self, host: TaskHost, api: FastAPI) -> None:
-        self.host, self.api = host, api
+        self.api = api
+        self.chat = create_control_app(host.chat_control)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        if path.startswith(CHAT_PREFIX):
-            task_id = path[len(CHAT_PREFIX) :].split("/", 1)[0]
-            app = self.host.chat_app(task_id)
-            if app is None:
-                await error(404, f"no task [{task_id}] here")(scope, receive, send)
-                return
-            await app(scope, receive, send)
-            return
-        await self.api(scope, receive, send)
+        await (self.chat if path.startswith(CHAT_PREFIX) else self.api)(scope, receive, send)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

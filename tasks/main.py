@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tasks.control import ControlServer
+from tasks.control import ControlServer, create_control_app
 from tasks.logs import configure_logging
 from tasks.priority import step_back
 from tasks.protocol import IndexKafkaTask, TaskState
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
     configure_logging("info", args.log_format, fields(task))
     run = _task_run(args, task, token)
-    control = ControlServer(run.app, args.host, args.port, args.tls_cert, args.tls_key)
+    app = create_control_app(lambda task_id: run.control if task_id == task.id else None)
+    control = ControlServer(app, args.host, args.port, args.tls_cert, args.tls_key)
     control.start()
     return _run(args, run, control)
 

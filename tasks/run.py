@@ -13,9 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
-
-from tasks.control import create_control_app
+from tasks.control import EpochFence, TaskControl
 from tasks.indexer import KafkaIndexer
 from tasks.indexer_state import IndexerState
 from tasks.overlord import OverlordClient
@@ -64,7 +62,8 @@ class TaskRun:
             scope=scope,
         )
         self.indexer.state.status = TaskState.STARTING
-        self.app: FastAPI = create_control_app(self.indexer, token, self.overlord.point_at)
+        # what its chat API answers with: each newer leader that calls is where it publishes
+        self.control = TaskControl(self.indexer, token, EpochFence(self.overlord.point_at))
 
     def _publish(self, action: PublishAction) -> PublishResult:
         if self.killed is not None:
