@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps jars tools lint format test test-long quickstart openapi bench clean
+.PHONY: setup system-deps jars tools lint format test test-long chaos quickstart openapi bench clean
 
 setup: system-deps $(STAMP) jars tools
 
@@ -40,6 +40,10 @@ test: setup lint
 # what `make test` leaves out: the process-per-task runtime end to end (~20 min more)
 test-long: setup
 	$(BIN)/pytest -m long
+
+# exactly-once under faults: fifty seeded runs of the whole stack (bench/chaos.py; hours)
+chaos: setup
+	$(BIN)/python bench/chaos.py
 
 quickstart: setup
 	$(BIN)/sluicegate quickstart

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 from urllib.parse import urlparse
 
 import click
@@ -33,7 +34,9 @@ DEFAULT_PORT = 8091  # Druid's MiddleManager port
     "--overlord",
     envvar="SLUICEGATE_URL",
     required=True,
-    help="An overlord's URL (or SLUICEGATE_URL); a follower sends the heartbeats on.",
+    help="An overlord's URL, or several comma-separated (or SLUICEGATE_URL): heartbeats go to "
+    "the first that takes them, so a host given both overlords of a pair goes on while either "
+    "is down; a follower sends them on to the leader.",
 )
 @click.option(
     "--capacity",
@@ -100,13 +103,22 @@ def worker(
     import uvicorn
 
     from supervisor.settings import Settings
-    from supervisor.worker.agent import REGISTER, HeartbeatRefused, Identity, WorkerAgent
+    from supervisor.worker.agent import (
+        REGISTER,
+        HeartbeatRefused,
+        Identity,
+        Send,
+        WorkerAgent,
+        any_of,
+    )
     from supervisor.worker.api import create_worker_app
     from tasks.logs import configure_logging
     from tasks.storage import StorageError
 
-    if urlparse(overlord).scheme not in ("http", "https") or not urlparse(overlord).netloc:
-        raise CliError(f"--overlord {overlord!r}: an http:// or https:// URL", EXIT_USAGE)
+    urls = [url.strip() for url in overlord.split(",") if url.strip()]
+    for url in urls or [overlord]:
+        if urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc:
+            raise CliError(f"--overlord {url!r}: an http:// or https:// URL", EXIT_USAGE)
     if (tls_cert is None) != (tls_key is None):
         raise CliError("--tls-cert and --tls-key: give both or neither", EXIT_USAGE)
     _check_master(master)
@@ -116,7 +128,7 @@ def worker(
             work_dir=work_dir,
             task_master=master,
             task_runtime=task_runtime,
-            overlord_url=overlord,
+            overlord_url=urls[0],
             tls_cert=tls_cert,
             tls_key=tls_key,
         )
@@ -127,15 +139,18 @@ def worker(
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat otherwise
     version = _version()
     identity = Identity(host, port, settings.scheme, capacity, version)
-    client = ServiceClient(overlord, timeout=10, auth=credentials(user))
+    clients = [ServiceClient(url, timeout=10, auth=credentials(user)) for url in urls]
 
-    def send(heartbeat: dict[str, object]) -> object:
-        try:
-            return client.post(REGISTER, heartbeat)
-        except ServiceError as exc:
-            raise HeartbeatRefused(exc.message, exc.status_code) from None
+    def sender(client: ServiceClient) -> Send:
+        def send(heartbeat: dict[str, Any]) -> Any:
+            try:
+                return client.post(REGISTER, heartbeat)
+            except ServiceError as exc:
+                raise HeartbeatRefused(exc.message, exc.status_code) from None
 
-    agent = WorkerAgent(identity, settings, send)
+        return send
+
+    agent = WorkerAgent(identity, settings, any_of([sender(c) for c in clients]))
     config = uvicorn.Config(
         create_worker_app(agent),
         host=host,
@@ -182,7 +197,8 @@ def worker(
         server.should_exit = True
         serving.join(10)
         agent.stop()
-        client.close()
+        for client in clients:
+            client.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if stopping:

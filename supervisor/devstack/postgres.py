@@ -159,6 +159,12 @@ class LocalPostgres:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def crash(self) -> None:
+        """Stop the server at once, as a crash would (`pg_ctl -m immediate`: no checkpoint,
+        sessions cut; the next start recovers from the WAL); its data stays for `start`."""
+        if self.running():
+            self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
     def stop(self) -> None:
         """A kept cluster shuts down cleanly (fast: sessions are ended, data is flushed); a
         throwaway one is stopped at once and removed."""

@@ -116,29 +116,32 @@ class LocalSparkCluster:
         deadline = time.monotonic() + timeout
         self._wait(lambda state: state is not None, deadline, "the master")
         for index in range(self.workers):
-            work = self.data_dir / f"worker-{index}"
-            work.mkdir(parents=True, exist_ok=True)
-            self._spawn(
-                f"worker-{index}",
-                WORKER,
-                "--host",
-                HOST,
-                "--cores",
-                str(self.cores),
-                "--memory",
-                self.memory,
-                "--work-dir",
-                str(work),
-                "--webui-port",
-                str(free_port()),
-                self.url,
-            )
+            self._spawn_worker(index)
         self._wait(
             lambda state: state is not None and self._alive_workers(state) >= self.workers,
             deadline,
             f"{self.workers} workers",
         )
         return self
+
+    def _spawn_worker(self, index: int) -> None:
+        work = self.data_dir / f"worker-{index}"
+        work.mkdir(parents=True, exist_ok=True)
+        self._spawn(
+            f"worker-{index}",
+            WORKER,
+            "--host",
+            HOST,
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str(work),
+            "--webui-port",
+            str(free_port()),
+            self.url,
+        )
 
     def state(self) -> dict[str, object] | None:
         """The master's own view (its web UI's /json), or None while it does not answer."""
@@ -180,6 +183,22 @@ class LocalSparkCluster:
         process = self.processes[1 + index]
         _signal_group(process, signal.SIGKILL)
         process.wait(30)
+
+    def restart_worker(self, index: int, timeout: float = 90.0) -> None:
+        """Start again a worker `kill_worker` stopped; returns once the master has every
+        worker alive."""
+        process = self.processes[1 + index]
+        if process.poll() is None:
+            raise SparkClusterError(f"worker {index} is running")
+        self._spawn_worker(index)
+        # the new process takes the place of the old, so that index goes on naming it
+        self.processes[1 + index] = self.processes.pop()
+        self.logs[1 + index] = self.logs.pop()
+        self._wait(
+            lambda state: state is not None and self._alive_workers(state) >= self.workers,
+            time.monotonic() + timeout,
+            f"worker {index} again",
+        )
 
     def wait(self) -> int:
         """Until the master exits; its exit code."""

@@ -37,6 +37,34 @@ Send = Callable[[dict[str, Any]], Any]  # a heartbeat to an overlord, its answer
 DEFAULT_CATEGORY = "_default_worker_category"
 
 
+def any_of(sends: list[Send]) -> Send:
+    """A heartbeat to the first of several overlords that takes it, the one that took the last
+    tried first: a host given both overlords of a pair goes on beating while either is down
+    (through a follower, which sends it on to the leader). Refused by all: the refusal of one
+    that answered, if any did (its status says why), else that none could be reached."""
+    order = list(range(len(sends)))
+    lock = threading.Lock()
+
+    def send(heartbeat: dict[str, Any]) -> Any:
+        with lock:
+            tried = list(order)
+        refusals: list[HeartbeatRefused] = []
+        for index in tried:
+            try:
+                answer = sends[index](heartbeat)
+            except HeartbeatRefused as exc:
+                refusals.append(exc)
+                continue
+            with lock:
+                order.remove(index)
+                order.insert(0, index)
+            return answer
+        answered = [r for r in refusals if r.status_code is not None]
+        raise (answered or refusals)[0]
+
+    return send
+
+
 @dataclass(frozen=True)
 class Identity:
     """How the host is known: its API's host:port, scheme and address."""

@@ -152,9 +152,33 @@ def test_a_restarted_overlord_adopts_the_tasks_on_a_host(
         first.__exit__(None, None, None)
 
 
+def test_a_host_given_several_overlords_beats_through_one_that_answers(
+    jar_cache: Path, tmp_path: Path
+) -> None:
+    """`--overlord A,B`: the first is down (nothing listens there), so the host registers and
+    heartbeats through the second: listed alive past the heartbeat timeout (5 s)."""
+    settings = task_settings(tmp_path, jar_cache, worker_timeout_s=5)
+    with RunningService(settings) as service:
+        down = f"http://127.0.0.1:{free_port()}"
+        with (
+            task_host(f"{down},{service.url}", tmp_path / "host") as (host, _),
+            httpx.Client(base_url=service.url, timeout=30) as api,
+        ):
+            listed = wait_for(lambda: _workers(api, 1), 30, "the host listed")
+            assert listed[0]["worker"]["host"] == host
+            time.sleep(6)  # only later heartbeats keep it listed
+            again = _workers(api, 1)
+            assert again is not None and again[0]["worker"]["host"] == host
+
+
 def test_worker_refuses_bad_input(tmp_path: Path) -> None:
     cases = [
         (["--overlord", "ftp://x"], 2, "error: --overlord 'ftp://x': an http:// or https:// URL"),
+        (
+            ["--overlord", "http://127.0.0.1:1,ftp://y"],
+            2,
+            "error: --overlord 'ftp://y': an http:// or https:// URL",
+        ),
         (
             ["--overlord", f"http://127.0.0.1:{free_port()}"],
             3,

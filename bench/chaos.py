@@ -1,0 +1,893 @@
+"""Exactly-once under faults: seeded chaos runs on the whole real stack.
+
+Each run starts a stack of its own: a Kafka broker, PostgreSQL (the metadata DB), an S3
+server (deep storage), a Spark standalone cluster of two workers, two overlords on the one
+DB (one leads, the other follows) and two task hosts (`sluicegate worker`, each with its
+shared application on the cluster). Two producers write numbered records ({"n": ...}) to
+three topics without pause: an idempotent one, and a transactional one that commits some
+transactions and aborts others. Two supervisors read them with taskCount 2, replicas 2 and a
+short taskDuration: `main` one topic of three partitions, `pattern` a topicPattern that
+matches two topics of two.
+
+The seed draws the run's faults: their kinds (by weight), targets, how long each lasts and
+when it begins. They are injected one after another while the producers run. After the last
+one the run waits until each supervisor's committed offsets reach where its partitions ended
+when the fault ended (the recovery time; a run that has not caught up within --stuck-s is
+*stuck*), stops the producers, waits until the committed offsets reach the logs' ends, and
+reads every published segment: each committed record of a supervisor's topics must be in
+them exactly once, and no record of an aborted transaction at all.
+
+    .venv/bin/python bench/chaos.py --seed 1 --runs 50
+    .venv/bin/python bench/chaos.py --seed 7 --runs 1 --kinds leader_kill,broker_kill --keep /tmp/c
+
+`--seed S --runs N` replays runs S, S+1, ... S+N-1: the same faults in the same order at the
+same moments (what the stack does in between is what it is). Prints a line per run, a table,
+and `RATIO runs=N ok=N dupes=0 missing=0 stuck=0 recovery_p99_s=... recovery_max_s=...`;
+bench/results/chaos.json holds every run with its faults. `make chaos` runs the default 50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from bench.common import write_results  # noqa: E402
+from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow  # noqa: E402
+from supervisor.devstack.kafka import LocalKafka  # noqa: E402
+from supervisor.devstack.postgres import LocalPostgres  # noqa: E402
+from supervisor.devstack.s3 import LocalS3  # noqa: E402
+from supervisor.devstack.spark import LocalSparkCluster  # noqa: E402
+from supervisor.devstack.specs import supervisor_spec  # noqa: E402
+from supervisor.devstack.topics import create_topic  # noqa: E402
+from supervisor.net import free_port  # noqa: E402
+from supervisor.settings import Settings  # noqa: E402
+from tests.e2e.harness import ADMIN, BASE, TLS, VERIFY, Overlord  # noqa: E402
+
+# kind -> weight: how often the seed draws it
+WEIGHTS: dict[str, int] = {
+    "task_kill": 3,  # SIGKILL the application that runs a task (its host's shared one)
+    "task_stop": 2,  # SIGSTOP it past the overlord's timeouts, then SIGCONT: zombie tasks
+    "leader_kill": 2,  # SIGKILL the leading overlord, started again after a while
+    "leader_stop": 2,  # SIGSTOP the leader past its lease, then SIGCONT
+    "overlords_restart": 1,  # both overlords SIGKILLed and started again together
+    "broker_kill": 1,  # SIGKILL the broker, started again on its port and data
+    "postgres_restart": 1,  # PostgreSQL stopped at once (immediate), started again
+    "host_kill": 1,  # a task host (its agent and its application) SIGKILLed, started again
+    "spark_worker_kill": 1,  # a Spark worker and its executors SIGKILLed, started again
+    "storage_outage": 1,  # the S3 server stopped for a while
+    "partitions_added": 1,  # a partition added to a topic
+    "spec_update": 1,  # a supervisor's spec posted again with a change
+    "suspend_resume": 1,  # a supervisor suspended, resumed after a while
+    "handoff": 1,  # early handoff of a supervisor's task groups
+    "reset_committed": 1,  # resetOffsets of a partition to its committed offset
+}
+# how long a kind's fault lasts (seconds, drawn uniformly): a stop's or an outage's length,
+# how long a killed process stays down
+HOLD_S: dict[str, tuple[float, float]] = {
+    "task_stop": (20.0, 40.0),
+    "leader_kill": (2.0, 10.0),
+    "leader_stop": (5.0, 12.0),
+    "overlords_restart": (1.0, 5.0),
+    "broker_kill": (2.0, 15.0),
+    "postgres_restart": (2.0, 10.0),
+    "host_kill": (5.0, 20.0),
+    "spark_worker_kill": (5.0, 20.0),
+    "storage_outage": (5.0, 30.0),
+    "suspend_resume": (3.0, 15.0),
+}
+LEASE_S = 3  # the overlords' leader lease (tests/e2e/harness.py)
+WORKER_TIMEOUT_S = 8  # a task host that has not heartbeaten this long is gone
+SUPERVISORS = ("main", "pattern")
+LONG_S = 600.0  # bounds on the stack's own steps (a loaded 2-core machine)
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float  # seconds after the faults began
+    kind: str
+    target: int  # which of its candidates (an index, modulo their count when injected)
+    hold: float
+
+
+def schedule(seed: int, count: int, window: float, kinds: list[str]) -> list[Fault]:
+    """The run's faults, by the seed alone: `count` of the `kinds`, drawn by weight, at
+    moments in `window` seconds."""
+    rng = random.Random(seed)
+    weights = [WEIGHTS[k] for k in kinds]
+    faults = []
+    for _ in range(count):
+        kind = rng.choices(kinds, weights)[0]
+        low, high = HOLD_S.get(kind, (0.0, 0.0))
+        faults.append(
+            Fault(
+                at=round(rng.uniform(0, window), 1),
+                kind=kind,
+                target=rng.randrange(1 << 16),
+                hold=round(rng.uniform(low, high), 1),
+            )
+        )
+    return sorted(faults, key=lambda f: f.at)
+
+
+# ---- the records ------------------------------------------------------------------------------
+
+
+class Numbers:
+    """Numbered records to the topics, each to the next in turn, at `rate` a second in all:
+    half from an idempotent producer, half in transactions of 1-8 records, about a third of
+    them aborted (drawn from the seed). Remembers where each committed record landed, which
+    numbers were aborted, and which could have gone either way (a producer that failed
+    fatally in a commit: the check counts such a record neither missing nor aborted)."""
+
+    def __init__(self, bootstrap: str, topics: list[str], rate: float, seed: int) -> None:
+        self.bootstrap, self.topics, self.rate = bootstrap, list(topics), rate
+        self.rng = random.Random(seed ^ 0x5EED)
+        self.where: dict[int, tuple[str, int, int]] = {}  # n -> (topic, partition, offset)
+        self.pending: dict[int, tuple[str, int, int]] = {}  # in an open transaction
+        self.aborted: set[int] = set()
+        self.uncertain: set[int] = set()
+        self.errors: list[str] = []
+        self.count = 0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.transactional_id = f"chaos-{seed}-{uuid.uuid4().hex[:6]}"
+        self.plain = self._producer({"enable.idempotence": True})
+        self.threads = [
+            threading.Thread(target=self._plain, name="plain", daemon=True),
+            threading.Thread(target=self._transactions, name="transactions", daemon=True),
+        ]
+
+    def _producer(self, extra: dict[str, Any]) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "linger.ms": 5,
+                "message.timeout.ms": 900_000,  # a broker down for a while: wait, not fail
+                "topic.metadata.refresh.interval.ms": 1000,  # added partitions soon
+                "log_level": 0,
+                **extra,
+            }
+        )
+
+    def _next(self) -> tuple[int, str, bytes]:
+        with self.lock:
+            n = self.count
+            self.count += 1
+            topic = self.topics[n % len(self.topics)]
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        return n, topic, json.dumps({"ts": now, "n": n}).encode()
+
+    def add_topic(self, topic: str) -> None:
+        with self.lock:
+            self.topics.append(topic)
+
+    def start(self) -> Numbers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def _plain(self) -> None:
+        def delivered(err: Any, msg: Any) -> None:
+            n = json.loads(msg.value())["n"]
+            with self.lock:
+                if err is None:
+                    self.where[n] = (msg.topic(), msg.partition(), msg.offset())
+                else:  # an idempotent producer's failed record may still be in the log
+                    self.uncertain.add(n)
+                    self.errors.append(f"plain {n}: {err}")
+
+        while not self.stopping.is_set():
+            n, topic, value = self._next()
+            while True:
+                try:
+                    self.plain.produce(topic, value, str(n).encode(), on_delivery=delivered)
+                    break
+                except BufferError:
+                    self.plain.poll(0.1)
+            self.plain.poll(0)
+            time.sleep(2 / self.rate)
+
+    def _transactions(self) -> None:
+        from confluent_kafka import KafkaException
+
+        producer = self._transactional()
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                n = json.loads(msg.value())["n"]
+                with self.lock:
+                    self.pending[n] = (msg.topic(), msg.partition(), msg.offset())
+
+        while not self.stopping.is_set():
+            size, abort = self.rng.randint(1, 8), self.rng.random() < 0.3
+            numbers: list[int] = []
+            try:
+                producer.begin_transaction()
+                for _ in range(size):
+                    n, topic, value = self._next()
+                    numbers.append(n)
+                    producer.produce(topic, value, str(n).encode(), on_delivery=delivered)
+                    time.sleep(2 / self.rate)
+                if abort:
+                    self._abort(producer, numbers)
+                else:
+                    self._commit(producer, numbers)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.txn_requires_abort():
+                    self._abort(producer, numbers)
+                else:  # fatal: a new producer of the same id fences this one and aborts
+                    self.errors.append(f"transactional producer: {error}")
+                    with self.lock:
+                        self.uncertain.update(numbers)
+                    producer = self._transactional()
+
+    def _transactional(self) -> Any:
+        while True:
+            producer = self._producer(
+                {"transactional.id": self.transactional_id, "transaction.timeout.ms": 60_000}
+            )
+            try:
+                producer.init_transactions(60)
+                return producer
+            except Exception as exc:  # the broker is down: again
+                self.errors.append(f"init_transactions: {exc}")
+                time.sleep(1)
+
+    def _commit(self, producer: Any, numbers: list[int]) -> None:
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                producer.commit_transaction(60)
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+        with self.lock:
+            for n in numbers:
+                self.where[n] = self.pending.pop(n)
+
+    def _abort(self, producer: Any, numbers: list[int]) -> None:
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                producer.abort_transaction(60)
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+        with self.lock:
+            self.aborted.update(numbers)
+            for n in numbers:
+                self.pending.pop(n, None)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(120)
+        self.plain.flush(120)
+
+
+# ---- the stack --------------------------------------------------------------------------------
+
+
+class Host:
+    """A task host (`sluicegate worker`) on a fixed port, so that a restart is the same host."""
+
+    def __init__(self, root: Path, name: str, overlords: list[str], env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.work = root / name
+        self.log = root / f"{name}.log"
+        self.overlords, self.env = overlords, env
+        self.process: subprocess.Popen[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "supervisor.cli", "worker"]
+        command += ["--overlord", ",".join(self.overlords), "--capacity", "10"]
+        command += ["--port", str(self.port), "--work-dir", str(self.work)]
+        command += ["--tls-cert", str(TLS.cert), "--tls-key", str(TLS.key)]
+        deadline = time.monotonic() + LONG_S
+        while True:  # the overlords may be down (a fault): until one takes it
+            with self.log.open("ab") as log:
+                self.process = subprocess.Popen(
+                    command,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                    env=self.env,
+                    start_new_session=True,
+                )
+            assert self.process.stdout is not None
+            line = self.process.stdout.readline()
+            if line.startswith(f"task host {self.name} registered"):
+                return
+            self.process.wait(30)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"task host {self.name} did not register: see {self.log}")
+            time.sleep(2)
+
+    def application(self) -> int | None:
+        """The pid of its shared application, if one runs."""
+        with suppress(OSError, ValueError, KeyError):
+            pid = int(json.loads((self.work / "host-app" / "app.json").read_text())["pid"])
+            os.kill(pid, 0)
+            return pid
+        return None
+
+    def kill9(self) -> None:
+        """The agent and its application, as a machine's death would take them."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+        pid = self.application()
+        if pid is not None:
+            with suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(30)
+        self.kill9()
+
+
+@dataclass
+class Stack:
+    root: Path
+    kafka: LocalKafka
+    postgres: LocalPostgres
+    s3: LocalS3
+    cluster: LocalSparkCluster
+    overlords: list[Overlord]
+    hosts: list[Host]
+    db_url: str
+    prefix: str
+    topics: dict[str, list[str]] = field(default_factory=dict)  # supervisor -> its topics
+
+    def leader(self) -> Overlord | None:
+        for overlord in self.overlords:
+            if not overlord.exited() and overlord.leads():
+                return overlord
+        return None
+
+    def api(self) -> httpx.Client:
+        """A client of the overlords: any that answers (a follower redirects writes)."""
+        for overlord in self.overlords:
+            if not overlord.exited():
+                return httpx.Client(
+                    base_url=overlord.url,
+                    timeout=30,
+                    auth=Overlord.auth,
+                    verify=VERIFY,
+                    follow_redirects=True,
+                )
+        raise RuntimeError("no overlord runs")
+
+    def rows(self, query: Any) -> list[Any]:
+        return self.overlords[0].rows(query)
+
+    def committed_row(self, sid: str) -> tuple[int, dict[str, int]] | None:
+        rows = self.rows(
+            select(CommittedOffsetsRow.version, CommittedOffsetsRow.offsets).where(
+                CommittedOffsetsRow.supervisor_id == sid
+            )
+        )
+        return (int(rows[0][0]), dict(rows[0][1])) if rows else None
+
+    def committed(self) -> dict[str, dict[str, int]]:
+        rows = self.rows(select(CommittedOffsetsRow.supervisor_id, CommittedOffsetsRow.offsets))
+        return {sid: dict(offsets) for sid, offsets in rows}
+
+    def log_ends(self) -> dict[str, dict[str, int]]:
+        """Each supervisor's partitions' last stable offsets, keyed as its committed offsets
+        are ("0" for one topic, "topic:0" for a pattern's)."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers, "log_level": 0})
+        metadata = admin.list_topics(timeout=30)
+        ends: dict[str, dict[str, int]] = {}
+        for sid, topics in self.topics.items():
+            request = {
+                TopicPartition(topic, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+                for topic in topics
+                for p in metadata.topics[topic].partitions
+            }
+            futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED)
+            ends[sid] = {
+                (str(tp.partition) if sid == "main" else f"{tp.topic}:{tp.partition}"): (
+                    future.result(30).offset
+                )
+                for tp, future in futures.items()
+            }
+        return ends
+
+
+@contextmanager
+def stack(root: Path, seed: int) -> Iterator[Stack]:
+    jar_cache = Settings().jar_cache
+    with ExitStack() as stop:
+        kafka = LocalKafka(root / "kafka", jar_cache).start()
+        stop.callback(kafka.stop)
+        postgres = LocalPostgres(root / "pg").start()
+        stop.callback(postgres.stop)
+        db_url = postgres.create_database(f"chaos{seed}")
+        s3 = LocalS3(root / "s3", "segments", "chaos-key", "chaos-secret-1").start()
+        stop.callback(s3.stop)
+        cluster = LocalSparkCluster(root / "spark", workers=2, cores=4, memory="4g").start()
+        stop.callback(cluster.stop)
+        prefix = f"chaos-{seed}"
+        shared = {
+            **s3.environment(),
+            "SSL_CERT_FILE": str(TLS.ca),
+            "SLUICEGATE_TASK_MASTER": cluster.url,
+            "SLUICEGATE_TASK_EXECUTOR_MEMORY": "1g",
+            "SLUICEGATE_TASK_CORES": "2",
+        }
+        overlords = [Overlord(root, jar_cache, db_url, name) for name in ("a", "b")]
+        for overlord in overlords:
+            overlord.env.update(
+                {
+                    **shared,
+                    "SLUICEGATE_DEEP_STORAGE": f"s3://segments/{prefix}",
+                    "SLUICEGATE_WORKER_TIMEOUT_S": str(WORKER_TIMEOUT_S),
+                    "SLUICEGATE_LEASE_S": str(LEASE_S),
+                }
+            )
+            overlord.start()
+            stop.callback(overlord.stop)
+        host_env = {
+            **os.environ,
+            **shared,
+            "SLUICEGATE_JAR_CACHE": str(jar_cache),
+            "SLUICEGATE_USER": ADMIN[0],
+            "SLUICEGATE_PASSWORD": ADMIN[1],
+        }
+        urls = [o.url for o in overlords]
+        hosts = [Host(root, name, urls, host_env) for name in ("host-a", "host-b")]
+        for host in hosts:
+            host.start()
+            stop.callback(host.stop)
+        yield Stack(root, kafka, postgres, s3, cluster, overlords, hosts, db_url, prefix)
+
+
+def chaos_spec(
+    sid: str, bootstrap: str, topic: str = "", pattern: str | None = None, **changes: Any
+) -> dict[str, Any]:
+    return supervisor_spec(
+        sid,
+        topic,
+        bootstrap,
+        [{"type": "long", "name": "n"}],
+        metrics=[{"type": "count", "name": "count"}],
+        tuning={"maxRowsInMemory": changes.pop("maxRowsInMemory", 5000)},
+        period="PT2S",
+        completionTimeout="PT2M",
+        repartitionTransitionDuration="PT10S",
+        taskCount=2,
+        replicas=2,
+        taskDuration="PT30S",
+        **({"topicPattern": pattern} if pattern else {}),
+        **changes,
+    )
+
+
+# ---- the faults -------------------------------------------------------------------------------
+
+
+class Injector:
+    """Injects faults into a stack; each call returns once the fault is over (what was
+    stopped runs again), saying what it did."""
+
+    def __init__(self, stack: Stack, specs: dict[str, dict[str, Any]]) -> None:
+        self.stack, self.specs = stack, specs
+        self.updates = 0
+
+    def __call__(self, fault: Fault) -> str:
+        method: Callable[[Fault], str] = getattr(self, fault.kind)
+        return method(fault)
+
+    def _applications(self) -> list[tuple[Host, int]]:
+        return [(h, pid) for h in self.stack.hosts if (pid := h.application()) is not None]
+
+    def task_kill(self, fault: Fault) -> str:
+        running = self._applications()
+        if not running:
+            return "no application ran"
+        host, pid = running[fault.target % len(running)]
+        os.killpg(pid, signal.SIGKILL)
+        return f"SIGKILL {host.name}'s application"
+
+    def task_stop(self, fault: Fault) -> str:
+        running = self._applications()
+        if not running:
+            return "no application ran"
+        host, pid = running[fault.target % len(running)]
+        os.killpg(pid, signal.SIGSTOP)
+        try:
+            time.sleep(fault.hold)
+        finally:
+            with suppress(OSError):
+                os.killpg(pid, signal.SIGCONT)
+        return f"SIGSTOP {host.name}'s application {fault.hold} s"
+
+    def _leader(self) -> Overlord:
+        deadline = time.monotonic() + LONG_S
+        while (leader := self.stack.leader()) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no overlord leads")
+            time.sleep(0.5)
+        return leader
+
+    def leader_kill(self, fault: Fault) -> str:
+        leader = self._leader()
+        leader.kill9()
+        time.sleep(fault.hold)
+        leader.start()
+        return f"SIGKILL leader {leader.log.stem}, down {fault.hold} s"
+
+    def leader_stop(self, fault: Fault) -> str:
+        leader = self._leader()
+        leader.signal(signal.SIGSTOP)
+        try:
+            time.sleep(fault.hold)
+        finally:
+            leader.signal(signal.SIGCONT)
+        return f"SIGSTOP leader {leader.log.stem} {fault.hold} s"
+
+    def overlords_restart(self, fault: Fault) -> str:
+        for overlord in self.stack.overlords:
+            if not overlord.exited():
+                overlord.kill9()
+        time.sleep(fault.hold)
+        for overlord in self.stack.overlords:
+            overlord.start()
+        return f"SIGKILL both overlords, down {fault.hold} s"
+
+    def broker_kill(self, fault: Fault) -> str:
+        kafka = self.stack.kafka
+        assert kafka.process is not None
+        os.killpg(kafka.process.pid, signal.SIGKILL)
+        kafka.process.wait(30)
+        time.sleep(fault.hold)
+        kafka.start(LONG_S)
+        return f"SIGKILL the broker, down {fault.hold} s"
+
+    def postgres_restart(self, fault: Fault) -> str:
+        self.stack.postgres.crash()
+        time.sleep(fault.hold)
+        self.stack.postgres.start()
+        return f"PostgreSQL stopped (immediate), down {fault.hold} s"
+
+    def host_kill(self, fault: Fault) -> str:
+        host = self.stack.hosts[fault.target % len(self.stack.hosts)]
+        host.kill9()
+        time.sleep(fault.hold)
+        host.start()
+        return f"SIGKILL task host {host.name}, down {fault.hold} s"
+
+    def spark_worker_kill(self, fault: Fault) -> str:
+        index = fault.target % self.stack.cluster.workers
+        self.stack.cluster.kill_worker(index)
+        time.sleep(fault.hold)
+        self.stack.cluster.restart_worker(index)
+        return f"SIGKILL Spark worker {index}, down {fault.hold} s"
+
+    def storage_outage(self, fault: Fault) -> str:
+        self.stack.s3.stop()
+        time.sleep(fault.hold)
+        self.stack.s3.start(LONG_S)
+        return f"S3 server stopped {fault.hold} s"
+
+    def partitions_added(self, fault: Fault) -> str:
+        from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+        topics = [t for ts in self.stack.topics.values() for t in ts]
+        topic = topics[fault.target % len(topics)]
+        admin = AdminClient({"bootstrap.servers": self.stack.kafka.bootstrap_servers})
+        count = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+        admin.create_partitions([NewPartitions(topic, count + 1)])[topic].result(30)
+        return f"{topic}: {count} -> {count + 1} partitions"
+
+    def _supervisor(self, fault: Fault) -> str:
+        return SUPERVISORS[fault.target % len(SUPERVISORS)]
+
+    def spec_update(self, fault: Fault) -> str:
+        sid = self._supervisor(fault)
+        self.updates += 1
+        body = json.loads(json.dumps(self.specs[sid]))
+        body["spec"]["tuningConfig"]["maxRowsInMemory"] = 5000 + self.updates
+        self.specs[sid] = body
+        with self.stack.api() as api:
+            api.post(BASE, json=body).raise_for_status()
+        return f"{sid}: spec updated"
+
+    def suspend_resume(self, fault: Fault) -> str:
+        sid = self._supervisor(fault)
+        with self.stack.api() as api:
+            api.post(f"{BASE}/{sid}/suspend").raise_for_status()
+        time.sleep(fault.hold)
+        with self.stack.api() as api:
+            api.post(f"{BASE}/{sid}/resume").raise_for_status()
+        return f"{sid}: suspended {fault.hold} s"
+
+    def handoff(self, fault: Fault) -> str:
+        sid = self._supervisor(fault)
+        with self.stack.api() as api:
+            answer = api.post(f"{BASE}/{sid}/taskGroups/handoff", json={"taskGroupIds": [0, 1]})
+        return f"{sid}: handoff asked ({answer.status_code})"
+
+    def reset_committed(self, fault: Fault) -> str:
+        """resetOffsets of a partition to the offset committed for it: nothing is skipped or
+        read twice, unless a publish lands between the read and the reset (said, if the
+        offsets' version moved by more than the reset's own step)."""
+        sid = self._supervisor(fault)
+        before = self.stack.committed_row(sid)
+        if before is None:
+            return f"{sid}: nothing committed yet"
+        version, committed = before
+        key = sorted(committed)[fault.target % len(committed)]
+        io = self.specs[sid]["spec"]["ioConfig"]
+        body = {
+            "type": "kafka",
+            "partitions": {
+                "type": "end",
+                "stream": io.get("topic") or io["topicPattern"],
+                "partitionOffsetMap": {key: committed[key]},
+            },
+        }
+        with self.stack.api() as api:
+            answer = api.post(f"{BASE}/{sid}/resetOffsets", json=body)
+        after = self.stack.committed_row(sid)
+        raced = after is not None and after[0] > version + 1
+        return f"{sid}: {key} reset to its committed {committed[key]} ({answer.status_code})" + (
+            " RACED a publish" if raced else ""
+        )
+
+
+# ---- a run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    seed: int
+    faults: list[dict[str, Any]]
+    records: int = 0
+    duplicates: int = 0
+    missing: int = 0
+    aborted_published: int = 0
+    uncertain: int = 0
+    stuck: bool = False
+    recovery_s: float | None = None
+    error: str | None = None
+    root: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.error is None
+            and not self.stuck
+            and self.duplicates == self.missing == self.aborted_published == 0
+        )
+
+    def line(self) -> str:
+        kinds = ",".join(f["kind"] for f in self.faults)
+        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f}"
+        state = "ok" if self.ok else ("STUCK" if self.stuck else "FAILED")
+        return (
+            f"seed={self.seed} {state} faults={kinds} records={self.records} "
+            f"dupes={self.duplicates} missing={self.missing} aborted={self.aborted_published} "
+            f"recovery_s={recovery}" + (f" error={self.error}" if self.error else "")
+        )
+
+
+def caught_up(stack: Stack, target: dict[str, dict[str, int]]) -> bool:
+    committed = stack.committed()
+    return all(
+        all(committed.get(sid, {}).get(key, 0) >= end for key, end in ends.items())
+        for sid, ends in target.items()
+    )
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, every: float = 1.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with suppress(Exception):  # a fault's aftermath (the DB restarting) is not an answer
+            if predicate():
+                return True
+        time.sleep(every)
+    return False
+
+
+def run_once(seed: int, args: argparse.Namespace) -> Outcome:
+    faults = schedule(seed, args.faults, args.window, args.kinds)
+    outcome = Outcome(seed, [asdict(f) for f in faults])
+    base = Path(args.keep) if args.keep else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=f"sluicegate-chaos-{seed}-", dir=base))
+    os.chmod(root, 0o755)  # PostgreSQL's server (the postgres user) works under it
+    outcome.root = str(root)
+    try:
+        with stack(root, seed) as st:
+            _run(st, seed, faults, outcome, args)
+    except Exception as exc:
+        outcome.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        (root / "error.txt").write_text(traceback.format_exc())
+    if outcome.ok and not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return outcome
+
+
+def _run(
+    st: Stack, seed: int, faults: list[Fault], outcome: Outcome, args: argparse.Namespace
+) -> None:
+    tag = f"c{seed}"
+    bootstrap = st.kafka.bootstrap_servers
+    main, pa, pb = f"{tag}-main", f"{tag}-p-a", f"{tag}-p-b"
+    for topic, partitions in ((main, 3), (pa, 2), (pb, 2)):
+        create_topic(bootstrap, topic, partitions)
+    st.topics = {"main": [main], "pattern": [pa, pb]}
+    specs = {
+        "main": chaos_spec("main", bootstrap, main),
+        "pattern": chaos_spec("pattern", bootstrap, pattern=f"{tag}-p-[a-z]"),
+    }
+    numbers = Numbers(bootstrap, [main, pa, pb], args.rate, seed).start()
+    try:
+        with st.api() as api:
+            for body in specs.values():
+                api.post(BASE, json=body).raise_for_status()
+        if not wait_until(lambda: len(st.committed()) == len(specs), LONG_S):
+            raise RuntimeError("the supervisors did not publish before the faults")
+        inject = Injector(st, specs)
+        began = time.monotonic()
+        for index, fault in enumerate(faults):
+            time.sleep(max(0.0, began + fault.at - time.monotonic()))
+            said = inject(fault)
+            outcome.faults[index]["done"] = said
+            print(
+                f"  seed={seed} +{time.monotonic() - began:.0f}s {fault.kind}: {said}", flush=True
+            )
+        ended = time.monotonic()
+        target = st.log_ends()
+        if not wait_until(lambda: caught_up(st, target), args.stuck_s):
+            outcome.stuck = True
+            return
+        outcome.recovery_s = round(time.monotonic() - ended, 1)
+    finally:
+        numbers.stop()
+    final = st.log_ends()
+    if not wait_until(lambda: caught_up(st, final), args.stuck_s):
+        outcome.stuck = True
+        return
+    check(st, numbers, outcome)
+
+
+def check(st: Stack, numbers: Numbers, outcome: Outcome) -> None:
+    """Each supervisor's segments against what was produced to its topics."""
+    storage = st.s3.storage(st.prefix)
+    for sid, topics in st.topics.items():
+        paths = st.rows(
+            select(SegmentRow.path).where(SegmentRow.datasource == sid, SegmentRow.used.is_(True))
+        )
+        published: list[int] = []
+        for (path,) in paths:
+            table = pq.read_table(
+                storage.fs_path(path), columns=["n"], filesystem=storage.filesystem()
+            )
+            published.extend(table.column("n").to_pylist())
+        counts = Counter(published)
+        expected = {n for n, (topic, _, _) in numbers.where.items() if topic in topics}
+        mine = set(counts)
+        outcome.records += len(expected)
+        outcome.duplicates += sum(c - 1 for c in counts.values() if c > 1)
+        outcome.missing += len(expected - mine - numbers.uncertain)
+        outcome.aborted_published += len((mine & numbers.aborted) - numbers.uncertain)
+        outcome.uncertain += len(numbers.uncertain)
+        stray = mine - expected - numbers.aborted - numbers.uncertain
+        if stray:
+            outcome.error = f"{sid}: records no producer wrote to its topics: {sorted(stray)[:10]}"
+    failed = st.rows(select(TaskRow.id, TaskRow.error_msg).where(TaskRow.status == "FAILED"))
+    outcome.faults.append({"kind": "(tasks failed)", "count": len(failed)})
+
+
+# ---- the whole --------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--faults", type=int, default=4, help="faults per run")
+    parser.add_argument("--window", type=float, default=120.0, help="seconds the faults begin in")
+    parser.add_argument("--rate", type=float, default=60.0, help="records a second in all")
+    parser.add_argument("--stuck-s", type=float, default=420.0, help="catch-up bound")
+    parser.add_argument(
+        "--kinds",
+        type=lambda text: text.split(","),
+        default=list(WEIGHTS),
+        help="the fault kinds drawn from (comma-separated; all by default)",
+    )
+    parser.add_argument("--keep", help="runs in directories under this one, kept")
+    args = parser.parse_args(argv)
+    unknown = [k for k in args.kinds if k not in WEIGHTS]
+    if unknown:
+        parser.error(f"--kinds: unknown {unknown}; known: {', '.join(WEIGHTS)}")
+    outcomes = []
+    for seed in range(args.seed, args.seed + args.runs):
+        outcome = run_once(seed, args)
+        outcomes.append(outcome)
+        print(outcome.line(), flush=True)
+        write_results("chaos", {"runs": [asdict(o) | {"ok": o.ok} for o in outcomes]})
+    table(outcomes)
+    recoveries = [o.recovery_s for o in outcomes if o.recovery_s is not None]
+    print(
+        f"RATIO runs={len(outcomes)} ok={sum(o.ok for o in outcomes)} "
+        f"dupes={sum(o.duplicates for o in outcomes)} missing={sum(o.missing for o in outcomes)} "
+        f"stuck={sum(o.stuck for o in outcomes)} "
+        f"recovery_p99_s={percentile(recoveries, 99):.1f} "
+        f"recovery_max_s={max(recoveries, default=float('nan')):.1f}"
+    )
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+def table(outcomes: list[Outcome]) -> None:
+    drawn = Counter(f["kind"] for o in outcomes for f in o.faults if f["kind"] in WEIGHTS)
+    print(
+        f"{'seed':>5} {'ok':>3} {'records':>8} {'dupes':>5} {'missing':>7} {'recovery':>8}  faults"
+    )
+    for o in outcomes:
+        kinds = ",".join(f["kind"] for f in o.faults if f["kind"] in WEIGHTS)
+        recovery = "-" if o.recovery_s is None else f"{o.recovery_s:.1f}"
+        print(
+            f"{o.seed:>5} {'yes' if o.ok else 'NO':>3} {o.records:>8} {o.duplicates:>5} "
+            f"{o.missing:>7} {recovery:>8}  {kinds}"
+        )
+    print("faults drawn: " + ", ".join(f"{k} {drawn.get(k, 0)}" for k in WEIGHTS))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
