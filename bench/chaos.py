@@ -157,10 +157,17 @@ class Numbers:
         self.stopping = threading.Event()
         self.transactional_id = f"chaos-{seed}-{uuid.uuid4().hex[:6]}"
         self.plain = self._producer({"enable.idempotence": True})
+        self.broken: list[str] = []  # a producer thread that died: the run proves nothing
         self.threads = [
-            threading.Thread(target=self._plain, name="plain", daemon=True),
-            threading.Thread(target=self._transactions, name="transactions", daemon=True),
+            threading.Thread(target=self._guarded, args=(self._plain,), daemon=True),
+            threading.Thread(target=self._guarded, args=(self._transactions,), daemon=True),
         ]
+
+    def _guarded(self, produce: Callable[[], None]) -> None:
+        try:
+            produce()
+        except Exception as exc:
+            self.broken.append(f"{produce.__name__}: {type(exc).__name__}: {exc}")
 
     def _producer(self, extra: dict[str, Any]) -> Any:
         from confluent_kafka import Producer
@@ -252,7 +259,12 @@ class Numbers:
     def _transactional(self) -> Any:
         while True:
             producer = self._producer(
-                {"transactional.id": self.transactional_id, "transaction.timeout.ms": 60_000}
+                {
+                    "transactional.id": self.transactional_id,
+                    "transaction.timeout.ms": 120_000,
+                    # at most the transaction's: a record not sent by then aborts it
+                    "message.timeout.ms": 120_000,
+                }
             )
             try:
                 producer.init_transactions(60)
@@ -690,7 +702,9 @@ class Outcome:
     duplicates: int = 0
     missing: int = 0
     aborted_published: int = 0
+    aborted_produced: int = 0  # records of aborted transactions, to every topic
     uncertain: int = 0
+    producer_errors: list[str] = field(default_factory=list)  # the first few
     stuck: bool = False
     recovery_s: float | None = None
     error: str | None = None
@@ -705,7 +719,7 @@ class Outcome:
         )
 
     def line(self) -> str:
-        kinds = ",".join(f["kind"] for f in self.faults)
+        kinds = ",".join(f["kind"] for f in self.faults if f["kind"] in WEIGHTS)
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f}"
         state = "ok" if self.ok else ("STUCK" if self.stuck else "FAILED")
         return (
@@ -789,6 +803,8 @@ def _run(
         outcome.recovery_s = round(time.monotonic() - ended, 1)
     finally:
         numbers.stop()
+    if numbers.broken:
+        raise RuntimeError(f"a producer broke: {numbers.broken[0]}")
     final = st.log_ends()
     if not wait_until(lambda: caught_up(st, final), args.stuck_s):
         outcome.stuck = True
@@ -816,7 +832,9 @@ def check(st: Stack, numbers: Numbers, outcome: Outcome) -> None:
         outcome.duplicates += sum(c - 1 for c in counts.values() if c > 1)
         outcome.missing += len(expected - mine - numbers.uncertain)
         outcome.aborted_published += len((mine & numbers.aborted) - numbers.uncertain)
-        outcome.uncertain += len(numbers.uncertain)
+        outcome.uncertain = len(numbers.uncertain)
+        outcome.aborted_produced = len(numbers.aborted)
+        outcome.producer_errors = numbers.errors[:10]
         stray = mine - expected - numbers.aborted - numbers.uncertain
         if stray:
             outcome.error = f"{sid}: records no producer wrote to its topics: {sorted(stray)[:10]}"
