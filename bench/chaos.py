@@ -274,29 +274,13 @@ class Numbers:
                 time.sleep(1)
 
     def _commit(self, producer: Any, numbers: list[int]) -> None:
-        from confluent_kafka import KafkaException
-
-        while True:
-            try:
-                producer.commit_transaction(60)
-                break
-            except KafkaException as exc:
-                if not exc.args[0].retriable():
-                    raise
+        _retried(lambda: producer.commit_transaction(60))
         with self.lock:
             for n in numbers:
                 self.where[n] = self.pending.pop(n)
 
     def _abort(self, producer: Any, numbers: list[int]) -> None:
-        from confluent_kafka import KafkaException
-
-        while True:
-            try:
-                producer.abort_transaction(60)
-                break
-            except KafkaException as exc:
-                if not exc.args[0].retriable():
-                    raise
+        _retried(lambda: producer.abort_transaction(60))
         with self.lock:
             self.aborted.update(numbers)
             for n in numbers:
@@ -307,6 +291,20 @@ class Numbers:
         for thread in self.threads:
             thread.join(120)
         self.plain.flush(120)
+
+
+def _retried(call: Callable[[], None]) -> None:
+    """A transaction's commit or abort, asked again while its error is retriable (the broker
+    is down: librdkafka says so, and the outcome is still to come)."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            call()
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
 
 
 # ---- the stack --------------------------------------------------------------------------------
@@ -533,22 +531,22 @@ class Injector:
         method: Callable[[Fault], str] = getattr(self, fault.kind)
         return method(fault)
 
-    def _applications(self) -> list[tuple[Host, int]]:
-        return [(h, pid) for h in self.stack.hosts if (pid := h.application()) is not None]
+    def _application(self, fault: Fault) -> tuple[Host, int] | None:
+        """The fault's target among the hosts' running applications (the process of a task)."""
+        running = [(h, pid) for h in self.stack.hosts if (pid := h.application()) is not None]
+        return running[fault.target % len(running)] if running else None
 
     def task_kill(self, fault: Fault) -> str:
-        running = self._applications()
-        if not running:
+        if (target := self._application(fault)) is None:
             return "no application ran"
-        host, pid = running[fault.target % len(running)]
+        host, pid = target
         os.killpg(pid, signal.SIGKILL)
         return f"SIGKILL {host.name}'s application"
 
     def task_stop(self, fault: Fault) -> str:
-        running = self._applications()
-        if not running:
+        if (target := self._application(fault)) is None:
             return "no application ran"
-        host, pid = running[fault.target % len(running)]
+        host, pid = target
         os.killpg(pid, signal.SIGSTOP)
         try:
             time.sleep(fault.hold)
