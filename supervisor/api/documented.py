@@ -74,9 +74,11 @@ _CODES: list[tuple[str, str, Any]] = [
     ("415", "the body is not application/json", lambda path, method, op: "requestBody" in op),
     (
         "503",
-        "no overlord leads right now (try again), or the supervisor is not healthy",
+        "no overlord leads right now, or the metadata DB cannot be reached (try again); or the "
+        "supervisor is not healthy",
         lambda path, method, op: (
-            method not in _READS
+            not _open(path)
+            or method not in _READS
             or (path.endswith(("/leader", "/health")) and path != "/status/health")
         ),
     ),

@@ -1,7 +1,8 @@
 """What every request passes before a route: a Host this service answers to (against DNS
 rebinding), no cross-site write (a web page may send a form or a text/plain POST to any
 address without asking), a path with no control characters, and no exception that escapes
-as a reset connection (an unexpected error is a 500 whose connection stays usable)."""
+as a reset connection (an unexpected error is a 500 whose connection stays usable; a metadata
+DB that cannot be reached, down or restarting, is a 503 to try again, not a 500)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 from urllib.parse import unquote_plus, urlsplit
 
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.settings import Settings
@@ -18,6 +20,7 @@ log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_PATH = 2048
+RETRY_AFTER_S = 2  # a metadata DB that cannot be reached: when to try again
 
 
 def host_name(value: str) -> str:
@@ -111,6 +114,15 @@ class RequestGuard:
 
         try:
             await self.app(scope, receive, sending)
+        except (OperationalError, InterfaceError) as exc:
+            # the DB's own words stay in the log: they name its address
+            reason = str(exc.orig or exc).splitlines()[0][:300]
+            log.warning("%s %s: the metadata DB: %s", scope["method"], scope["path"], reason)
+            if started:
+                raise
+            error = _refuse(503, "the metadata DB cannot be reached right now; try again", None)
+            error.headers["Retry-After"] = str(RETRY_AFTER_S)
+            await error(scope, receive, send)
         except Exception as exc:
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
             if started:
