@@ -12,7 +12,7 @@ import time
 from supervisor.api.context import AppContext
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
-from supervisor.db.engine import SessionFactory
+from supervisor.db.engine import UNREACHABLE, SessionFactory
 from supervisor.db.statuses import StatusRepository
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus
@@ -77,11 +77,21 @@ class TaskMonitor:
             self.manager.sync()
 
     def _run(self) -> None:
+        unreachable = False  # the metadata DB, since a pass said so: said once, not each pass
         while not self.stopping.wait(0.25):
             try:
                 self.run_once()
+            except UNREACHABLE as exc:
+                if not unreachable:
+                    reason = str(exc.orig or exc).splitlines()[0][:300]
+                    log.warning("task monitor: the metadata DB cannot be reached: %s", reason)
+                unreachable = True
             except Exception:
                 log.exception("task monitor pass failed")
+            else:
+                if unreachable:
+                    log.info("task monitor: the metadata DB answers again")
+                unreachable = False
 
 
 class LeaderDuties:

@@ -10,9 +10,9 @@ import logging
 from urllib.parse import unquote_plus, urlsplit
 
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from supervisor.db.engine import UNREACHABLE
 from supervisor.settings import Settings
 from tasks.spec.names import has_control_characters
 
@@ -114,7 +114,7 @@ class RequestGuard:
 
         try:
             await self.app(scope, receive, sending)
-        except (OperationalError, InterfaceError) as exc:
+        except UNREACHABLE as exc:
             # the DB's own words stay in the log: they name its address
             reason = str(exc.orig or exc).splitlines()[0][:300]
             log.warning("%s %s: the metadata DB: %s", scope["method"], scope["path"], reason)
