@@ -12,7 +12,7 @@ import time
 from supervisor.api.context import AppContext
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
-from supervisor.db.engine import UNREACHABLE, SessionFactory
+from supervisor.db.engine import UNREACHABLE, SessionFactory, unreachable_reason
 from supervisor.db.statuses import StatusRepository
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus
@@ -83,7 +83,7 @@ class TaskMonitor:
                 self.run_once()
             except UNREACHABLE as exc:
                 if not unreachable:
-                    reason = str(exc.orig or exc).splitlines()[0][:300]
+                    reason = unreachable_reason(exc)
                     log.warning("task monitor: the metadata DB cannot be reached: %s", reason)
                 unreachable = True
             except Exception:

@@ -12,7 +12,7 @@ from urllib.parse import unquote_plus, urlsplit
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from supervisor.db.engine import UNREACHABLE
+from supervisor.db.engine import UNREACHABLE, unreachable_reason
 from supervisor.settings import Settings
 from tasks.spec.names import has_control_characters
 
@@ -116,7 +116,7 @@ class RequestGuard:
             await self.app(scope, receive, sending)
         except UNREACHABLE as exc:
             # the DB's own words stay in the log: they name its address
-            reason = str(exc.orig or exc).splitlines()[0][:300]
+            reason = unreachable_reason(exc)
             log.warning("%s %s: the metadata DB: %s", scope["method"], scope["path"], reason)
             if started:
                 raise

@@ -23,6 +23,11 @@ UNREACHABLE = (OperationalError, InterfaceError)
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
+def unreachable_reason(exc: OperationalError | InterfaceError) -> str:
+    """The first line of what the DB driver said (for a log: it names the DB's address)."""
+    return str(exc.orig or exc).splitlines()[0][:300]
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")

@@ -118,7 +118,7 @@ class LocalSparkCluster:
         for index in range(self.workers):
             self._spawn_worker(index)
         self._wait(
-            lambda state: state is not None and self._alive_workers(state) >= self.workers,
+            self._all_alive,
             deadline,
             f"{self.workers} workers",
         )
@@ -151,6 +151,9 @@ class LocalSparkCluster:
                 return answer
         except (OSError, urllib.error.URLError, ValueError):
             return None
+
+    def _all_alive(self, state: dict[str, object] | None) -> bool:
+        return state is not None and self._alive_workers(state) >= self.workers
 
     @staticmethod
     def _alive_workers(state: dict[str, object]) -> int:
@@ -195,7 +198,7 @@ class LocalSparkCluster:
         self.processes[1 + index] = self.processes.pop()
         self.logs[1 + index] = self.logs.pop()
         self._wait(
-            lambda state: state is not None and self._alive_workers(state) >= self.workers,
+            self._all_alive,
             time.monotonic() + timeout,
             f"worker {index} again",
         )
