@@ -27,7 +27,7 @@ from sqlalchemy import select
 
 from supervisor.db.engine import make_engine
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow
-from supervisor.devstack.certs import self_signed
+from supervisor.devstack.certs import Certs, self_signed
 from supervisor.faults import FAULT_FILE_ENV
 from supervisor.net import free_port
 from tasks.protocol import TOKEN_HEADER
@@ -139,7 +139,9 @@ class Overlord:
     """`sluicegate serve` as a child process: started, SIGKILLed, restarted on the same port.
     Several (`name`) may share a PostgreSQL metadata DB (`db_url`) and one task host (the
     work directory under `root`); each reads its fault file (supervisor/faults.py).
-    Authentication is on: clients use `auth` (the admin); tasks use their own tokens."""
+    Authentication is on: clients use `auth` (the admin); tasks use their own tokens.
+    `address` is where it listens (loopback unless a test's network says otherwise), `tls` the
+    certificate it serves (one naming that address), `netns` a network namespace to run in."""
 
     auth = AdminAuth()
 
@@ -150,16 +152,22 @@ class Overlord:
         db_url: str | None = None,
         name: str = "overlord",
         runtime: str = "shared",
+        address: str = "127.0.0.1",
+        tls: Certs = TLS,
+        netns: str | None = None,
     ) -> None:
         self.port = free_port()
         self.runtime = runtime
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{address}:{self.port}"
+        self.verify = VERIFY if tls is TLS else ssl.create_default_context(cafile=str(tls.ca))
+        self.netns = netns
         self.db_url = db_url or f"sqlite:///{root / 'meta.db'}"
         self.work = root / "work"
         self.log = root / f"{name}.log"
         self.fault_file = root / f"{name}.fault"
         self.env = {
             **os.environ,
+            "SLUICEGATE_HOST": address,
             "SLUICEGATE_PORT": str(self.port),
             "SLUICEGATE_METADATA_URL": self.db_url,
             "SLUICEGATE_DEEP_STORAGE": str(root / "deep"),
@@ -171,9 +179,9 @@ class Overlord:
             # a SIGKILLed overlord leaves its leader lease behind: its restart waits it out
             "SLUICEGATE_LEASE_S": "3",
             "SLUICEGATE_AUTH": "basic",
-            "SLUICEGATE_TLS_CERT": str(TLS.cert),
-            "SLUICEGATE_TLS_KEY": str(TLS.key),
-            "SSL_CERT_FILE": str(TLS.ca),
+            "SLUICEGATE_TLS_CERT": str(tls.cert),
+            "SLUICEGATE_TLS_KEY": str(tls.key),
+            "SSL_CERT_FILE": str(tls.ca),
             "SLUICEGATE_ADMIN_PASSWORD": ADMIN[1],
             FAULT_FILE_ENV: str(self.fault_file),
         }
@@ -181,13 +189,15 @@ class Overlord:
 
     def start(self) -> None:
         command = [sys.executable, "-m", "supervisor.cli", "serve"]
+        if self.netns is not None:  # `ip netns exec` execs it: the pid stays its own
+            command = ["ip", "netns", "exec", self.netns, *command]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=log)
         wait_for(self._up, 60, "the overlord to serve")
 
     def _up(self) -> bool:
         try:
-            health = httpx.get(f"{self.url}/status/health", timeout=2, verify=VERIFY)
+            health = httpx.get(f"{self.url}/status/health", timeout=2, verify=self.verify)
             return health.status_code == 200
         except httpx.HTTPError:
             return False
@@ -204,7 +214,10 @@ class Overlord:
     def leads(self) -> bool:
         try:
             answer = httpx.get(
-                f"{self.url}/druid/indexer/v1/isLeader", timeout=2, auth=self.auth, verify=VERIFY
+                f"{self.url}/druid/indexer/v1/isLeader",
+                timeout=2,
+                auth=self.auth,
+                verify=self.verify,
             )
         except httpx.HTTPError:
             return False
@@ -296,6 +309,12 @@ class Run:
     def committed(self) -> dict[str, int]:
         rows = self.overlord.rows(select(CommittedOffsetsRow.offsets))
         return dict(rows[0][0]) if rows else {}
+
+    def publishes(self) -> int:
+        """How many publishes committed (the committed offsets' version): one that read
+        nothing (its generation was handed off at once) counts, and leaves the offsets alone."""
+        rows = self.overlord.rows(select(CommittedOffsetsRow.version))
+        return int(rows[0][0]) if rows else 0
 
     def kill9(self, task: Task) -> None:
         """SIGKILL the task's process: with the shared runtime that is the application, and
