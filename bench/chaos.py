@@ -3,11 +3,13 @@
 Each run starts a stack of its own: a Kafka broker, PostgreSQL (the metadata DB), an S3
 server (deep storage), a Spark standalone cluster of two workers, two overlords on the one
 DB (one leads, the other follows) and two task hosts (`sluicegate worker`, each with its
-shared application on the cluster). Two producers write numbered records ({"n": ...}) to
-three topics without pause: an idempotent one, and a transactional one that commits some
-transactions and aborts others. Two supervisors read them with taskCount 2, replicas 2 and a
-short taskDuration: `main` one topic of three partitions, `pattern` a topicPattern that
-matches two topics of two.
+shared application on the cluster). The overlords and each task host run in a network
+namespace of their own on a private bridge (bench/network.py), the services on the bridge's
+address, so that a task host and the overlords can be cut apart (needs root and iproute2).
+Two producers write numbered records ({"n": ...}) to three topics without pause: an
+idempotent one, and a transactional one that commits some transactions and aborts others.
+Two supervisors read them with taskCount 2, replicas 2 and a short taskDuration: `main` one
+topic of three partitions, `pattern` a topicPattern that matches two topics of two.
 
 The seed draws the run's faults: their kinds (by weight), targets, how long each lasts and
 when it begins. They are injected one after another while the producers run. After the last
@@ -34,6 +36,7 @@ import os
 import random
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -58,7 +61,9 @@ from sqlalchemy import select  # noqa: E402
 
 from bench.common import write_results  # noqa: E402
 from bench.live import percentile  # noqa: E402
+from bench.network import Network  # noqa: E402
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow  # noqa: E402
+from supervisor.devstack.certs import Certs, self_signed  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
 from supervisor.devstack.postgres import LocalPostgres  # noqa: E402
 from supervisor.devstack.s3 import LocalS3  # noqa: E402
@@ -67,7 +72,7 @@ from supervisor.devstack.specs import supervisor_spec  # noqa: E402
 from supervisor.devstack.topics import create_topic  # noqa: E402
 from supervisor.net import free_port  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
-from tests.e2e.harness import ADMIN, BASE, TLS, VERIFY, Overlord  # noqa: E402
+from tests.e2e.harness import ADMIN, BASE, Overlord  # noqa: E402
 
 # kind -> weight: how often the seed draws it
 WEIGHTS: dict[str, int] = {
@@ -81,6 +86,7 @@ WEIGHTS: dict[str, int] = {
     "host_kill": 1,  # a task host (its agent and its application) SIGKILLed, started again
     "spark_worker_kill": 1,  # a Spark worker and its executors SIGKILLed, started again
     "storage_outage": 1,  # the S3 server stopped for a while
+    "partition": 1,  # a task host and the overlords cut apart (both ways) for a while
     "partitions_added": 1,  # a partition added to a topic
     "spec_update": 1,  # a supervisor's spec posted again with a change
     "suspend_resume": 1,  # a supervisor suspended, resumed after a while
@@ -99,11 +105,13 @@ HOLD_S: dict[str, tuple[float, float]] = {
     "host_kill": (5.0, 20.0),
     "spark_worker_kill": (5.0, 20.0),
     "storage_outage": (5.0, 30.0),
+    "partition": (5.0, 30.0),  # below and above the worker timeout: a host lost and back
     "suspend_resume": (3.0, 15.0),
 }
 LEASE_S = 3  # the overlords' leader lease (tests/e2e/harness.py)
 WORKER_TIMEOUT_S = 8  # a task host that has not heartbeaten this long is gone
 SUPERVISORS = ("main", "pattern")
+HOSTS = ("host-a", "host-b")  # the task hosts, each a machine of the run's network
 LONG_S = 600.0  # bounds on the stack's own steps (a loaded 2-core machine)
 
 
@@ -312,24 +320,36 @@ def _retried(call: Callable[[], None]) -> None:
 
 
 class Host:
-    """A task host (`sluicegate worker`) on a fixed port, so that a restart is the same host."""
+    """A task host (`sluicegate worker`) on a fixed address and port in a network namespace of
+    its own (the machine `machine` of the run's network), so that a restart is the same host."""
 
-    def __init__(self, root: Path, name: str, overlords: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        machine: str,
+        network: Network,
+        tls: Certs,
+        overlords: list[str],
+        env: dict[str, str],
+    ) -> None:
+        self.machine, self.network, self.tls = machine, network, tls
         self.port = free_port()
-        self.work = root / name
-        self.log = root / f"{name}.log"
+        self.work = root / machine
+        self.log = root / f"{machine}.log"
         self.overlords, self.env = overlords, env
         self.process: subprocess.Popen[str] | None = None
 
     @property
     def name(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.network.address(self.machine)}:{self.port}"
 
     def start(self) -> None:
         command = [sys.executable, "-m", "supervisor.cli", "worker"]
         command += ["--overlord", ",".join(self.overlords), "--capacity", "10"]
-        command += ["--port", str(self.port), "--work-dir", str(self.work)]
-        command += ["--tls-cert", str(TLS.cert), "--tls-key", str(TLS.key)]
+        command += ["--host", self.network.address(self.machine), "--port", str(self.port)]
+        command += ["--work-dir", str(self.work)]
+        command += ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)]
+        command = self.network.command(self.machine, command)
         deadline = time.monotonic() + LONG_S
         while True:  # the overlords may be down (a fault): until one takes it
             with self.log.open("ab") as log:
@@ -379,6 +399,8 @@ class Host:
 @dataclass
 class Stack:
     root: Path
+    network: Network
+    verify: ssl.SSLContext  # trusts the run's CA, whose certificate the overlords serve
     kafka: LocalKafka
     postgres: LocalPostgres
     s3: LocalS3
@@ -403,7 +425,7 @@ class Stack:
                     base_url=overlord.url,
                     timeout=30,
                     auth=Overlord.auth,
-                    verify=VERIFY,
+                    verify=self.verify,
                     follow_redirects=True,
                 )
         raise RuntimeError("no overlord runs")
@@ -450,26 +472,45 @@ class Stack:
 
 @contextmanager
 def stack(root: Path, seed: int) -> Iterator[Stack]:
+    """The services listen on the network's bridge address; the overlords (both) run in a
+    namespace of their own, and each task host in one, so a partition can come between."""
     jar_cache = Settings().jar_cache
     with ExitStack() as stop:
-        kafka = LocalKafka(root / "kafka", jar_cache).start()
+        network = Network(("overlords", *HOSTS)).up()
+        stop.callback(network.down)
+        here = network.services
+        tls = self_signed(root / "tls", addresses=(here, *network.addresses.values()))
+        kafka = LocalKafka(root / "kafka", jar_cache, host=here).start()
         stop.callback(kafka.stop)
-        postgres = LocalPostgres(root / "pg").start()
+        postgres = LocalPostgres(root / "pg", host=here, network=network.subnet).start()
         stop.callback(postgres.stop)
         db_url = postgres.create_database(f"chaos{seed}")
-        s3 = LocalS3(root / "s3", "segments", "chaos-key", "chaos-secret-1").start()
+        s3 = LocalS3(root / "s3", "segments", "chaos-key", "chaos-secret-1", host=here).start()
         stop.callback(s3.stop)
-        cluster = LocalSparkCluster(root / "spark", workers=2, cores=4, memory="4g").start()
+        cluster = LocalSparkCluster(
+            root / "spark", workers=2, cores=4, memory="4g", host=here
+        ).start()
         stop.callback(cluster.stop)
         prefix = f"chaos-{seed}"
         shared = {
             **s3.environment(),
-            "SSL_CERT_FILE": str(TLS.ca),
+            "SSL_CERT_FILE": str(tls.ca),
             "SLUICEGATE_TASK_MASTER": cluster.url,
             "SLUICEGATE_TASK_EXECUTOR_MEMORY": "1g",
             "SLUICEGATE_TASK_CORES": "2",
         }
-        overlords = [Overlord(root, jar_cache, db_url, name) for name in ("a", "b")]
+        overlords = [
+            Overlord(
+                root,
+                jar_cache,
+                db_url,
+                name,
+                address=network.address("overlords"),
+                tls=tls,
+                netns=network.netns("overlords"),
+            )
+            for name in ("a", "b")
+        ]
         for overlord in overlords:
             overlord.env.update(
                 {
@@ -489,11 +530,14 @@ def stack(root: Path, seed: int) -> Iterator[Stack]:
             "SLUICEGATE_PASSWORD": ADMIN[1],
         }
         urls = [o.url for o in overlords]
-        hosts = [Host(root, name, urls, host_env) for name in ("host-a", "host-b")]
+        hosts = [Host(root, name, network, tls, urls, host_env) for name in HOSTS]
         for host in hosts:
             host.start()
             stop.callback(host.stop)
-        yield Stack(root, kafka, postgres, s3, cluster, overlords, hosts, db_url, prefix)
+        verify = ssl.create_default_context(cafile=str(tls.ca))
+        yield Stack(
+            root, network, verify, kafka, postgres, s3, cluster, overlords, hosts, db_url, prefix
+        )
 
 
 def chaos_spec(
@@ -623,6 +667,19 @@ class Injector:
         time.sleep(fault.hold)
         self.stack.s3.start(LONG_S)
         return f"S3 server stopped {fault.hold} s"
+
+    def partition(self, fault: Fault) -> str:
+        """A task host and the overlords cannot reach each other; each still reaches the
+        broker, the metadata DB, S3 and the Spark cluster. Past the worker timeout the host
+        is lost to the overlords while its tasks read on: zombies once it is healed."""
+        host = self.stack.hosts[fault.target % len(self.stack.hosts)]
+        network = self.stack.network
+        network.partition(host.machine, "overlords")
+        try:
+            time.sleep(fault.hold)
+        finally:
+            network.heal(host.machine, "overlords")
+        return f"task host {host.name} cut off from the overlords {fault.hold} s"
 
     def partitions_added(self, fault: Fault) -> str:
         from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]

@@ -37,8 +37,11 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
         os.chmod(path, 0o600)
 
 
-def self_signed(directory: Path, names: tuple[str, ...] = ()) -> Certs:
-    """The CA and server files under `directory`, made once (kept if they are there)."""
+def self_signed(
+    directory: Path, names: tuple[str, ...] = (), addresses: tuple[str, ...] = ()
+) -> Certs:
+    """The CA and server files under `directory`, made once (kept if they are there); the
+    certificate names loopback, this machine's name, `names` and the IP `addresses`."""
     directory.mkdir(parents=True, exist_ok=True)
     certs = Certs(
         directory / "ca.pem",
@@ -79,7 +82,8 @@ def self_signed(directory: Path, names: tuple[str, ...] = ()) -> Certs:
     key = ec.generate_private_key(ec.SECP256R1())
     hosts = {"localhost", socket.gethostname(), *names}
     sans: list[x509.GeneralName] = [x509.DNSName(h) for h in sorted(hosts)]
-    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "::1")]
+    ips = dict.fromkeys(("127.0.0.1", "::1", *addresses))
+    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ips]
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("localhost"))

@@ -75,8 +75,10 @@ class LocalKafka:
         heap: str = "512m",
         log_level: str = "WARN",
         security: Literal["plaintext", "sasl_ssl"] = "plaintext",
+        host: str = HOST,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        self.host = host  # the address it listens on and gives clients
         self.jar_cache = jar_cache
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -129,7 +131,7 @@ class LocalKafka:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_file(self) -> Path:
@@ -144,9 +146,10 @@ class LocalKafka:
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
-            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},"
+            f"CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -164,9 +167,9 @@ class LocalKafka:
         }
         if self.security == "sasl_ssl":
             assert self.certs is not None
-            listener = f"SASL_SSL://{HOST}:{self.port}"
+            listener = f"SASL_SSL://{self.host}:{self.port}"
             props |= {
-                "listeners": f"{listener},CONTROLLER://{HOST}:{self.controller_port}",
+                "listeners": f"{listener},CONTROLLER://{self.host}:{self.controller_port}",
                 "advertised.listeners": listener,
                 "inter.broker.listener.name": "SASL_SSL",
                 "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",

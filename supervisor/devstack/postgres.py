@@ -42,8 +42,18 @@ class LocalPostgres:
 
     user = "sluicegate"
 
-    def __init__(self, data_dir: Path | None = None, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        network: str | None = None,
+    ) -> None:
         self.port = port or free_port()
+        self.host = host  # the address it listens on
+        # a network (CIDR) whose clients it trusts besides loopback ones: a test's own private
+        # addresses (bench/chaos.py's network namespaces), never a real interface's
+        self.network = network
         self.kept = data_dir is not None
         if data_dir is None:
             self.root = Path(tempfile.mkdtemp(prefix="sluicegate-pg-"))
@@ -98,7 +108,9 @@ class LocalPostgres:
                 "-E",
                 "UTF8",
             )
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        if self.network is not None:
+            self._trust(self.network)
+        options = f"-p {self.port} -k {self.root} -c listen_addresses={self.host}"
         if not self.kept:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
@@ -116,6 +128,15 @@ class LocalPostgres:
         )
         self.started = True
         return self
+
+    def _trust(self, network: str) -> None:
+        """Let `network`'s clients in without a password, as initdb's `-A trust` lets loopback
+        ones (once: a kept cluster keeps the line)."""
+        hba = self.data / "pg_hba.conf"
+        line = f"host all all {network} trust"
+        if line not in hba.read_text().splitlines():
+            with hba.open("a") as conf:
+                conf.write(line + "\n")
 
     def _reachable(self) -> None:
         """(as root) The postgres user must reach the directory: every folder above it must let
@@ -144,17 +165,17 @@ class LocalPostgres:
         return self.running()
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{database}"
 
     def public_url(self, database: str = "postgres") -> str:
         """The URL to hand `sluicegate serve --metadata-url`."""
-        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
 
     def create_database(self, name: str) -> str:
         import psycopg
 
         with psycopg.connect(
-            f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres", autocommit=True
+            f"host={self.host} port={self.port} user={self.user} dbname=postgres", autocommit=True
         ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)

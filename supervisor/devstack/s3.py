@@ -105,8 +105,10 @@ class LocalS3:
         access_key: str = DEFAULT_ACCESS_KEY,
         secret_key: str = DEFAULT_SECRET_KEY,
         port: int = 0,
+        host: str = HOST,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        self.host = host  # the address it listens on
         self.bucket = bucket
         self.access_key = access_key
         self.secret_key = secret_key
@@ -116,7 +118,7 @@ class LocalS3:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def environment(self) -> dict[str, str]:
         """What a Sluicegate process needs to use this server as deep storage."""
@@ -161,8 +163,8 @@ class LocalS3:
             str(weed),
             "mini",
             f"-dir={self.data_dir / 'data'}",
-            f"-ip={HOST}",
-            f"-ip.bind={HOST}",
+            f"-ip={self.host}",
+            f"-ip.bind={self.host}",
             f"-s3.port={self.port}",
             *[f"-{name}={port}" for name, port in ports.items()],
             f"-bucket={self.bucket}",

@@ -34,12 +34,12 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def _environment(log_dir: Path) -> dict[str, str]:
+def _environment(log_dir: Path, host: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
             "SPARK_HOME": str(spark_home()),
-            "SPARK_LOCAL_IP": HOST,
+            "SPARK_LOCAL_IP": host,
             "SPARK_LOG_DIR": str(log_dir),
             # executors' Python workers run the venv's interpreter, as local mode's do
             "PYSPARK_PYTHON": sys.executable,
@@ -60,8 +60,10 @@ class LocalSparkCluster:
         cores: int = 4,
         memory: str = "4g",
         port: int = 0,
+        host: str = HOST,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        self.host = host  # the address the master and the workers listen on
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -72,11 +74,11 @@ class LocalSparkCluster:
 
     @property
     def url(self) -> str:
-        return f"spark://{HOST}:{self.port}"
+        return f"spark://{self.host}:{self.port}"
 
     @property
     def ui_url(self) -> str:
-        return f"http://{HOST}:{self.ui_port}"
+        return f"http://{self.host}:{self.ui_port}"
 
     def _spawn(self, name: str, *args: str) -> None:
         logs = self.data_dir / "logs"
@@ -89,7 +91,7 @@ class LocalSparkCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=_environment(logs),
+                env=_environment(logs, self.host),
                 start_new_session=True,
                 cwd=self.data_dir,
             )
@@ -107,7 +109,7 @@ class LocalSparkCluster:
             "master",
             MASTER,
             "--host",
-            HOST,
+            self.host,
             "--port",
             str(self.port),
             "--webui-port",
@@ -131,7 +133,7 @@ class LocalSparkCluster:
             f"worker-{index}",
             WORKER,
             "--host",
-            HOST,
+            self.host,
             "--cores",
             str(self.cores),
             "--memory",
