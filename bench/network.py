@@ -12,7 +12,8 @@ else: `machine` is given a blackhole route to `other`'s address, so whatever it 
 a request or the answer to one, is dropped (a TCP peer sees timeouts, as in a real
 partition). `heal` removes the route. Needs root (CAP_NET_ADMIN) and `ip` (iproute2).
 
-One network at a time on a machine: `up` removes what an earlier run left behind.
+One network of a prefix at a time on a machine: `up` removes what an earlier one of its
+prefix left behind (a test uses a prefix and subnet of its own, beside a chaos run's).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import ipaddress
 import subprocess
 from dataclasses import dataclass, field
 
-PREFIX = "sgc"  # of every name made here: namespaces sgc-<machine>, the bridge, the veths
+PREFIX = "sgc"  # of every name a network makes: namespaces sgc-<machine>, the bridge, the veths
 
 
 class NetworkError(RuntimeError):
@@ -44,11 +45,12 @@ class Network:
 
     machines: tuple[str, ...]
     subnet: str = "10.203.0.0/24"
-    bridge: str = f"{PREFIX}br0"
+    prefix: str = PREFIX  # at most 10 characters: an interface name has 15
     addresses: dict[str, str] = field(default_factory=dict)
     cut: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
+        self.bridge = f"{self.prefix}br0"
         hosts = list(ipaddress.ip_network(self.subnet).hosts())
         self.services = str(hosts[0])
         self.prefix_len = ipaddress.ip_network(self.subnet).prefixlen
@@ -56,7 +58,7 @@ class Network:
             self.addresses[name] = str(hosts[4 + index])
 
     def netns(self, name: str) -> str:
-        return f"{PREFIX}-{name}"
+        return f"{self.prefix}-{name}"
 
     def address(self, name: str) -> str:
         return self.addresses[name]
@@ -66,12 +68,16 @@ class Network:
         return ["ip", "netns", "exec", self.netns(name), *argv]
 
     def up(self) -> Network:
-        clean()
+        clean(self.prefix)
         ip("link", "add", self.bridge, "type", "bridge")
         ip("addr", "add", f"{self.services}/{self.prefix_len}", "dev", self.bridge)
         ip("link", "set", self.bridge, "up")
         for index, name in enumerate(self.machines):
-            ns, outside, inside = self.netns(name), f"{PREFIX}v{index}", f"{PREFIX}i{index}"
+            ns, outside, inside = (
+                self.netns(name),
+                f"{self.prefix}v{index}",
+                f"{self.prefix}i{index}",
+            )
             ip("netns", "add", ns)
             ip("link", "add", outside, "type", "veth", "peer", "name", inside)
             ip("link", "set", inside, "netns", ns)
@@ -92,19 +98,19 @@ class Network:
         self.cut.discard((machine, other))
 
     def down(self) -> None:
-        clean()
+        clean(self.prefix)
 
 
-def clean() -> None:
-    """Remove every namespace, bridge and veth of this module's making (a namespace's
+def clean(prefix: str = PREFIX) -> None:
+    """Remove every namespace, bridge and veth a network of `prefix` made (a namespace's
     processes must be gone first; its veth goes with it)."""
     for line in ip("netns", "list", check=False).splitlines():
         name = line.split()[0] if line.strip() else ""
-        if name.startswith(f"{PREFIX}-"):
+        if name.startswith(f"{prefix}-"):
             ip("netns", "del", name, check=False)
     for line in ip("-o", "link", "show", check=False).splitlines():
         parts = line.split(":")
         if len(parts) > 1:
             name = parts[1].strip().split("@")[0]
-            if name.startswith(PREFIX):
+            if name.startswith((f"{prefix}br", f"{prefix}v", f"{prefix}i")):
                 ip("link", "del", name, check=False)

@@ -13,10 +13,13 @@ from bench.network import Network, ip
 from supervisor.net import free_port
 from tests.conftest import wait_for
 
+# names and addresses of the tests' own: a chaos run's network (bench/chaos.py) may be up
+PREFIX, SUBNET = "sgt", "10.204.0.0/24"
+
 
 @pytest.fixture
 def network() -> Iterator[Network]:
-    net = Network(("overlords", "host-a", "host-b")).up()
+    net = Network(("overlords", "host-a", "host-b"), SUBNET, PREFIX).up()
     try:
         yield net
     finally:
@@ -70,8 +73,10 @@ def test_a_partition_cuts_two_machines_apart_both_ways_and_nothing_else(network:
 
 
 def test_down_removes_every_namespace_and_link_it_made() -> None:
-    net = Network(("x", "y")).up()
+    net = Network(("x", "y"), SUBNET, PREFIX).up()
     assert {net.netns("x"), net.netns("y")} <= set(ip("netns", "list").split())
+    assert f"{PREFIX}v1" in ip("-o", "link", "show")
     net.down()
-    assert not any(n.startswith("sgc-") for n in ip("netns", "list").split())
-    assert "sgcbr0" not in ip("-o", "link", "show")
+    assert not any(n.startswith(f"{PREFIX}-") for n in ip("netns", "list").split())
+    links = ip("-o", "link", "show")
+    assert f"{PREFIX}br0" not in links and f"{PREFIX}v1" not in links
