@@ -991,6 +991,13 @@ def table(outcomes: list[Outcome]) -> None:
             f"{o.missing:>7} {recovery:>8}  {kinds}"
         )
     print("faults drawn: " + ", ".join(f"{k} {drawn.get(k, 0)}" for k in WEIGHTS))
+    recoveries = [o.recovery_s for o in outcomes if o.recovery_s is not None]
+    if recoveries:
+        print(
+            "recovery s: "
+            + ", ".join(f"p{q} {percentile(recoveries, q):.1f}" for q in (10, 50, 90, 99))
+            + f", max {max(recoveries):.1f}"
+        )
 
 
 if __name__ == "__main__":
