@@ -645,9 +645,7 @@ class Injector:
 
     def broker_kill(self, fault: Fault) -> str:
         kafka = self.stack.kafka
-        assert kafka.process is not None
-        os.killpg(kafka.process.pid, signal.SIGKILL)
-        kafka.process.wait(30)
+        kafka.kill()
         time.sleep(fault.hold)
         kafka.start(LONG_S)
         return f"SIGKILL the broker, down {fault.hold} s"
@@ -776,6 +774,7 @@ class Outcome:
     recovery_s: float | None = None
     error: str | None = None
     root: str = ""
+    commit: str = ""  # of the code the run ran (a sweep run in parts may span commits)
 
     @property
     def ok(self) -> bool:
@@ -814,9 +813,19 @@ def wait_until(predicate: Callable[[], bool], timeout: float, every: float = 1.0
     return False
 
 
+def head() -> str:
+    """The checkout's commit, with "+" when it has changes not committed."""
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain") else "")
+
+
 def run_once(seed: int, args: argparse.Namespace) -> Outcome:
     faults = schedule(seed, args.faults, args.window, args.kinds)
-    outcome = Outcome(seed, [asdict(f) for f in faults])
+    outcome = Outcome(seed, [asdict(f) for f in faults], commit=head())
     base = Path(args.keep) if args.keep else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"sluicegate-chaos-{seed}-", dir=base))
@@ -981,13 +990,15 @@ def main(argv: list[str] | None = None) -> int:
 def table(outcomes: list[Outcome]) -> None:
     drawn = Counter(f["kind"] for o in outcomes for f in o.faults)
     print(
-        f"{'seed':>5} {'ok':>3} {'records':>8} {'dupes':>5} {'missing':>7} {'recovery':>8}  faults"
+        f"{'seed':>5} {'commit':>8} {'ok':>3} {'records':>8} {'dupes':>5} {'missing':>7} "
+        f"{'recovery':>8}  faults"
     )
     for o in outcomes:
         kinds = ",".join(f["kind"] for f in o.faults)
         recovery = "-" if o.recovery_s is None else f"{o.recovery_s:.1f}"
         print(
-            f"{o.seed:>5} {'yes' if o.ok else 'NO':>3} {o.records:>8} {o.duplicates:>5} "
+            f"{o.seed:>5} {o.commit:>8} {'yes' if o.ok else 'NO':>3} {o.records:>8} "
+            f"{o.duplicates:>5} "
             f"{o.missing:>7} {recovery:>8}  {kinds}"
         )
     print("faults drawn: " + ", ".join(f"{k} {drawn.get(k, 0)}" for k in WEIGHTS))

@@ -12,11 +12,13 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from tasks.combiner import JobCombiner
 from tasks.engines.base import EngineName
 from tasks.engines.choice import Engines
 from tasks.indexer_state import ControlError, IndexerState
-from tasks.kafka_offsets import OffsetReader
+from tasks.kafka_offsets import OffsetReader, transient
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan
 from tasks.protocol import IndexKafkaTask, TaskState
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 # after min_batch_interval_s (at 20,000 records/s the interval's second was half a second of
 # freshness p99; a quiet task's batch of a few records still waits it out)
 BUSY_BATCH_RECORDS = 2_000
+BROKER_AWAY_WAIT_S = 1.0  # between asks while the broker cannot say where partitions end
 Checkpointer = Callable[[Offsets], None]
 
 
@@ -92,6 +95,7 @@ class KafkaIndexer:
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
         self.start = io.start_offsets()
         self.offsets = OffsetReader(io.consumerProperties, retry_transient=True)
+        self.broker_away: float | None = None  # since when Kafka could not say where it ends
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
         self.dimensions: list[tuple[str, str]] = []
         first = Sequence(0, dict(self.start), opened_at=self.clock())
@@ -311,7 +315,10 @@ class KafkaIndexer:
                 # a quiet task: its next batch waits, and Kafka is not asked until then
                 self._wait_for_a_request(early, or_closing=True)
                 continue
-            latest = self.offsets.latest(topic, partitions)
+            latest = self._latest(topic, partitions)
+            if latest is None:  # the broker is away: no batch until it answers again
+                self._wait_for_a_request(max(poll, BROKER_AWAY_WAIT_S))
+                continue
             batch_end = {
                 p: min(limit[p], latest[p], current[p] + budget)
                 if latest[p] > current[p]
@@ -337,6 +344,25 @@ class KafkaIndexer:
                 with self.lock:
                     self.in_flight = None
             self._maybe_request_checkpoint()
+
+    def _latest(self, topic: str, partitions: list[PartitionKey]) -> dict[PartitionKey, int] | None:
+        """Where the partitions end now; None while the broker cannot say for an error that
+        passes (down, restarting, electing leaders) past the offset reader's own retries. The
+        task waits for it as Druid's consumer does, still answering the overlord, instead of
+        failing: one line when the broker goes away, one when it is back."""
+        try:
+            latest = self.offsets.latest(topic, partitions)
+        except (KafkaException, TimeoutError) as exc:
+            if not transient(exc):
+                raise
+            if self.broker_away is None:
+                self.broker_away = self.clock()
+                log.warning("Kafka cannot say where %s ends (%s): waiting for it", topic, exc)
+            return None
+        if self.broker_away is not None:
+            log.info("Kafka answers again after %.1f s", self.clock() - self.broker_away)
+            self.broker_away = None
+        return latest
 
     def _batch_interval_s(self) -> float:
         """The least time from one batch's start to the next one's: none after a busy batch."""

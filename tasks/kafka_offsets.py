@@ -30,12 +30,23 @@ TRANSIENT = {
     KafkaError.REQUEST_TIMED_OUT,
     KafkaError._TRANSPORT,
     KafkaError._TIMED_OUT,
+    # what a broker that is restarting answers, or librdkafka says of it (bench/chaos.py seed
+    # 10: a broker down 2.6 s failed every reading task with the first two)
+    KafkaError._NOENT,  # "Failed to query partition leaders: No leaders found"
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.BROKER_NOT_AVAILABLE,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError._ALL_BROKERS_DOWN,
 }
 
 
-def transient(exc: KafkaException) -> bool:
+def transient(exc: Exception) -> bool:
     """A Kafka error that passes by itself (librdkafka's own retriable flag, or one of the
-    codes a broker answers while a partition's leadership settles)."""
+    codes a broker answers while a partition's leadership settles), or no answer in time."""
+    if isinstance(exc, TimeoutError):
+        return True
     error = exc.args[0] if exc.args else None
     return isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
 
@@ -50,11 +61,14 @@ class OffsetReader:
         """`retry_transient`: ask again, up to the timeout, while the broker answers an error
         that passes (a task's reads; not the overlord's lag probes, which answer at once)."""
         config = client_config(consumer_properties)
-        # librdkafka's own log lines go through Python logging (text or JSON like the rest)
-        self.admin = AdminClient({**config, "logger": KAFKA_LOG})  # type: ignore[dict-item]
         self.config = config
+        self.admin = self._client()
         self.timeout = timeout
         self.retry_transient = retry_transient
+
+    def _client(self) -> AdminClient:
+        # librdkafka's own log lines go through Python logging (text or JSON like the rest)
+        return AdminClient({**self.config, "logger": KAFKA_LOG})  # type: ignore[dict-item]
 
     def _list(
         self, stream: str, partitions: list[PartitionKey], spec: OffsetSpec
@@ -75,8 +89,13 @@ class OffsetReader:
                     keys[(tp.topic, tp.partition)]: future.result(self.timeout).offset
                     for tp, future in futures.items()
                 }
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:  # TimeoutError: not answered in time
                 late = time.monotonic() + RETRY_S >= deadline
+                if self.retry_transient and transient(exc) and late:
+                    # A client that saw a restarting broker's partitions without a leader
+                    # keeps saying "No leaders found" from its metadata cache long after
+                    # they have one again: the next call asks with a new one.
+                    self.admin = self._client()
                 if not self.retry_transient or not transient(exc) or late:
                     raise
                 KAFKA_LOG.info("offsets of %s asked again: %s", stream, exc)

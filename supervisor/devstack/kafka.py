@@ -278,6 +278,12 @@ class LocalKafka:
         assert self.process is not None
         return self.process.wait()
 
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would: no shutdown, its data kept for `start`."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+
     def stop(self, timeout: float = 30.0) -> None:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:

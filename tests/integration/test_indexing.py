@@ -24,6 +24,7 @@ from supervisor.services.publish import PublishService
 from tasks.indexer import KafkaIndexer
 from tasks.indexer_state import ControlError
 from tasks.protocol import IndexKafkaTask, PublishAction, TaskState
+from tests.conftest import wait_for
 
 N_PER_PARTITION = 400
 CHANNELS = ["#en", "#fr", "#de"]
@@ -697,3 +698,58 @@ def test_end_offsets_are_taken_once_a_pause_is_asked_before_the_loop_sits_paused
     assert indexer.pause(0.0) is None  # asked; the loop has not sat PAUSED yet
     assert indexer.set_end_offsets({0: 10}, finish=True) == {0: 10}
     assert indexer.pause_requested is False  # and the loop reads on to them
+
+
+def test_a_task_waits_out_a_broker_restart_and_reads_on(
+    jar_cache: Path, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    """The broker SIGKILLed under a reading task, down past the offset reader's own retries
+    (10 s), then started again on its data: the task waits for it, answering its controls
+    meanwhile, and reads on; every record is published once. (bench/chaos.py seed 10: a
+    broker down 2.6 s failed every reading task with "No leaders found" or
+    FENCED_LEADER_EPOCH from the latest-offsets request, and each was replaced.)"""
+    from tasks.kafka_offsets import OffsetReader
+
+    with LocalKafka(tmp_path / "kafka", jar_cache) as broker:
+        topic = f"restart-{uuid.uuid4().hex[:8]}"
+        create_topic(broker.bootstrap_servers, topic, 2)
+        total = 400
+        start, end = {0: 0, 1: 0}, {0: total, 1: total}
+        spec = task(topic, broker.bootstrap_servers, rollup=False, start=start, end=end)
+        spec.ioConfig.endSequenceNumbers = None  # read on until the end is set
+
+        def publisher(action: PublishAction) -> Any:
+            with sessions() as session:
+                return PublishService(session, utc_now).publish(spec.id, action)
+
+        indexer = KafkaIndexer(spec, spark, tmp_path / "work", tmp_path / "deep", publisher)
+        running, outcome, producer = run_past_a_first_record(indexer, broker, topic)
+        try:
+
+            def read(count: int) -> bool:
+                return sum(indexer.snapshot().current.values()) >= count
+
+            def write(numbers: range) -> None:
+                for n in numbers:
+                    producer.produce(topic, json.dumps(record(n)).encode(), partition=n % 2)
+                producer.flush(60)
+
+            write(range(1, total // 2))
+            wait_for(lambda: read(total // 2), 120, "the first half read")
+            broker.kill()
+            time.sleep(OffsetReader(spec.ioConfig.consumerProperties).timeout + 4)
+            assert running.is_alive() and not outcome, outcome
+            assert indexer.snapshot().status is TaskState.READING
+            assert indexer.pause(30) is not None  # it answers the overlord while it waits
+            indexer.resume()
+            broker.start()
+            write(range(total // 2, total))
+            wait_for(lambda: read(total), 120, "the second half read")
+            assert indexer.pause(30) is not None
+            indexer.set_end_offsets(indexer.snapshot().current, finish=True)
+            running.join(120)
+            assert outcome and outcome[0].status is TaskState.SUCCESS, outcome and outcome[0].error
+        finally:
+            indexer.abort("the test is over")  # a task waiting for a broker waits on
+            running.join(60)
+        assert sorted(r["id"] for r in published_rows(sessions)) == list(range(total))
