@@ -12,13 +12,11 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
-
 from tasks.combiner import JobCombiner
 from tasks.engines.base import EngineName
 from tasks.engines.choice import Engines
 from tasks.indexer_state import ControlError, IndexerState
-from tasks.kafka_offsets import OffsetReader, transient
+from tasks.kafka_offsets import KAFKA_ERRORS, OffsetReader, transient
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
 from tasks.pipeline import RowPlan
 from tasks.protocol import IndexKafkaTask, TaskState
@@ -352,7 +350,7 @@ class KafkaIndexer:
         failing: one line when the broker goes away, one when it is back."""
         try:
             latest = self.offsets.latest(topic, partitions)
-        except (KafkaException, TimeoutError) as exc:
+        except KAFKA_ERRORS as exc:
             if not transient(exc):
                 raise
             if self.broker_away is None:

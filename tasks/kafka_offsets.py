@@ -42,6 +42,10 @@ TRANSIENT = {
 }
 
 
+# what asking Kafka raises: its own errors, and TimeoutError when a future is not answered
+KAFKA_ERRORS = (KafkaException, TimeoutError)
+
+
 def transient(exc: Exception) -> bool:
     """A Kafka error that passes by itself (librdkafka's own retriable flag, or one of the
     codes a broker answers while a partition's leadership settles), or no answer in time."""
@@ -89,14 +93,14 @@ class OffsetReader:
                     keys[(tp.topic, tp.partition)]: future.result(self.timeout).offset
                     for tp, future in futures.items()
                 }
-            except (KafkaException, TimeoutError) as exc:  # TimeoutError: not answered in time
-                late = time.monotonic() + RETRY_S >= deadline
-                if self.retry_transient and transient(exc) and late:
+            except KAFKA_ERRORS as exc:
+                if not self.retry_transient or not transient(exc):
+                    raise
+                if time.monotonic() + RETRY_S >= deadline:
                     # A client that saw a restarting broker's partitions without a leader
                     # keeps saying "No leaders found" from its metadata cache long after
                     # they have one again: the next call asks with a new one.
                     self.admin = self._client()
-                if not self.retry_transient or not transient(exc) or late:
                     raise
                 KAFKA_LOG.info("offsets of %s asked again: %s", stream, exc)
                 time.sleep(RETRY_S)
