@@ -141,7 +141,8 @@ def observe(
     probe: TaskProbe | None = None,
     laps: dict[str, float] | None = None,
 ) -> tuple[Snapshot, SupervisorSpec, SpecVersion] | None:
-    """The snapshot of one supervisor, or None when it has no spec at all. `laps` gets the
+    """The snapshot of one supervisor, or None when it has no spec at all or was terminated
+    and has no task left running. `laps` gets the
     seconds spent reading the DB, asking Kafka and asking the tasks."""
     laps = {} if laps is None else laps
     began = time.monotonic()
@@ -163,11 +164,21 @@ def observe(
     # while Kafka and the tasks are asked over the network (the rows stay loaded).
     session.commit()
     laps["db"] = (asked := time.monotonic()) - began
-    io = spec.spec.ioConfig
-    pattern = io.topicPattern is not None
-    partitions, earliest, latest = stream.describe(
-        io.consumerProperties, io.topicPattern or io.topic or "", pattern
-    )
+    if tombstone:
+        # Terminated: its live tasks are wound down, which asks nothing of Kafka, and with
+        # none left the supervisor is gone at once (it did not wait on an unreachable broker).
+        live = [t for t in rows if t.status == TaskStatusCode.RUNNING]
+        if not live:
+            return None
+        partitions = tuple(sorted_keys({p for t in live for p in task_view(t).start}))
+        earliest: Offsets = {}
+        latest: Offsets = {}
+    else:
+        io = spec.spec.ioConfig
+        pattern = io.topicPattern is not None
+        partitions, earliest, latest = stream.describe(
+            io.consumerProperties, io.topicPattern or io.topic or "", pattern
+        )
     laps["kafka"] = (probed := time.monotonic()) - asked
     probe = probe or TaskProbe()
     probe.probe(rows)

@@ -18,6 +18,7 @@ from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.controller.reconciler import (
     SLOT_WAIT_S,
     SLOW_PASS_S,
+    Done,
     Reconciler,
     RequeueAfter,
     Retry,
@@ -47,10 +48,12 @@ class ScriptedStream(StreamReader):
     def __init__(self) -> None:
         self.latest = {0: 10, 1: 10, 2: 10}
         self.down = False
+        self.asked = 0  # describe calls
 
     def describe(
         self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
     ) -> tuple[tuple[int, ...], dict[int, int], dict[int, int]]:
+        self.asked += 1
         if self.down:
             raise StreamError("cannot reach Kafka at 127.0.0.1:1: broker down")
         return (0, 1, 2), {0: 0, 1: 0, 2: 0}, dict(self.latest)
@@ -139,6 +142,31 @@ def test_a_dead_broker_address_is_unable_to_connect(sessions: Any) -> None:
     assert passes.status.state == "UNHEALTHY_SUPERVISOR"
     assert dead in passes.status.recent_errors[-1].message
     assert runner.launched == []
+
+
+def test_a_terminated_supervisor_winds_down_and_is_done_without_asking_kafka(
+    sessions: Any,
+) -> None:
+    """Terminate with the broker unreachable: the pass rolls the running task over without
+    asking Kafka, and once no task runs the supervisor is done at once (it went on passing,
+    logging "cannot reach Kafka", for a minute and more)."""
+    clock, stream, runner = Clock(), ScriptedStream(), RecordingRunner()
+    submit(sessions, clock, "127.0.0.1:1")
+    passes = Passes(sessions, clock, stream, runner)
+    passes.run()
+    assert len(runner.launched) == 1 and stream.asked == 1
+    stream.down = True
+    with sessions() as session:
+        SupervisorService(session, clock).terminate("events", Actor())
+        session.commit()
+    result = passes.reconciler.reconcile("events")  # the task still runs: it is wound down
+    assert isinstance(result, RequeueAfter), result
+    assert stream.asked == 1 and len(runner.launched) == 1  # no Kafka asked, nothing started
+    with sessions() as session:
+        session.execute(update(TaskRow).values(status="SUCCESS"))
+        session.commit()
+    assert isinstance(passes.reconciler.reconcile("events"), Done)
+    assert stream.asked == 1
 
 
 def test_idle_after_inactivity_starts_nothing_and_new_data_wakes_it(sessions: Any) -> None:
