@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -69,10 +69,61 @@ async def list_tasks(
     state: str | None = Query(None),
     datasource: str | None = Query(None),
     max: int | None = Query(None, le=MAX_TASKS_LISTED),
+    type: str | None = Query(None),
+    createdTimeInterval: str | None = Query(None),
 ) -> list[dict[str, Any]]:
     readable = may_read(request)
-    listed = await with_service(request, lambda svc: svc.list_tasks(state, datasource, max))
+    listed = await with_service(
+        request, lambda svc: svc.list_tasks(state, datasource, max, type, createdTimeInterval)
+    )
     return [entry for entry in listed if readable(str(entry.get("dataSource", "")))]
+
+
+def _in_state(state: str) -> Callable[..., Awaitable[list[dict[str, Any]]]]:
+    """Druid's older list routes: /tasks?state=<state> under a name of their own."""
+
+    async def listed(
+        request: Request,
+        datasource: str | None = Query(None),
+        max: int | None = Query(None, le=MAX_TASKS_LISTED),
+        type: str | None = Query(None),
+        createdTimeInterval: str | None = Query(None),
+    ) -> list[dict[str, Any]]:
+        return await list_tasks(request, state, datasource, max, type, createdTimeInterval)
+
+    return listed
+
+
+for _state in ("running", "complete", "waiting", "pending"):
+    router.add_api_route(
+        f"/{_state}Tasks",
+        _in_state(_state),
+        methods=["GET"],
+        summary=f"List {_state} tasks (as /tasks?state={_state})",
+    )
+
+
+@router.post(
+    "/datasources/{datasource}/shutdownAllTasks",
+    summary="Shut down every running task of a datasource",
+)
+async def shutdown_all(
+    datasource: str, request: Request, who: Actor = Depends(actor)
+) -> dict[str, str]:
+    # intents, as one task's shutdown: each owner's pass kills its tasks (a supervisor's
+    # tasks are replaced by its next pass, as in Druid)
+    app = context(request)
+
+    def work(session: Session) -> set[str]:
+        fenced(request, session)
+        return TaskService(session, app.clock, app.runner).request_shutdown_all(datasource, who)
+
+    def wake(owners: set[str]) -> None:
+        for owner in sorted(owners):
+            intended(request, owner)
+
+    await in_session(request, work, wake)
+    return {"dataSource": datasource}
 
 
 @router.get("/task/{task_id}", summary="A task's payload", dependencies=READ)

@@ -24,10 +24,29 @@ task_group = api_group(
 @click.option("--state", type=click.Choice(STATES), help="Only tasks in this state.")
 @click.option("--datasource", help="Only tasks of this datasource.")
 @click.option("--max", "limit", type=click.IntRange(min=0), help="At most this many, newest first.")
+@click.option("--type", "task_type", help="Only tasks of this type (index_kafka).")
+@click.option(
+    "--created",
+    metavar="START_END",
+    help="Only tasks created in this interval: two ISO-8601 times joined by '_'.",
+)
 @pass_context
-def list_tasks(ctx: Context, state: str | None, datasource: str | None, limit: int | None) -> None:
+def list_tasks(
+    ctx: Context,
+    state: str | None,
+    datasource: str | None,
+    limit: int | None,
+    task_type: str | None,
+    created: str | None,
+) -> None:
     """List tasks, newest first."""
-    params = {"state": state, "datasource": datasource, "max": limit}
+    params = {
+        "state": state,
+        "datasource": datasource,
+        "max": limit,
+        "type": task_type,
+        "createdTimeInterval": created,
+    }
     found = ctx.client.get(f"{TASKS}/tasks", **{k: v for k, v in params.items() if v is not None})
     if ctx.json:
         emit_json(found)
@@ -120,6 +139,29 @@ def shutdown(ctx: Context, task_id: str, yes: bool) -> None:
         time.sleep(0.2)
     message = "shut down" if state != "RUNNING" else "shutdown requested (still running)"
     ctx.done(result, f"task {task_id} {message}")
+
+
+@task_group.command("shutdown-all")
+@click.argument("datasource")
+@yes_option
+@pass_context
+def shutdown_all(ctx: Context, datasource: str, yes: bool) -> None:
+    """Kill every running task of a datasource (Druid's shutdownAllTasks; its supervisor
+    replaces them: suspend it to stop ingesting). Waits a little, as shutdown does."""
+    confirm(f"Kill every running task of datasource {datasource}?", yes)
+    params = {"state": "running", "datasource": datasource}
+    asked = {t["id"] for t in ctx.client.get(f"{TASKS}/tasks", **params)}
+    result = ctx.client.post(f"{TASKS}/datasources/{datasource}/shutdownAllTasks")
+    deadline = time.monotonic() + SHUTDOWN_WAIT_S
+    while True:
+        left = asked & {t["id"] for t in ctx.client.get(f"{TASKS}/tasks", **params)}
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    message = f"{len(asked)} running task(s) of datasource {datasource} shut down"
+    if left:
+        message += f" ({len(left)} still running)"
+    ctx.done(result, message)
 
 
 segments_group = api_group("segments", "Published segments of a datasource.")

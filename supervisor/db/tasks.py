@@ -38,13 +38,23 @@ class TaskRepository:
         self.session.flush()
 
     def find(
-        self, statuses: tuple[str, ...] | None, datasource: str | None, limit: int | None
+        self,
+        statuses: tuple[str, ...] | None,
+        datasource: str | None,
+        limit: int | None,
+        task_type: str | None = None,
+        created: tuple[datetime, datetime] | None = None,
     ) -> list[TaskRow]:
+        """Tasks, newest first; `created`: made in [start, end)."""
         query = select(TaskRow).order_by(TaskRow.created_at.desc(), TaskRow.id)
         if statuses is not None:
             query = query.where(TaskRow.status.in_(statuses))
         if datasource is not None:
             query = query.where(TaskRow.datasource == datasource)
+        if task_type is not None:
+            query = query.where(TaskRow.type == task_type)
+        if created is not None:
+            query = query.where(TaskRow.created_at >= created[0], TaskRow.created_at < created[1])
         if limit is not None:
             query = query.limit(limit)
         return list(self.session.scalars(query))

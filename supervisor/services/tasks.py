@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,30 @@ def status_of(row: TaskRow, now: datetime) -> dict[str, object]:
         "dataSource": row.datasource,
         "errorMsg": row.error_msg,
     }
+
+
+def _interval(text: str) -> tuple[datetime, datetime]:
+    """Druid's createdTimeInterval: two ISO-8601 times joined by "_" (or "/"); UTC when
+    they name no zone."""
+    parts = text.replace("/", "_").split("_")
+    reason = "must be two ISO-8601 times joined by '_', e.g. 2026-11-01_2026-11-02"
+    if len(parts) != 2:
+        raise BadRequestError(f"createdTimeInterval: {reason}", field="createdTimeInterval")
+    times = []
+    for part in parts:
+        try:
+            moment = datetime.fromisoformat(part.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise BadRequestError(
+                f"createdTimeInterval: '{part}' is not an ISO-8601 time; {reason}",
+                field="createdTimeInterval",
+            ) from None
+        times.append(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    if times[1] < times[0]:
+        raise BadRequestError(
+            "createdTimeInterval: its end is before its start", field="createdTimeInterval"
+        )
+    return times[0], times[1]
 
 
 class TaskService:
@@ -192,8 +216,15 @@ class TaskService:
             self._start(row, task)
 
     def list_tasks(
-        self, state: str | None, datasource: str | None, limit: int | None
+        self,
+        state: str | None,
+        datasource: str | None,
+        limit: int | None,
+        task_type: str | None = None,
+        created_interval: str | None = None,
     ) -> list[dict[str, object]]:
+        """Druid's task list (GET /tasks and its runningTasks, completeTasks, waitingTasks,
+        pendingTasks aliases), newest first."""
         if state is not None and state not in STATE_FILTERS:
             raise BadRequestError(
                 f"state: must be one of {', '.join(STATE_FILTERS)}", field="state"
@@ -201,8 +232,22 @@ class TaskService:
         if limit is not None and limit < 0:
             raise BadRequestError("max: must not be negative", field="max")
         statuses = STATE_FILTERS[state] if state else None
+        created = None if created_interval is None else _interval(created_interval)
         now = self.clock()
-        return [status_of(r, now) for r in self.tasks.find(statuses, datasource, limit)]
+        found = self.tasks.find(statuses, datasource, limit, task_type, created)
+        return [status_of(r, now) for r in found]
+
+    def request_shutdown_all(self, datasource: str, actor: Actor) -> set[str]:
+        """Druid's shutdownAllTasks: a shutdown asked of every running task of the datasource.
+        Returns whose passes carry them out. A supervisor's tasks are replaced by its next
+        pass, as in Druid (suspend or terminate the supervisor to stop its ingestion)."""
+        actor.require(datasource, Action.WRITE)
+        owners = set()
+        for row in self.tasks.find((TaskStatusCode.RUNNING,), datasource, None):
+            owner = self.request_shutdown(row.id, actor)
+            if owner is not None:
+                owners.add(owner)
+        return owners
 
     def payload(self, task_id: str) -> dict[str, object]:
         row = self.require(task_id)

@@ -196,6 +196,25 @@ def test_every_command_against_a_running_supervisor(
     assert api.get(f"/druid/indexer/v1/task/{victim}/status").json()["status"]["status"] == (
         "FAILED"
     )
+    out = ok(capsys, *task, "list", "--type", "index_kafka", "--created", "2020-01-01_2020-01-02")
+    assert out == "no tasks\n"
+    code, _, err = run(capsys, *task, "list", "--created", "yesterday")
+    assert code == 1 and err.startswith("error: 400: createdTimeInterval: ")
+    # every running task of the datasource (the supervisor then starts new ones)
+    running = wait_for(
+        lambda: [
+            t["id"]
+            for t in api.get("/druid/indexer/v1/runningTasks").json()
+            if t["dataSource"] == "words"
+        ],
+        300,
+        "a task replacing the one shut down",
+    )
+    out = ok(capsys, *task, "shutdown-all", "words", "--yes")
+    assert out == f"{len(running)} running task(s) of datasource words shut down\n"
+    for gone in running:
+        status = api.get(f"/druid/indexer/v1/task/{gone}/status").json()["status"]
+        assert (status["status"], status["errorMsg"]) == ("FAILED", "Shutdown request from user")
 
     # every supervisor at once
     assert ok(capsys, *sup, "suspend-all", "--yes") == "every supervisor suspended\n"

@@ -217,6 +217,44 @@ def test_a_task_killed_mid_read_publishes_nothing(kafka: LocalKafka, overlord: A
     assert published(service) == (0, None)
 
 
+def test_shutdown_all_tasks_of_a_datasource_and_druids_older_list_routes(
+    kafka: LocalKafka, overlord: Any
+) -> None:
+    _, api = overlord
+    topic = topic_with(kafka, 2, 10)
+    for name, partition in (("t-all-0", 0), ("t-all-1", 1)):
+        body = payload(name, topic, kafka.bootstrap_servers, {partition: 0})
+        assert api.post(f"{TASKS}/task", json=body).status_code == 200
+    both = {"t-all-0", "t-all-1"}
+    running = api.get(f"{TASKS}/runningTasks").json()
+    assert {t["id"] for t in running} == both
+    assert running == api.get(f"{TASKS}/tasks", params={"state": "running"}).json()
+    assert api.get(f"{TASKS}/waitingTasks").json() == []
+    assert api.get(f"{TASKS}/pendingTasks").json() == []
+    assert len(api.get(f"{TASKS}/runningTasks", params={"type": "index_kafka"}).json()) == 2
+    assert api.get(f"{TASKS}/tasks", params={"type": "index_parallel"}).json() == []
+    today = running[0]["createdTime"][:10]
+    around = {"createdTimeInterval": f"{today}_{today}T23:59:59.999Z"}
+    assert len(api.get(f"{TASKS}/runningTasks", params=around).json()) == 2
+    before = {"createdTimeInterval": "2020-01-01_2020-01-02"}
+    assert api.get(f"{TASKS}/tasks", params=before).json() == []
+    for bad in ("2020-01-01", "yesterday_today", "2020-01-02_2020-01-01"):
+        refused = api.get(f"{TASKS}/tasks", params={"createdTimeInterval": bad})
+        assert refused.status_code == 400 and "createdTimeInterval" in refused.json()["error"]
+    # another datasource's shutdown touches nothing; this one's asks every running task's
+    other = api.post(f"{TASKS}/datasources/other/shutdownAllTasks")
+    assert other.json() == {"dataSource": "other"}
+    assert {t["id"] for t in api.get(f"{TASKS}/runningTasks").json()} == both
+    done = api.post(f"{TASKS}/datasources/events/shutdownAllTasks")
+    assert done.json() == {"dataSource": "events"}
+    wait_for(lambda: api.get(f"{TASKS}/runningTasks").json() == [], what="both shut down")
+    complete = api.get(f"{TASKS}/completeTasks", params={"datasource": "events"}).json()
+    assert {(t["id"], t["status"], t["errorMsg"]) for t in complete} == {
+        (name, "FAILED", "Shutdown request from user") for name in both
+    }
+    assert len(api.get(f"{TASKS}/completeTasks", params={"max": 1}).json()) == 1
+
+
 def test_shutdown_and_task_api_errors(kafka: LocalKafka, overlord: Any) -> None:
     service, api = overlord
     topic = topic_with(kafka, 1, 10)
