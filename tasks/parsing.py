@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tasks import flatten
 from tasks.spec.io_config import InputFormat
 
 SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka"}
@@ -23,8 +24,8 @@ def check(input_format: InputFormat, path: str) -> list[tuple[str, str]]:
             )
         ]
     problems: list[tuple[str, str]] = []
-    if input_format.type == "json" and extra.get("flattenSpec"):
-        problems.append((f"{path}.flattenSpec", "flattenSpec is not supported yet"))
+    if input_format.type == "json":
+        problems += flatten.parse(extra.get("flattenSpec"), f"{path}.flattenSpec")[1]
     if input_format.type in ("csv", "tsv", "delimited") and not extra.get("columns"):
         problems.append((f"{path}.columns", "streaming needs the columns listed"))
     if input_format.type == "kafka":
@@ -61,17 +62,27 @@ def _delimited(value: Any, input_format: InputFormat) -> Any:
 
 def value_fields(value: Any, input_format: InputFormat) -> Any:
     """Spark column: map<string,string> of the record's fields, null when unparseable."""
-    from pyspark.sql import functions as F
 
     if input_format.type == "json":
-        text = _text(value)
-        parsed = F.from_json(text, "map<string,string>", {"mode": "PERMISSIVE"})
-        # from_json keeps a repeated key twice and a lookup finds the first; rebuilt under the
-        # session's LAST_WIN policy the map keeps the last value, as Druid's Jackson map does.
-        fields = F.map_from_arrays(F.map_keys(parsed), F.map_values(parsed))
-        # A JSON value that is not an object (an array, a number) is unparseable too.
-        return F.when(F.ltrim(text).startswith("{"), fields)
+        return json_fields(_text(value), (input_format.model_extra or {}).get("flattenSpec"))
     return _delimited(_text(value), input_format)
+
+
+def json_fields(text: Any, flatten_spec: Any = None) -> Any:
+    """Spark column: the fields of a JSON object's text per its flattenSpec (None: its root
+    fields), null when it is not a JSON object."""
+    from pyspark.sql import functions as F
+
+    parsed = F.from_json(text, "map<string,string>", {"mode": "PERMISSIVE"})
+    # from_json keeps a repeated key twice and a lookup finds the first; rebuilt under the
+    # session's LAST_WIN policy the map keeps the last value, as Druid's Jackson map does.
+    fields = F.map_from_arrays(F.map_keys(parsed), F.map_values(parsed))
+    # A JSON value that is not an object (an array, a number) is unparseable too.
+    root = F.when(F.ltrim(text).startswith("{"), fields)
+    spec, problems = flatten.parse(flatten_spec, "flattenSpec")
+    if problems:  # refused at submit: a stored spec never has them
+        raise ValueError(f"flattenSpec: {problems}")
+    return root if spec is None else flatten.flattened(text, root, spec)
 
 
 def record_fields(record: Any, input_format: InputFormat) -> Any:

@@ -226,3 +226,51 @@ def test_transforms_feed_dimensions_filters_metrics_and_time(spark: Any, tmp_pat
         ("DRUID", "small", 2, "0", MS + 3_600_000),
         ("KAFKA", "big", 15, "0", MS + 3_600_000),
     ]
+
+
+def test_flatten_spec_paths_jq_tree_and_discovery(spark: Any, tmp_path: Path) -> None:
+    nested = {
+        "ts": "2026-11-22T10:00:00Z",
+        "page": "Main",
+        "user": {"name": "ann", "geo": {"city": "Oslo"}},
+        "tags": ["a", "b"],
+        "odd key": 7,
+    }
+    fields = [
+        {"type": "path", "name": "city", "expr": "$.user.geo.city"},
+        {"type": "jq", "name": "who", "expr": ".user.name"},
+        {"type": "tree", "name": "city2", "nodes": ["user", "geo", "city"]},
+        {"type": "path", "name": "second", "expr": "$.tags[1]"},
+        {"type": "path", "name": "odd", "expr": "$['odd key']"},
+        {"type": "path", "name": "gone", "expr": "$.user.nothing"},
+        {"type": "root", "name": "page"},
+    ]
+    dims = ["page", "city", "who", "city2", "second", "odd", "gone"]
+    schema = {"timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": dims}}
+    for discover in (True, False):
+        flatten = {"useFieldDiscovery": discover, "fields": fields}
+        result, rows = run(
+            spark, tmp_path, schema, [nested, b"not json"], {"type": "json", "flattenSpec": flatten}
+        )
+        assert result.stats.as_dict()["unparseable"] == 1
+        ((row),) = rows
+        assert {d: row[d] for d in dims} == {
+            "page": "Main",
+            "city": "Oslo",
+            "who": "ann",
+            "city2": "Oslo",
+            "second": "b",
+            "odd": "7",
+            "gone": None,
+        }
+    # the timestamp is found through discovery only: without it, no row has a time
+    no_discovery = {"useFieldDiscovery": False, "fields": fields[:1]}
+    result, rows = run(
+        spark, tmp_path, schema, [nested], {"type": "json", "flattenSpec": no_discovery}
+    )
+    assert rows == [] and result.stats.as_dict()["unparseable"] == 1
+    # schemaless dimensions: the discovered root fields and the flattened ones
+    schemaless = {"timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": []}}
+    flatten = {"fields": fields[:2]}
+    _, rows = run(spark, tmp_path, schemaless, [nested], {"type": "json", "flattenSpec": flatten})
+    assert rows[0]["city"] == "Oslo" and rows[0]["who"] == "ann" and rows[0]["page"] == "Main"
