@@ -16,6 +16,37 @@ FIXED_MS = {
 }
 SUPPORTED_QUERY = {"none", *FIXED_MS, *CALENDAR}
 SUPPORTED_SEGMENT = {*FIXED_MS, *CALENDAR}
+# Druid's standard granularities by the period each stands for (its GranularityType): a
+# period granularity in UTC without origin whose period is one of these is that granularity.
+STANDARD_PERIODS = {
+    "PT1S": "second",
+    "PT1M": "minute",
+    "PT2M": "two_minute",
+    "PT3M": "three_minute",
+    "PT4M": "four_minute",
+    "PT5M": "five_minute",
+    "PT10M": "ten_minute",
+    "PT15M": "fifteen_minute",
+    "PT30M": "thirty_minute",
+    "PT1H": "hour",
+    "PT6H": "six_hour",
+    "PT8H": "eight_hour",
+    "P1D": "day",
+    "P1W": "week",
+    "P1M": "month",
+    "P3M": "quarter",
+    "P1Y": "year",
+}
+
+
+def standard_period(granularity: dict[str, Any]) -> str | None:
+    """The standard granularity a {"type": "period"} one is, or None."""
+    if str(granularity.get("type", "")).lower() != "period":
+        return None
+    zone, origin = granularity.get("timeZone"), granularity.get("origin")
+    if zone not in (None, "UTC", "Etc/UTC") or origin is not None:
+        return None
+    return STANDARD_PERIODS.get(str(granularity.get("period", "")).strip().upper())
 
 
 def name_of(granularity: str | dict[str, Any]) -> str | None:
@@ -23,6 +54,8 @@ def name_of(granularity: str | dict[str, Any]) -> str | None:
     if isinstance(granularity, str):
         return granularity.strip().lower()
     kind = str(granularity.get("type", "")).lower()
+    if kind == "period":
+        kind = standard_period(granularity) or kind
     return kind if kind in SUPPORTED_QUERY or kind == "all" else None
 
 

@@ -23,6 +23,7 @@ from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reader import KafkaBatch
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 from tasks.spec.periods import duration_millis
+from tasks.spec.tuning_config import DEFAULT_MAX_TOTAL_ROWS
 from tasks.storage import LOCAL, Storage, parse
 
 log = logging.getLogger(__name__)
@@ -422,7 +423,7 @@ class KafkaIndexer:
             age_ms = (self.clock() - sequence.opened_at) * 1000 + step_ms / 2
             due = (
                 sequence.rows >= tuning.maxRowsPerSegment
-                or (tuning.maxTotalRows is not None and sequence.rows >= tuning.maxTotalRows)
+                or sequence.rows >= (tuning.maxTotalRows or DEFAULT_MAX_TOTAL_ROWS)
                 or age_ms >= duration_millis(tuning.intermediateHandoffPeriod, longest=None)
             )
             if not due:

@@ -54,7 +54,7 @@ def sorted_keys(keys: Iterable[PartitionKey]) -> list[PartitionKey]:
     return sorted(keys, key=order)
 
 
-def _java_string_hash(text: str) -> int:
+def java_string_hash(text: str) -> int:
     """Java's String.hashCode (UTF-16 code units, 32-bit wrap-around)."""
     data = text.encode("utf-16-be")
     value = 0
@@ -68,7 +68,7 @@ def task_group(key: PartitionKey, task_count: int) -> int:
     if isinstance(key, int):
         return key % task_count
     topic, number = split_key(key, "")
-    mixed = (31 * _java_string_hash(topic) + number) & 0xFFFFFFFF
+    mixed = (31 * java_string_hash(topic) + number) & 0xFFFFFFFF
     signed = mixed - (1 << 32) if mixed >= 1 << 31 else mixed
     return abs(signed) % task_count  # Java's Math.abs; Python's % keeps it non-negative
 

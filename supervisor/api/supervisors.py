@@ -18,6 +18,7 @@ from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.model.access import Action
 from supervisor.model.status import SupervisorStatus
+from supervisor.schemas.druid_form import druid_form
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.status import (
     parse_errors,
@@ -87,7 +88,7 @@ def _summary(
         return entry
     masked = mask_spec(row.payload)
     if spec:
-        entry["spec"] = masked
+        entry["spec"] = druid_form(masked)
     if system:
         entry["type"] = row.payload.get("type", "kafka")
         entry["source"] = masked["spec"]["ioConfig"].get("topic") or masked["spec"]["ioConfig"].get(

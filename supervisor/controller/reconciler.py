@@ -187,8 +187,9 @@ class Reconciler:
             memory.intents = True  # whatever it took is still pending: read it again
             memory.full_at = None
             log.warning("supervisor %s: pass failed: %s", supervisor_id, exc)
-            error = PassError(druid_timestamp(self.clock()), type(exc).__name__, str(exc))
-            failed = status.failed(error, isinstance(exc, StreamError))
+            stream = isinstance(exc, StreamError)
+            error = PassError(druid_timestamp(self.clock()), type(exc).__name__, str(exc), stream)
+            failed = status.failed(error, stream)
             self._publish(supervisor_id, memory, failed, began)
             return Retry(self.until_due(memory))
         if outcome is None or outcome.gone:

@@ -38,12 +38,14 @@ class PassError:
     timestamp: str
     exception_class: str
     message: str
+    stream_exception: bool = False  # Kafka could not be reached or described
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, str | bool]:
         return {
             "timestamp": self.timestamp,
             "exceptionClass": self.exception_class,
             "message": self.message,
+            "streamException": self.stream_exception,
         }
 
 
@@ -106,7 +108,12 @@ class SupervisorStatus:
             latest=offsets_from_json(raw["latest"]),
             offsets_updated=raw["offsetsUpdated"],
             recent_errors=tuple(
-                PassError(e["timestamp"], e["exceptionClass"], e["message"])
+                PassError(
+                    e["timestamp"],
+                    e["exceptionClass"],
+                    e["message"],
+                    bool(e.get("streamException", False)),
+                )
                 for e in raw["recentErrors"]
             ),
             current={t: offsets_from_json(o) for t, o in raw["current"].items()},

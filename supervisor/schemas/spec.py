@@ -56,21 +56,15 @@ class SupervisorSpec(DruidModel):
 
 
 def _normalize_layout(raw: dict[str, Any]) -> dict[str, Any]:
-    """Move the legacy top-level dataSchema/ioConfig/tuningConfig under `spec`."""
+    """Move the legacy top-level dataSchema/ioConfig/tuningConfig under `spec`. With `spec`
+    given, the top-level sections are Druid's read-back copies of it and are ignored, as Druid
+    ignores them (a spec read, edited inside `spec` and sent back is the edited spec)."""
     legacy = {key: raw[key] for key in _SECTIONS if key in raw}
     if not legacy:
         return raw
     body = {key: value for key, value in raw.items() if key not in _SECTIONS}
     if "spec" not in raw:
         body["spec"] = legacy
-        return body
-    nested = raw["spec"] if isinstance(raw["spec"], dict) else {}
-    for key, value in legacy.items():
-        if key in nested and nested[key] != value:
-            raise SpecError.single(
-                key, f"differs from spec.{key}; give it inside spec or at the top level, not both"
-            )
-    body["spec"] = {**legacy, **nested}
     return body
 
 

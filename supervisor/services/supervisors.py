@@ -27,6 +27,7 @@ from supervisor.db.repositories import (
 from supervisor.errors import BadRequestError, ForbiddenError, NotFoundError
 from supervisor.lru import CACHE_BYTES, Lru, json_weight
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
+from supervisor.schemas.druid_form import druid_form
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec
@@ -181,7 +182,7 @@ class SupervisorService:
         return supervisor_id, True
 
     def get(self, supervisor_id: str) -> dict[str, object]:
-        return mask_spec(self._require(supervisor_id).payload)
+        return druid_form(mask_spec(self._require(supervisor_id).payload))
 
     def list_active(self) -> list[SupervisorSpecRow]:
         return self.specs.all_active()
@@ -214,7 +215,8 @@ class SupervisorService:
 
     @staticmethod
     def version_entry(row: SupervisorSpecRow) -> dict[str, object]:
-        return {"spec": mask_spec(row.payload), "version": druid_timestamp(row.created_at)}
+        spec = druid_form(mask_spec(row.payload))
+        return {"spec": spec, "version": druid_timestamp(row.created_at)}
 
     def set_suspended(self, supervisor_id: str, suspended: bool, actor: Actor) -> dict[str, object]:
         row = self._require(supervisor_id)
@@ -231,7 +233,7 @@ class SupervisorService:
             parent=row,
             suspended=suspended,
         )
-        return mask_spec(payload)
+        return druid_form(mask_spec(payload))
 
     def set_all_suspended(self, suspended: bool, actor: Actor) -> None:
         """Every supervisor the actor may write (Druid's suspendAll and resumeAll)."""

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from tasks.spec.base import DruidModel, LongPeriod, PositivePeriod
 
 INT_MAX = 2_147_483_647
+DEFAULT_MAX_TOTAL_ROWS = 20_000_000
 
 
 class KafkaTuningConfig(DruidModel):
@@ -17,7 +18,8 @@ class KafkaTuningConfig(DruidModel):
     maxBytesInMemory: int = Field(default=0, ge=-1)
     skipBytesInMemoryOverheadCheck: bool = False
     maxRowsPerSegment: int = Field(default=5_000_000, gt=0)
-    maxTotalRows: int | None = Field(default=20_000_000, gt=0)
+    # None: Druid's default (DEFAULT_MAX_TOTAL_ROWS), written as null as Druid writes it
+    maxTotalRows: int | None = Field(default=None, gt=0)
     intermediatePersistPeriod: PositivePeriod = "PT10M"
     intermediateHandoffPeriod: LongPeriod = f"P{INT_MAX}D"
     maxPendingPersists: int = Field(default=0, ge=0)

@@ -125,6 +125,7 @@ def test_stream_lost_after_a_healthy_pass_then_back(sessions: Any) -> None:
     assert passes.status.detailed_state == "LOST_CONTACT_WITH_STREAM"
     assert not passes.status.healthy
     assert "broker down" in passes.status.recent_errors[-1].message
+    assert passes.status.recent_errors[-1].to_json()["streamException"] is True
     stream.down = False
     passes.run()
     assert passes.status.state == passes.status.detailed_state == "RUNNING"

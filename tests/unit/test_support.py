@@ -83,8 +83,8 @@ CASES: list[tuple[str, Any, str, str]] = [
     (
         f"{IO}.inputFormat",
         {"type": "json", "flattenSpec": {"fields": [{"type": "path"}]}},
-        f"{IO}.inputFormat.flattenSpec",
-        "flattenSpec is not supported yet",
+        f"{IO}.inputFormat.flattenSpec.fields[0].name",
+        "is required",
     ),
     (
         f"{IO}.inputFormat",
