@@ -15,10 +15,8 @@ def unsupported(
     """Every part of the pipeline's input that is not supported yet, with its field path."""
     problems: list[tuple[str, str]] = []
     ds = "dataSchema"
-    if schema.parser is not None:
-        problems.append(
-            (f"{ds}.parser", "the legacy parser is not supported; use ioConfig.inputFormat")
-        )
+    if schema.parser is not None and input_format is None:  # a parser is read as one
+        problems.append((f"{ds}.parser", "is read only beside the inputFormat it stands for"))
     if input_format is not None:
         problems += parsing.check(input_format, "ioConfig.inputFormat")
     dims = schema.dimensionsSpec

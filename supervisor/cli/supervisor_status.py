@@ -73,6 +73,8 @@ def render_status(status: dict[str, Any]) -> str:
         lines += [
             f"  {e['timestamp']}  {e['exceptionClass']}: {e['message']}" for e in p["recentErrors"]
         ]
+    if p.get("warnings"):
+        lines += ["", "warnings:"] + [f"  {w}" for w in p["warnings"]]
     return "\n".join(lines)
 
 

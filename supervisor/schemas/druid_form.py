@@ -230,8 +230,8 @@ def _data_schema(schema: dict[str, Any]) -> dict[str, Any]:
             **_rest(transform, {"filter", "transforms"}),
         },
     }
-    if schema.get("parser") is not None:
-        written["parser"] = schema["parser"]
+    if schema.get("parser") is not None:  # Druid writes the parser's sections as null
+        written |= {"timestampSpec": None, "dimensionsSpec": None, "parser": schema["parser"]}
     return {**written, **_rest(schema, set(written))}
 
 

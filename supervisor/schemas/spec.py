@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from supervisor.lru import CACHE_BYTES, Lru, json_weight
+from tasks.spec import legacy_parser
 from tasks.spec.base import DruidModel
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.errors import SpecError, field_error, from_validation_error
@@ -80,6 +81,13 @@ def parse_supervisor_spec(raw: Any) -> SupervisorSpec:
             "type", f"unsupported supervisor type '{kind}'; Sluicegate runs type 'kafka'"
         )
     body = _normalize_layout(raw)
+    if isinstance(body.get("spec"), dict):
+        section = body["spec"]
+        schema, io = legacy_parser.translate(
+            section.get("dataSchema"), section.get("ioConfig"), "spec."
+        )
+        if schema is not section.get("dataSchema"):
+            body = {**body, "spec": {**section, "dataSchema": schema, "ioConfig": io}}
     try:
         return SupervisorSpec.model_validate(body)
     except ValidationError as exc:

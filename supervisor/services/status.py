@@ -16,9 +16,10 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.model.status import SupervisorState, SupervisorStatus
 from supervisor.model.views import TaskView, task_view
-from supervisor.schemas.spec import stored_spec
+from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
 from tasks.protocol import TaskStatusCode
+from tasks.spec import legacy_parser
 from tasks.spec.periods import duration_millis
 
 T = TypeVar("T")
@@ -125,8 +126,18 @@ def status_report(
             "suspended": suspended,
             **states(loop, suspended),
             "recentErrors": [e.to_json() for e in loop.recent_errors] if loop else [],
+            "warnings": spec_warnings(spec),
         },
     }
+
+
+def spec_warnings(spec: SupervisorSpec) -> list[str]:
+    """What of the spec works, but not as written (a legacy parser read as an inputFormat)."""
+    schema, io = spec.spec.dataSchema, spec.spec.ioConfig
+    if schema.parser is None:
+        return []
+    given = io.inputFormat.to_json() if io.inputFormat is not None else None
+    return [legacy_parser.warning(schema.parser, given)]
 
 
 def _ask_running_tasks(

@@ -28,6 +28,7 @@ from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import PROPERTIES, mask_task
 from supervisor.services.supervisors import Actor, intend
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
+from tasks.spec import legacy_parser
 from tasks.spec.errors import FieldError, SpecError, from_validation_error
 from tasks.support import unsupported
 
@@ -57,6 +58,9 @@ def parse_task(raw: object, access: KafkaAccess) -> IndexKafkaTask:
             "type",
             f"unsupported task type '{raw.get('type')}'; Sluicegate runs 'index_kafka' tasks",
         )
+    schema, io = legacy_parser.translate(raw.get("dataSchema"), raw.get("ioConfig"))
+    if schema is not raw.get("dataSchema"):
+        raw = {**raw, "dataSchema": schema, "ioConfig": io}
     try:
         task = IndexKafkaTask.model_validate(raw)
     except ValidationError as exc:

@@ -146,3 +146,37 @@ def test_joda_forms() -> None:
         "time",
         "value",
     ]
+
+
+def test_a_legacy_parser_spec_runs_as_its_input_format_and_says_so(api: httpx.Client) -> None:
+    body = spec("legacy")
+    del body["spec"]["ioConfig"]["inputFormat"]
+    schema = body["spec"]["dataSchema"]
+    parser = {
+        "type": "string",
+        "parseSpec": {
+            "format": "json",
+            "timestampSpec": schema.pop("timestampSpec"),
+            "dimensionsSpec": schema.pop("dimensionsSpec"),
+            "flattenSpec": {"fields": [{"type": "path", "name": "city", "expr": "$.geo.city"}]},
+        },
+    }
+    schema["parser"] = parser
+    assert api.post(BASE, json=body).status_code == 200
+    got = api.get(f"{BASE}/legacy").json()
+    assert got["dataSchema"]["parser"] == parser  # as given
+    assert got["ioConfig"]["inputFormat"] == {
+        "type": "json",
+        "flattenSpec": parser["parseSpec"]["flattenSpec"],
+    }
+    # Druid reads a parser spec's timestampSpec and dimensionsSpec back as null
+    assert got["dataSchema"]["timestampSpec"] is got["dataSchema"]["dimensionsSpec"] is None
+    (warning,) = api.get(f"{BASE}/legacy/status").json()["payload"]["warnings"]
+    assert "dataSchema.parser (type string) is deprecated" in warning
+    assert "read as ioConfig.inputFormat of type json" in warning
+    # read back and sent again (parser and the inputFormat it stands for): the same spec
+    got["spec"]["ioConfig"]["taskCount"] = 2
+    answer = api.post(BASE, json=got)
+    assert answer.status_code == 200, answer.text
+    assert api.get(f"{BASE}/legacy").json()["spec"]["ioConfig"]["taskCount"] == 2
+    assert api.get(f"{BASE}/wiki/status").status_code == 404
