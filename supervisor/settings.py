@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     # Environment variables a spec's druid.dynamic.config.provider may name (a regular
     # expression over the whole name; none by default).
     spec_environment: str = ""
+    # Where specs' schema registries and Protobuf descriptor files may be (URL or path
+    # prefixes, comma-separated: "http://registry:8081/,/etc/sluicegate/protos/"). None by
+    # default: an inputFormat cannot make the tasks fetch a URL or read a file.
+    allowed_schema_locations: str = ""
 
     @field_validator("deep_storage", mode="before")
     @classmethod

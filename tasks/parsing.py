@@ -1,4 +1,5 @@
-"""Kafka records → a map of string fields, per the inputFormat (json, csv, tsv, delimited, kafka).
+"""Kafka records → a map of string fields, per the inputFormat (json, csv, tsv, delimited,
+kafka, and the binary avro_stream, avro_ocf and protobuf, decoded to JSON first: `decoded`).
 
 A record that cannot be parsed gets a null map; the pipeline counts and samples it.
 """
@@ -7,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks import flatten
+from tasks import binary_formats, flatten
+from tasks.decoders import BINARY_FORMATS
 from tasks.spec.io_config import InputFormat
 
-SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka"}
+SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka", *BINARY_FORMATS}
+DECODED = "array<struct<json:string,error:string>>"  # a Kafka record's records as JSON
 
 
 def check(input_format: InputFormat, path: str) -> list[tuple[str, str]]:
@@ -24,8 +27,10 @@ def check(input_format: InputFormat, path: str) -> list[tuple[str, str]]:
             )
         ]
     problems: list[tuple[str, str]] = []
-    if input_format.type == "json":
+    if input_format.type == "json" or input_format.type in BINARY_FORMATS:
         problems += flatten.parse(extra.get("flattenSpec"), f"{path}.flattenSpec")[1]
+    if input_format.type in BINARY_FORMATS:
+        problems += binary_formats.problems(input_format, path)
     if input_format.type in ("csv", "tsv", "delimited") and not extra.get("columns"):
         problems.append((f"{path}.columns", "streaming needs the columns listed"))
     if input_format.type == "kafka":
@@ -63,9 +68,49 @@ def _delimited(value: Any, input_format: InputFormat) -> Any:
 def value_fields(value: Any, input_format: InputFormat) -> Any:
     """Spark column: map<string,string> of the record's fields, null when unparseable."""
 
-    if input_format.type == "json":
+    if input_format.type == "json" or input_format.type in BINARY_FORMATS:  # (decoded)
         return json_fields(_text(value), (input_format.model_extra or {}).get("flattenSpec"))
     return _delimited(_text(value), input_format)
+
+
+def binary(input_format: InputFormat) -> InputFormat | None:
+    """The binary format records are decoded from (a kafka format's valueFormat), if any."""
+    if input_format.type == "kafka":
+        value_format = InputFormat.model_validate((input_format.model_extra or {})["valueFormat"])
+        return value_format if value_format.type in BINARY_FORMATS else None
+    return input_format if input_format.type in BINARY_FORMATS else None
+
+
+def decoded(frame: Any, input_format: InputFormat) -> Any:
+    """Kafka source rows of a binary format → a row per record each holds, its value the
+    record as JSON text (null when it cannot be decoded: `__decode_error` says why), with the
+    Kafka record's size (`__size`) and bytes in base64 (`__encoded`, for the samples). An
+    object container file holds any number of records; the other formats one."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    spec = json.dumps((binary(input_format) or input_format).to_json(), sort_keys=True)
+
+    def decode_values(values: Any) -> Any:  # a pandas Series of bytes, in a Python worker
+        from tasks import decoders
+
+        made = decoders.decoder(json.loads(spec))
+        return values.map(
+            lambda v: [{"json": j, "error": e} for j, e in decoders.json_texts(made, v)]
+        )
+
+    pandas_udf: Any = F.pandas_udf  # type: ignore[attr-defined]
+    decode = pandas_udf(decode_values, DECODED)
+
+    return (
+        frame.withColumn("__size", F.coalesce(F.length("value"), F.lit(0)))
+        .withColumn("__encoded", F.base64("value"))
+        .withColumn("__record", F.explode(decode(F.col("value"))))
+        .withColumn("value", F.col("__record.json"))
+        .withColumn("__decode_error", F.col("__record.error"))
+        .drop("__record")
+    )
 
 
 def json_fields(text: Any, flatten_spec: Any = None) -> Any:

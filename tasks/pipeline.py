@@ -208,16 +208,24 @@ def parse_batch(plan: RowPlan, frame: Any) -> Any:
     transforms, and its __status (ok, unparseable, thrownAway), __reason and __error flag."""
     from pyspark.sql import functions as F
 
+    binary = parsing.binary(plan.input_format) is not None
+    if binary:
+        frame = parsing.decoded(frame, plan.input_format)
     fields = parsing.record_fields(frame, plan.input_format)
+    size = F.col("__size") if binary else F.coalesce(F.length("value"), F.lit(0))
+    raw = F.col("value").cast("string")
     base = frame.select(
         "partition",
         "offset",
-        F.coalesce(F.length("value"), F.lit(0)).alias("__bytes"),
-        F.col("value").cast("string").alias("__raw"),
+        size.alias("__bytes"),
+        (F.coalesce(raw, F.col("__encoded")) if binary else raw).alias("__raw"),
         fields.alias("__fields"),
+        *(["__decode_error"] if binary else []),
     ).withColumn("__ts", timestamps.time_ms(plan.schema.timestampSpec, _input))
     base = with_transforms(plan, base)
     status, reason = _status(plan)
+    if binary:  # why a record could not be decoded, first
+        reason = F.coalesce(F.col("__decode_error"), reason)
     return base.select(
         "*",
         status.alias("__status"),

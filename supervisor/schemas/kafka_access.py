@@ -6,7 +6,9 @@ secret to any address): each is refused at submit, with a 400 naming the key, un
 operator allows it (`SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES`). The service's own Kafka
 clients (partitions, offsets, lag) take only what reaching the broker needs, plus what the
 operator allowed; tasks get the spec's properties as given. Druid's dynamic config provider
-may name only the environment variables the operator allows (`SLUICEGATE_SPEC_ENVIRONMENT`)."""
+may name only the environment variables the operator allows (`SLUICEGATE_SPEC_ENVIRONMENT`).
+A schema registry or a Protobuf descriptor file an inputFormat names is fetched or read by the
+tasks: each must lie under a place the operator allows (`SLUICEGATE_ALLOWED_SCHEMA_LOCATIONS`)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from supervisor.schemas.secrets import PROPERTIES, is_secret
 from supervisor.settings import Settings
+from tasks import binary_formats
 from tasks.kafka_properties import PROVIDER, provider_variables, resolved
 from tasks.spec.errors import FieldError, SpecError
 
@@ -71,16 +75,47 @@ class KafkaAccess:
 
     allowed: frozenset[str] = frozenset()
     environment: str = ""
+    # where an inputFormat's schema registry and descriptor files may be: URL or path
+    # prefixes ("http://registry:8081/", "file:///etc/protos/", "/etc/protos/")
+    schema_locations: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, allowed: str, environment: str) -> KafkaAccess:
+    def parse(cls, allowed: str, environment: str, schema_locations: str = "") -> KafkaAccess:
         names = frozenset(name.strip() for name in allowed.split(",") if name.strip())
-        return cls(names, environment.strip())
+        places = tuple(p.strip() for p in schema_locations.split(",") if p.strip())
+        return cls(names, environment.strip(), places)
 
     @classmethod
     def of(cls, settings: Settings) -> KafkaAccess:
         """The operator's leave as the service's settings give it."""
-        return cls.parse(settings.allowed_consumer_properties, settings.spec_environment)
+        return cls.parse(
+            settings.allowed_consumer_properties,
+            settings.spec_environment,
+            settings.allowed_schema_locations,
+        )
+
+    def format_problems(self, input_format: Any, path: str) -> list[FieldError]:
+        """The schema registries and descriptor files an inputFormat names that the operator
+        has not allowed (a task would fetch or read them)."""
+        if not isinstance(input_format, dict):
+            return []
+        return [
+            FieldError(
+                field,
+                f"names {location}, which the operator has not allowed specs to name "
+                "(SLUICEGATE_ALLOWED_SCHEMA_LOCATIONS)",
+            )
+            for field, location in binary_formats.locations(input_format, path)
+            if not self._allows_location(location)
+        ]
+
+    def _allows_location(self, location: str) -> bool:
+        parsed = urlparse(location)
+        if parsed.scheme not in ("http", "https", "file", ""):
+            return False
+        if ".." in parsed.path.split("/"):
+            return False  # a prefix must not be left by climbing out of it
+        return any(location.startswith(prefix) for prefix in self.schema_locations)
 
     def allows(self, key: str) -> bool:
         return any(

@@ -165,7 +165,11 @@ class SupervisorService:
         if latest is not None:
             actor.require(latest.datasource, Action.WRITE)
         payload = restore_masked(payload, previous.payload if previous else None)
-        self.access.check(payload["spec"]["ioConfig"]["consumerProperties"])
+        io = payload["spec"]["ioConfig"]
+        problems = self.access.problems(io["consumerProperties"])
+        problems += self.access.format_problems(io.get("inputFormat"), "spec.ioConfig.inputFormat")
+        if problems:
+            raise SpecError(problems)
         if previous is not None:
             _check_update(payload, previous.payload)
             if skip_if_unmodified and previous.payload == payload:

@@ -70,6 +70,9 @@ def parse_task(raw: object, access: KafkaAccess) -> IndexKafkaTask:
         FieldError(f"ioConfig.consumerProperties{e.field[len(PROPERTIES) :]}", e.reason)
         for e in access.problems(task.ioConfig.consumerProperties)
     ]
+    given = task.ioConfig.inputFormat
+    if given is not None:
+        problems += access.format_problems(given.to_json(), "ioConfig.inputFormat")
     if problems:
         raise SpecError(problems)
     return task

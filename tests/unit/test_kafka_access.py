@@ -100,3 +100,30 @@ def test_what_librdkafka_cannot_take_stays_for_it_to_refuse() -> None:
     }
     kerberos = {"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"}
     assert librdkafka_config(kerberos) == kerberos
+
+
+def test_schema_registries_and_descriptor_files_need_the_operators_leave() -> None:
+    registry = {
+        "type": "avro_stream",
+        "avroBytesDecoder": {"type": "schema_registry", "urls": ["http://reg:8081/apis"]},
+    }
+    descriptor = {
+        "type": "protobuf",
+        "protoBytesDecoder": {"type": "file", "descriptor": "file:///etc/protos/w.desc"},
+    }
+    none = KafkaAccess()
+    assert [e.field for e in none.format_problems(registry, "f")] == [
+        "f.avroBytesDecoder.urls[0]"
+    ]
+    assert "SLUICEGATE_ALLOWED_SCHEMA_LOCATIONS" in none.format_problems(descriptor, "f")[0].reason
+    allowed = KafkaAccess.parse("", "", "http://reg:8081/, file:///etc/protos/")
+    assert allowed.format_problems(registry, "f") == []
+    assert allowed.format_problems(descriptor, "f") == []
+    climbing = {
+        "type": "protobuf",
+        "protoBytesDecoder": {"type": "file", "descriptor": "file:///etc/protos/../shadow"},
+    }
+    assert len(allowed.format_problems(climbing, "f")) == 1
+    elsewhere = {**registry, "avroBytesDecoder": {"type": "schema_registry", "url": "http://evil"}}
+    assert len(allowed.format_problems(elsewhere, "f")) == 1
+    assert allowed.format_problems({"type": "json"}, "f") == []

@@ -76,9 +76,9 @@ CASES: list[tuple[str, Any, str, str]] = [
     ),
     (
         f"{IO}.inputFormat",
-        {"type": "avro_stream"},
+        {"type": "orc"},
         f"{IO}.inputFormat.type",
-        "input format 'avro_stream' is not supported yet",
+        "input format 'orc' is not supported yet",
     ),
     (
         f"{IO}.inputFormat",
@@ -89,8 +89,8 @@ CASES: list[tuple[str, Any, str, str]] = [
     (
         f"{IO}.inputFormat",
         {"type": "kafka", "valueFormat": {"type": "protobuf"}},
-        f"{IO}.inputFormat.valueFormat.type",
-        "input format 'protobuf'",
+        f"{IO}.inputFormat.valueFormat.protoBytesDecoder",
+        "needs its protoBytesDecoder",
     ),
 ]
 
