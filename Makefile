@@ -21,9 +21,11 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/sluicegate resolve-jars
 
-# the S3-compatible server of `sluicegate s3-local` and the tests (SeaweedFS, built once)
+# the S3-compatible server of `sluicegate s3-local` and the tests (SeaweedFS, built once), and
+# the schema registry of `sluicegate registry-local` and the tests (Apicurio, downloaded once)
 tools: $(STAMP)
 	$(BIN)/python -m supervisor.devstack.s3 install
+	$(BIN)/python -m supervisor.devstack.registry install
 
 lint: $(STAMP)
 	$(BIN)/ruff check supervisor tasks migrations tests bench

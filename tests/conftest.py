@@ -28,6 +28,7 @@ from supervisor.app import create_app
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
+from supervisor.devstack.registry import LocalRegistry
 from supervisor.devstack.s3 import LocalS3
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
@@ -84,6 +85,13 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
     """A real S3 server (SeaweedFS) with a bucket `segments`, test credentials."""
     with LocalS3(tmp_path_factory.mktemp("s3"), "segments", "test-key", "test-secret-1") as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """A real Confluent-compatible schema registry (Apicurio), its schemas in memory."""
+    with LocalRegistry(tmp_path_factory.mktemp("registry")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from supervisor.cli.dev import (
     kafka_local,
     postgres_local,
     quickstart,
+    registry_local,
     resolve_jars,
     s3_local,
     serve,
@@ -46,6 +47,7 @@ cli.add_command(kafka_local)
 cli.add_command(postgres_local)
 cli.add_command(spark_local)
 cli.add_command(s3_local)
+cli.add_command(registry_local)
 cli.add_command(worker)
 cli.add_command(quickstart)
 cli.add_command(resolve_jars)

@@ -384,6 +384,43 @@ def s3_local(port: int, data_dir: Path, bucket: str) -> None:
     )
 
 
+@click.command("registry-local")
+@click.option("--port", type=click.IntRange(0, 65535), default=8081, show_default=True)
+@click.option(
+    "--data-dir",
+    "--dir",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/registry"),
+    show_default=True,
+    help="Its log and scratch files.",
+)
+def registry_local(port: int, data_dir: Path) -> None:
+    """Run a real Confluent-compatible schema registry (Apicurio Registry, installed by `make
+    setup`) on 127.0.0.1 until SIGINT/SIGTERM. Schemas are held in memory: they last until it
+    stops."""
+    from supervisor.devstack.registry import VERSION, LocalRegistry, RegistryError
+
+    server = LocalRegistry(data_dir, port)
+
+    def start() -> None:
+        server.start()
+        click.echo(
+            f"Schema registry (Apicurio {VERSION}) ready at {server.url} (in memory; log in "
+            f"{server.log}); Ctrl-C stops it"
+        )
+
+    _in_foreground(
+        "Schema registry",
+        start,
+        server.wait,
+        server.request_stop,
+        server.stop,
+        (RegistryError,),
+        str(server.log),
+    )
+
+
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _SPARK_SIZE = re.compile(r"[1-9][0-9]{0,6}[kKmMgGtT]")
 

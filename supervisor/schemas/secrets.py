@@ -43,7 +43,13 @@ _DESTINATION = re.compile(
 )
 
 
+# Named like secrets, but say where a secret is, not what it is.
+_NOT_SECRET_KEYS = frozenset({"basic.auth.credentials.source"})
+
+
 def is_secret(key: str) -> bool:
+    if key.lower() in _NOT_SECRET_KEYS:
+        return False
     if key.lower() in _SECRET_KEYS or key.lower().endswith(".pem"):
         return True
     return any(word.lower() in _SECRET_WORDS for word in _WORD.findall(key))
@@ -56,6 +62,36 @@ def is_destination(key: str) -> bool:
 def _properties(spec: dict[str, Any]) -> dict[str, Any] | None:
     props = spec.get("spec", {}).get("ioConfig", {}).get("consumerProperties")
     return props if isinstance(props, dict) else None
+
+
+_DECODERS = ("avroBytesDecoder", "protoBytesDecoder")
+
+
+def decoder_sections(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
+    """(path, holder, key) of each schema registry decoder's config and headers (which hold
+    its credentials: basic.auth.user.info) in the inputFormat, a kafka one's valueFormat and
+    a legacy parser."""
+    body: dict[str, Any] = spec["spec"] if isinstance(spec.get("spec"), dict) else {}
+    places: list[tuple[str, Any]] = []
+    io: dict[str, Any] = body["ioConfig"] if isinstance(body.get("ioConfig"), dict) else {}
+    given = io.get("inputFormat")
+    places.append(("spec.ioConfig.inputFormat", given))
+    if isinstance(given, dict):
+        places.append(("spec.ioConfig.inputFormat.valueFormat", given.get("valueFormat")))
+    schema: dict[str, Any] = body["dataSchema"] if isinstance(body.get("dataSchema"), dict) else {}
+    places.append(("spec.dataSchema.parser", schema.get("parser")))
+    found = []
+    for path, holder in places:
+        if not isinstance(holder, dict):
+            continue
+        for name in _DECODERS:
+            decoder = holder.get(name)
+            if not isinstance(decoder, dict):
+                continue
+            for key in ("config", "headers"):
+                if isinstance(decoder.get(key), dict):
+                    found.append((f"{path}.{name}.{key}", decoder, key))
+    return found
 
 
 def _mask(node: Any) -> None:
@@ -76,6 +112,8 @@ def mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """A copy of a normalized spec (or a tombstone) with every secret value masked."""
     masked = copy.deepcopy(spec)
     _mask(_properties(masked))
+    for _, holder, key in decoder_sections(masked):
+        _mask(holder[key])
     return masked
 
 
@@ -109,6 +147,7 @@ def restore_masked(spec: dict[str, Any], previous: dict[str, Any] | None) -> dic
     """An update that sends back a masked value keeps the stored secret instead of the mask,
     as long as nothing that decides where secrets go changed; otherwise it is a 400 asking
     for the secrets again."""
+    _restore_decoders(spec, previous)
     props = _properties(spec)
     if props is None:
         return spec
@@ -126,3 +165,19 @@ def restore_masked(spec: dict[str, Any], previous: dict[str, Any] | None) -> dic
                     f"({MASK}): send every secret again with this change",
                 )
     return spec
+
+
+def _restore_decoders(spec: dict[str, Any], previous: dict[str, Any] | None) -> None:
+    """Masked registry credentials sent back keep the stored ones, while the decoder's
+    URLs are unchanged (else they could be sent to another registry)."""
+    before = {path: (holder, key) for path, holder, key in decoder_sections(previous or {})}
+    for path, holder, key in decoder_sections(spec):
+        old_holder, _ = before.get(path, ({}, key))
+        restored: list[str] = []
+        holder[key] = _restore(holder[key], old_holder.get(key), path, restored)
+        if restored and any(holder.get(k) != old_holder.get(k) for k in ("url", "urls")):
+            raise SpecError.single(
+                f"{path.rsplit('.', 1)[0]}.url",
+                f"changed while {restored[0]} was sent masked ({MASK}): send the "
+                "credentials again with this change",
+            )

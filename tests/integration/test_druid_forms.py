@@ -180,3 +180,44 @@ def test_a_legacy_parser_spec_runs_as_its_input_format_and_says_so(api: httpx.Cl
     assert answer.status_code == 200, answer.text
     assert api.get(f"{BASE}/legacy").json()["spec"]["ioConfig"]["taskCount"] == 2
     assert api.get(f"{BASE}/wiki/status").status_code == 404
+
+
+def test_registry_credentials_are_masked_kept_and_need_the_operators_leave(
+    settings: Any,
+) -> None:
+    from supervisor.schemas.secrets import MASK
+    from tests.conftest import RunningService
+
+    body = spec("avro")
+    decoder = {
+        "type": "schema_registry",
+        "url": "http://127.0.0.1:9/apis/ccompat/v7",
+        "config": {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": "u:pw"},
+    }
+    body["spec"]["ioConfig"]["inputFormat"] = {"type": "avro_stream", "avroBytesDecoder": decoder}
+    with RunningService(settings) as service, httpx.Client(base_url=service.url) as api:
+        refused = api.post(BASE, json=body)
+        assert refused.status_code == 400
+        assert refused.json()["errors"][0]["field"] == (
+            "spec.ioConfig.inputFormat.avroBytesDecoder.url"
+        )
+        assert "SLUICEGATE_ALLOWED_SCHEMA_LOCATIONS" in refused.text
+    settings.allowed_schema_locations = "http://127.0.0.1:9/"
+    with RunningService(settings) as service, httpx.Client(base_url=service.url) as api:
+        assert api.post(BASE, json=body).status_code == 200
+        got = api.get(f"{BASE}/avro").json()
+        shown = got["spec"]["ioConfig"]["inputFormat"]["avroBytesDecoder"]["config"]
+        assert shown["basic.auth.user.info"] == MASK and "u:pw" not in json.dumps(got)
+        # sent back masked: the stored credentials stay
+        got["spec"]["ioConfig"]["taskCount"] = 2
+        again = api.post(BASE, json=got)
+        assert again.status_code == 200, again.text
+        history = api.get(f"{BASE}/avro/history").json()
+        assert all("u:pw" not in json.dumps(v) for v in history)
+        # masked, but to another registry: refused
+        moved = api.get(f"{BASE}/avro").json()
+        moved["spec"]["ioConfig"]["inputFormat"]["avroBytesDecoder"]["url"] = (
+            "http://127.0.0.1:9/other"
+        )
+        answer = api.post(BASE, json=moved)
+        assert answer.status_code == 400 and "send the credentials again" in answer.text

@@ -112,9 +112,7 @@ def test_schema_registries_and_descriptor_files_need_the_operators_leave() -> No
         "protoBytesDecoder": {"type": "file", "descriptor": "file:///etc/protos/w.desc"},
     }
     none = KafkaAccess()
-    assert [e.field for e in none.format_problems(registry, "f")] == [
-        "f.avroBytesDecoder.urls[0]"
-    ]
+    assert [e.field for e in none.format_problems(registry, "f")] == ["f.avroBytesDecoder.urls[0]"]
     assert "SLUICEGATE_ALLOWED_SCHEMA_LOCATIONS" in none.format_problems(descriptor, "f")[0].reason
     allowed = KafkaAccess.parse("", "", "http://reg:8081/, file:///etc/protos/")
     assert allowed.format_problems(registry, "f") == []
