@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.controller.workers import waits
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import OffsetsRepository, SpecRepository, SpecVersion
+from supervisor.db.repositories import (
+    AutoscalerRepository,
+    OffsetsRepository,
+    SpecRepository,
+    SpecVersion,
+)
 from supervisor.db.tasks import TaskRepository
 from supervisor.lru import Lru
 from supervisor.model.fence import Leader
@@ -156,7 +161,12 @@ def observe(
             return None
         row = SpecVersion.of(history[0])
     spec = stored_spec(row.id, row.payload)
-    view = spec_view(row, spec)
+    scaled = None
+    config = spec.spec.ioConfig.autoScalerConfig
+    if config is not None and config.enableTaskAutoScaler:
+        found = AutoscalerRepository(session).get(supervisor_id)
+        scaled = found.task_count if found is not None else None
+    view = spec_view(row, spec, scaled)
     committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     since = now - timedelta(seconds=view.completion_timeout_s + 60)
     rows = TaskRepository(session).of_supervisor(supervisor_id, since)

@@ -16,7 +16,8 @@ Per task group (partition % taskCount; topicPattern: see tasks/partitions.py):
 5. A group short of `replicas` reading tasks gets new ones: from the newest live publishing
    generation's end offsets, else the committed offsets, else earliest/latest. Replacements
    of dead replicas start where their siblings started. An idle supervisor (idleConfig)
-   lets its tasks finish and starts none.
+   lets its tasks finish and starts none. A partition another group's task still reads (the
+   task count changed: autoscale.py) is waited for until that task is rolled over.
 """
 
 from __future__ import annotations
@@ -154,12 +155,25 @@ class _Planner:
             return
         if s.suspended or s.idle or not partitions:
             return
+        if self._read_elsewhere(partitions, current):
+            return  # until those tasks are rolled over: the new ones start where they end
         start = current[0].start if current else self.start_for(partitions, ends)
         ident = identity(s.spec.version, group, start)
         for _ in range(s.spec.replicas - len(current)):
             task_id = _task_id(s.supervisor_id, ident, self.taken)
             self.taken.add(task_id)
             self.actions.append(CreateTask(task_id, group, start, ident))
+
+    def _read_elsewhere(self, partitions: list[PartitionKey], current: list[TaskView]) -> bool:
+        """Whether a reading task other than the group's own reads one of its partitions (a
+        task count change moved them here from another group): new tasks wait for its
+        rollover, to start from its end offsets rather than read the same records."""
+        mine = {t.id for t in current}
+        wanted = set(partitions)
+        return any(
+            t.reading and t.id not in mine and t.id not in self.killed and wanted & set(t.start)
+            for t in self.s.tasks
+        )
 
     def _transition_over(self) -> bool:
         since = self.s.partitions_since

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
+from supervisor.controller import autoscale
 from supervisor.controller.actions import Action, CreateTask, Rollover
 from supervisor.controller.execute import Executor
 from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
@@ -28,6 +29,7 @@ from supervisor.controller.plan import next_deadline, plan
 from supervisor.controller.requests import Pending, merge
 from supervisor.db.engine import SessionFactory
 from supervisor.db.intents import STANDALONE, IntentRepository
+from supervisor.db.repositories import AutoscalerRepository
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
@@ -93,6 +95,7 @@ class Memory:
     # before then by checkpoint requests alone makes just those (light_pass)
     full_at: float | None = None
     snapshot: Snapshot | None = None
+    lag: autoscale.LagWindow = field(default_factory=autoscale.LagWindow)  # the autoscaler's
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ class Reconciler:
                 return None
             snapshot, spec, row = observed
             snapshot = self._remembered(snapshot, spec, memory)
+            snapshot = self._autoscaled(session, snapshot, spec, memory)
             memory.period_s = max(1.0, duration_millis(spec.spec.ioConfig.period) / 1000)
             actions = plan(snapshot)
             deadline = next_deadline(snapshot)
@@ -411,6 +415,47 @@ class Reconciler:
             partitions_since=since,
             idle=idle,
         )
+
+    def _autoscaled(
+        self, session: Session, snapshot: Snapshot, spec: SupervisorSpec, memory: Memory
+    ) -> Snapshot:
+        """The lag-based autoscaler's sample, and its scale action when one is due: recorded
+        (fenced), and the snapshot planned with the new task count (autoscale.py)."""
+        config = spec.spec.ioConfig.autoScalerConfig
+        if config is None or not autoscale.enabled(config) or snapshot.suspended:
+            return snapshot
+        now = self.monotonic()
+        autoscale.sample(memory.lag, config, now, autoscale.partition_lags(snapshot))
+        publishing = any(t.running and t.end is not None for t in snapshot.tasks)
+        decision = autoscale.decide(
+            memory.lag,
+            config,
+            now,
+            snapshot.spec.task_count,
+            len(snapshot.partitions),
+            publishing,
+        )
+        if decision is None:
+            return snapshot
+        self.fence.check()  # a deposed leader decides nothing
+        at = self.clock()
+        AutoscalerRepository(session).record(
+            snapshot.supervisor_id,
+            decision.after,
+            decision.to_json(druid_timestamp(at)),
+            at,
+            autoscale.DECISIONS_KEPT,
+        )
+        session.commit()
+        autoscale.changed(memory.lag, now)
+        log.info(
+            "supervisor %s: autoscaler: taskCount %d -> %d: %s",
+            snapshot.supervisor_id,
+            decision.before,
+            decision.after,
+            decision.reason,
+        )
+        return replace(snapshot, spec=replace(snapshot.spec, task_count=decision.after))
 
     def _healthy(
         self, status: SupervisorStatus, snapshot: Snapshot, memory: Memory

@@ -113,6 +113,18 @@ class WorkerRow(Base):
     heartbeat_at: Mapped[datetime]
 
 
+class AutoscalerRow(Base):
+    """A supervisor's task count as its lag-based autoscaler set it, and the decisions that
+    set it (newest last): the effective ioConfig.taskCount while the autoscaler is on."""
+
+    __tablename__ = "autoscaler"
+
+    supervisor_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    task_count: Mapped[int] = mapped_column(Integer)
+    decisions: Mapped[dict[str, Any]]  # {"decisions": [{timestamp, from, to, reason}]}
+    updated_at: Mapped[datetime]
+
+
 class CommittedOffsetsRow(Base):
     """Where the next task of a datasource's supervisor starts: one row, swapped by version."""
 

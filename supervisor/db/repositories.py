@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.db.models import (
     AuditRow,
+    AutoscalerRow,
     CommittedOffsetsRow,
     SegmentRow,
     SupervisorSpecRow,
@@ -320,3 +321,35 @@ class SegmentRepository:
             .order_by(SegmentRow.interval_start, SegmentRow.id)
         )
         return list(self.session.scalars(query))
+
+
+class AutoscalerRepository:
+    """The autoscaler's task count of each supervisor, and its decisions (newest last)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, supervisor_id: str) -> AutoscalerRow | None:
+        return self.session.get(AutoscalerRow, supervisor_id, populate_existing=True)
+
+    def record(
+        self,
+        supervisor_id: str,
+        task_count: int,
+        decision: dict[str, Any],
+        now: datetime,
+        kept: int,
+    ) -> None:
+        row = self.get(supervisor_id)
+        if row is None:
+            row = AutoscalerRow(supervisor_id=supervisor_id, decisions={"decisions": []})
+            self.session.add(row)
+        decisions = [*row.decisions.get("decisions", []), decision][-kept:]
+        row.task_count, row.decisions, row.updated_at = task_count, {"decisions": decisions}, now
+        self.session.flush()
+
+    def forget(self, supervisor_id: str) -> None:
+        row = self.get(supervisor_id)
+        if row is not None:
+            self.session.delete(row)
+            self.session.flush()

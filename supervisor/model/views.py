@@ -79,11 +79,12 @@ def identity(spec_version: int, group: int, start: Offsets) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def spec_view(row: SpecVersion, spec: SupervisorSpec) -> SpecView:
+def spec_view(row: SpecVersion, spec: SupervisorSpec, scaled: int | None = None) -> SpecView:
+    """The planner's view of a spec; `scaled`: the task count its autoscaler set, if on."""
     io = spec.spec.ioConfig
     return SpecView(
         version=row.id,
-        task_count=io.taskCount,
+        task_count=effective_task_count(spec, scaled),
         replicas=io.replicas,
         task_duration_s=duration_millis(io.taskDuration) / 1000,
         completion_timeout_s=duration_millis(io.completionTimeout) / 1000,
@@ -110,3 +111,16 @@ def task_view(row: TaskRow) -> TaskView:
         end=_offsets(row.end_offsets),
         rolled_at=row.rolled_at,
     )
+
+
+def effective_task_count(spec: SupervisorSpec, scaled: int | None) -> int:
+    """ioConfig.taskCount, or while the lag-based autoscaler is on the count it set (within
+    the spec's bounds; before its first decision, taskCountStart or taskCount bounded)."""
+    io = spec.spec.ioConfig
+    config = io.autoScalerConfig
+    if config is None or not config.enableTaskAutoScaler:
+        return io.taskCount
+    assert config.taskCountMin is not None and config.taskCountMax is not None
+    if scaled is None:
+        scaled = config.taskCountStart if config.taskCountStart is not None else io.taskCount
+    return max(config.taskCountMin, min(config.taskCountMax, scaled))

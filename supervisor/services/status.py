@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import OffsetsRepository, SpecRepository
+from supervisor.db.repositories import AutoscalerRepository, OffsetsRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.model.status import SupervisorState, SupervisorStatus
-from supervisor.model.views import TaskView, task_view
+from supervisor.model.views import TaskView, effective_task_count, task_view
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
 from tasks.protocol import TaskStatusCode
@@ -127,7 +127,25 @@ def status_report(
             **states(loop, suspended),
             "recentErrors": [e.to_json() for e in loop.recent_errors] if loop else [],
             "warnings": spec_warnings(spec),
+            **_autoscaler(session, spec, supervisor_id),
         },
+    }
+
+
+def _autoscaler(session: Session, spec: SupervisorSpec, supervisor_id: str) -> dict[str, Any]:
+    """The lag-based autoscaler's task count and its decisions (newest last), when it is on."""
+    config = spec.spec.ioConfig.autoScalerConfig
+    if config is None or not config.enableTaskAutoScaler:
+        return {}
+    row = AutoscalerRepository(session).get(supervisor_id)
+    scaled = row.task_count if row is not None else None
+    return {
+        "autoscaler": {
+            "taskCount": effective_task_count(spec, scaled),
+            "taskCountMin": config.taskCountMin,
+            "taskCountMax": config.taskCountMax,
+            "decisions": list(row.decisions.get("decisions", [])) if row is not None else [],
+        }
     }
 
 

@@ -20,6 +20,7 @@ from supervisor.db.intents import IntentKind, IntentRepository
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import (
     AuditRepository,
+    AutoscalerRepository,
     OffsetsRepository,
     SpecRepository,
     SpecVersion,
@@ -262,6 +263,7 @@ class SupervisorService:
             parent=row,
             tombstone=True,
         )
+        AutoscalerRepository(self.session).forget(supervisor_id)  # a new one starts afresh
 
     def terminate_all(self, actor: Actor) -> None:
         """Every supervisor the actor may write (Druid's terminateAll)."""

@@ -332,3 +332,59 @@ def test_checkpoints_between_full_passes_are_made_by_light_passes(
     assert len(made) == 4 and CountingStream.asked == 3 and at_once == RequeueAfter(0.0)
     reconciler.reconcile("events")
     assert CountingStream.asked == 4 and len(runner.launched) == 2  # its replacement
+
+
+def test_the_autoscaler_scales_out_on_lag_records_why_and_keeps_the_count(
+    sessions: Any,
+) -> None:
+    """Lag above the threshold in every sample: after the start delay the task count goes
+    from 1 to 3 (scaleOutStep 2), recorded in the metadata DB with its reason and shown in the
+    status; the next pass (a new reconciler: another overlord) plans with 3."""
+    from supervisor.db.repositories import AutoscalerRepository
+    from supervisor.services.status import status_report
+
+    class SixPartitions(ScriptedStream):
+        def describe(
+            self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
+        ) -> tuple[tuple[int, ...], dict[int, int], dict[int, int]]:
+            self.asked += 1
+            six = tuple(range(6))
+            return six, dict.fromkeys(six, 0), dict.fromkeys(six, 5000)
+
+    clock, stream, runner = Clock(), SixPartitions(), RecordingRunner()
+    scaler = {
+        "enableTaskAutoScaler": True,
+        "taskCountMin": 1,
+        "taskCountMax": 6,
+        "lagCollectionIntervalMillis": 1000,
+        "lagCollectionRangeMillis": 3000,
+        "scaleActionStartDelayMillis": 2000,
+        "scaleActionPeriodMillis": 1000,
+        "scaleOutThreshold": 1000,
+    }
+    submit(sessions, clock, "127.0.0.1:1", autoScalerConfig=scaler)
+    with sessions() as session:
+        OffsetsRepository(session).insert(
+            "events", "events", "events", dict.fromkeys(range(6), 0), clock()
+        )
+        session.commit()
+    seconds = [0.0]
+    reconciler = Reconciler(
+        sessions, clock, runner, stream, StatusStore(), monotonic=lambda: seconds[0]
+    )
+    reconciler.reconcile("events")
+    assert len(runner.launched) == 1  # taskCount 1 to begin with
+    for _ in range(3):
+        seconds[0] += 1.0
+        reconciler.reconcile("events")
+    with sessions() as session:
+        row = AutoscalerRepository(session).get("events")
+        assert row is not None and row.task_count == 3
+        (decision,) = row.decisions["decisions"]
+        assert (decision["from"], decision["to"]) == (1, 3)
+        assert "scaleOutThreshold 1000" in decision["reason"]
+        report = status_report(session, None, clock(), "events")
+        assert report["payload"]["autoscaler"]["taskCount"] == 3  # type: ignore[index]
+        assert report["payload"]["autoscaler"]["decisions"] == [decision]  # type: ignore[index]
+    # the first group's task reads partitions now of groups 1 and 2: none start beside it
+    assert len(runner.launched) == 1

@@ -292,3 +292,55 @@ def test_next_deadline_is_the_earliest_duration_end_or_timeout() -> None:
     assert next_deadline(snap(tasks=tasks, now=later)) == NOW + timedelta(seconds=30)
     assert next_deadline(snap(tasks=(publishing,), now=NOW + timedelta(seconds=100))) is None
     assert next_deadline(snap()) is None
+
+
+SIX = (0, 1, 2, 3, 4, 5)
+
+
+def six(**kw: object) -> Snapshot:
+    return snap(
+        partitions=SIX,
+        earliest=dict.fromkeys(SIX, 0),
+        latest=dict.fromkeys(SIX, 100),
+        committed=dict.fromkeys(SIX, 10),
+        **kw,
+    )
+
+
+def test_a_task_count_change_rolls_over_only_the_groups_it_moves() -> None:
+    """taskCount 4 -> 5 over six partitions: groups 2 and 3 keep theirs ({2}, {3}); 0 and 1
+    lose 4 and 5 to the new group 4 (and 5 to 0): they are rolled over; the new group waits
+    for them, then starts where they end."""
+    spec = replace(SPEC, task_count=5, replicas=1)
+    old = {0: {0: 10, 4: 10}, 1: {1: 10, 5: 10}, 2: {2: 10}, 3: {3: 10}}
+    tasks = tuple(task(f"t{g}", g, start) for g, start in old.items())
+    actions = plan(six(spec=spec, tasks=tasks))
+    rolled = sorted(t for a in actions if isinstance(a, Rollover) for t in a.task_ids)
+    assert rolled == ["t0", "t1"]
+    assert creates(actions) == []  # 0, 1 and 4 wait: their partitions are still read
+    # the next pass: t0 and t1 publish up to 50; groups 0, 1 and 4 start there
+    ends = {"t0": {0: 50, 4: 50}, "t1": {1: 50, 5: 50}}
+    rolled_over = tuple(
+        replace(t, end=ends[t.id], rolled_at=NOW) if t.id in ends else t for t in tasks
+    )
+    actions = plan(six(spec=spec, tasks=rolled_over))
+    assert sorted(creates(actions), key=lambda c: c[0]) == [
+        (0, {0: 50, 5: 50}),
+        (1, {1: 50}),
+        (4, {4: 50}),
+    ]
+    assert not [a for a in actions if isinstance(a, Rollover | KillTasks)]
+
+
+def test_scaling_in_rolls_the_groups_that_go_and_waits_for_them() -> None:
+    spec = replace(SPEC, task_count=1, replicas=1)
+    tasks = tuple(task(f"t{g}", g, {g: 10, g + 3: 10}) for g in range(3))
+    actions = plan(six(spec=spec, tasks=tasks))
+    assert sorted(t for a in actions if isinstance(a, Rollover) for t in a.task_ids) == [
+        "t0",
+        "t1",
+        "t2",
+    ]
+    assert creates(actions) == []
+    published = tuple(replace(t, end={p: 40 + p for p in t.start}, rolled_at=NOW) for t in tasks)
+    assert creates(plan(six(spec=spec, tasks=published))) == [(0, {p: 40 + p for p in SIX})]
