@@ -114,6 +114,7 @@ def test_lag_scales_out_to_three_and_back_to_one_exactly_once(
     first, second = back["autoscaler"]["decisions"]
     assert first == out and (second["from"], second["to"]) == (3, 1)
     assert "scaleInThreshold 0" in second["reason"]
+
     # everything read and published: each record once
     def published() -> bool:
         payload = status()
