@@ -7,10 +7,8 @@ of Avro and Protobuf schemas read from a registry."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -18,10 +16,10 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
+from supervisor.devstack.server import ServerProcess
 from supervisor.net import free_port
 
 HOST = "127.0.0.1"
@@ -124,7 +122,7 @@ def _in_use(host: str, port: int) -> bool:
     return False
 
 
-class LocalRegistry:
+class LocalRegistry(ServerProcess):
     """Apicurio Registry on loopback, on `port` (0: a free one). Schemas are held in memory and
     last until `stop`; `data_dir` holds its log and scratch files."""
 
@@ -212,38 +210,6 @@ class LocalRegistry:
         raise RegistryError(
             f"Apicurio Registry did not answer within {timeout:.0f} s: {last} (log: {self.log})"
         )
-
-    def wait(self) -> int:
-        assert self.process is not None
-        return self.process.wait()
-
-    def request_stop(self) -> None:
-        """Ask it to shut down (safe from a signal handler: it does not wait)."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-
-    def __enter__(self) -> LocalRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 if __name__ == "__main__":  # `make setup`: python -m supervisor.devstack.registry install

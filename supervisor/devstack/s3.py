@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
+from supervisor.devstack.server import ServerProcess
 from supervisor.net import free_port
 from tasks.storage import Storage, StorageError
 
@@ -93,7 +92,7 @@ def credentials(environ: dict[str, str] | None = None) -> tuple[str, str, bool]:
     return access, secret, False
 
 
-class LocalS3:
+class LocalS3(ServerProcess):
     """`weed mini` on loopback: the S3 gateway on `port` (0: a free one), every other port of
     it free ones, the bucket made at start, only the given credentials accepted. `stop` ends
     it; its data stays in `data_dir` for the next start."""
@@ -208,37 +207,6 @@ class LocalS3:
             time.sleep(0.3)
         self.stop()
         raise S3Error(f"SeaweedFS did not start in time: {last} (log: {self.log})")
-
-    def wait(self) -> int:
-        assert self.process is not None
-        return self.process.wait()
-
-    def request_stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-
-    def __enter__(self) -> LocalS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 if __name__ == "__main__":  # `make setup`: python -m supervisor.devstack.s3 install
