@@ -144,7 +144,10 @@ class _Planner:
         moved = [t for t in same_spec if t not in current]
         stale, reason = [t for t in valid if t not in same_spec], "the spec changed"
         if moved and self._transition_over():
-            stale, reason = stale + moved, "the partitions changed"
+            stale, reason = (
+                stale + moved,
+                "its partitions changed (partitions added, or the task count)",
+            )
         elif moved and not current:
             current = moved  # the old assignment reads on until the transition is over
         if stale:
