@@ -46,8 +46,18 @@ def _registry(decoder: dict[str, Any], path: str) -> list[tuple[str, str]]:
                     )
                 )
         source = config.get("basic.auth.credentials.source", "USER_INFO")
-        if source not in ("USER_INFO", "URL"):
-            problems.append((f"{path}.config.basic.auth.credentials.source", "must be USER_INFO"))
+        if source != "USER_INFO":  # URL would carry the password in the URL, shown unmasked
+            problems.append(
+                (
+                    f"{path}.config.basic.auth.credentials.source",
+                    "must be USER_INFO (give the credentials in basic.auth.user.info)",
+                )
+            )
+    for field, given in (("url", url), *((f"urls[{i}]", u) for i, u in enumerate(urls or []))):
+        if isinstance(given, str) and "@" in given.split("//", 1)[-1].split("/", 1)[0]:
+            problems.append(
+                (f"{path}.{field}", "must not hold credentials; use config.basic.auth.user.info")
+            )
     headers = decoder.get("headers") or {}
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
         problems.append((f"{path}.headers", "must map header names to text values"))

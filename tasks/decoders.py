@@ -9,9 +9,10 @@ underlying type; Protobuf messages as Protobuf's JSON mapping writes them (lower
 names, 64-bit integers as text, unset fields left out).
 
 A record that cannot be decoded raises DecodeError: it is counted and sampled as unparseable.
-A schema that cannot be fetched (the registry or the descriptor's server is down) raises
-SchemaUnavailable: the batch fails and is read again, rather than count good records as
-unparseable because a registry was away. A schema id the registry does not know is the
+A schema that cannot be fetched (the registry or the descriptor's server is down, a wrong
+URL, no access) raises SchemaUnavailable: the task fails with the reason and its replacement
+reads the same records again, rather than count good records as unparseable because a
+registry was away. A schema id the registry does not know is the
 record's fault: DecodeError.
 """
 
@@ -35,6 +36,7 @@ AVRO_DECODERS = ("schema_inline", "multiple_schemas_inline", "schema_registry", 
 PROTO_DECODERS = ("file", "inline", "schema_registry")
 REGISTRY_CONFIG = ("basic.auth.credentials.source", "basic.auth.user.info")
 REGISTRY_TIMEOUT_S = 10.0
+NOT_FOUND_CODES = (40401, 40402, 40403)  # no such subject, version, schema (Confluent's)
 SCHEMAS_KEPT = 1000  # a registry decoder's schemas by id (Druid's capacity defaults higher)
 
 
@@ -91,15 +93,14 @@ class Registry:
             except httpx.HTTPError as exc:
                 problems.append(f"{url}: {exc}")
                 continue
-            if answer.status_code == 404:
-                raise DecodeError(f"the schema registry at {url} has no {path}")
-            if answer.status_code >= 500 or answer.status_code in (401, 403, 429):
+            if answer.status_code != 200:
+                code = _error_code(answer)
+                if code in NOT_FOUND_CODES:  # the registry knows no such schema: the record's
+                    raise DecodeError(f"the schema registry at {url} has no {path} ({code})")
+                # anything else (a wrong URL, no access, the registry unwell) is not the
+                # record's fault: nothing is counted unparseable for it
                 problems.append(f"{url}: HTTP {answer.status_code}")
                 continue
-            if answer.status_code != 200:
-                raise DecodeError(
-                    f"the schema registry at {url} answered {path} with HTTP {answer.status_code}"
-                )
             try:
                 found = answer.json()
             except ValueError:
@@ -123,6 +124,16 @@ class Registry:
         from urllib.parse import quote
 
         return self._get(f"/subjects/{quote(subject, safe='')}/versions/{version}")
+
+
+def _error_code(answer: Any) -> int | None:
+    """Confluent's error_code of an error answer (40403: no such schema), if it has one."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return None
+    code = body.get("error_code") if isinstance(body, dict) else None
+    return code if isinstance(code, int) else None
 
 
 def registry_of(decoder: dict[str, Any]) -> Registry:
@@ -281,11 +292,29 @@ def _pool(files: list[Any]) -> Any:
         for dependency in proto.dependency:
             if dependency in by_name:
                 add(by_name[dependency])
+            elif dependency.startswith("google/protobuf/"):
+                add(_well_known(dependency))  # registered without them (skip-known-types)
         pool.Add(proto)
 
     for proto in files:
         add(proto)
     return pool
+
+
+def _well_known(name: str) -> Any:
+    """The FileDescriptorProto of one of Protobuf's well-known types (timestamp.proto...)."""
+    import importlib
+
+    from google.protobuf import descriptor_pb2
+
+    module_name = "google.protobuf." + name.rsplit("/", 1)[-1].removesuffix(".proto") + "_pb2"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise ValueError(f"the schema imports {name}, which is not given") from None
+    proto = descriptor_pb2.FileDescriptorProto()
+    module.DESCRIPTOR.CopyToProto(proto)
+    return proto
 
 
 def descriptor_set(data: bytes) -> list[Any]:
@@ -348,6 +377,8 @@ def _proto_text_files(text: str, references: dict[str, str]) -> list[Any]:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         for name, body in {**references, "_schema.proto": text}.items():
+            if name.startswith("/") or ".." in name.split("/"):
+                raise ValueError(f"a reference named {name!r}")
             target = root / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(body)
@@ -473,17 +504,28 @@ class Protobuf:
             found = self.registry.schema(schema_id)
             if found.get("schemaType") != "PROTOBUF":
                 raise DecodeError(f"schema id {schema_id} is not a PROTOBUF schema")
-            references = {
-                str(r.get("name")): str(self.registry.version(r["subject"], r["version"])["schema"])
-                for r in found.get("references") or []
-            }
+            references = self._references(found)
             try:
                 files = _proto_files(str(found.get("schema")), references)
-            except ValueError as exc:
+                cls = self._class(files, path)
+            except DecodeError:
+                raise
+            except Exception as exc:  # a schema that cannot be built: its records cannot be read
                 raise DecodeError(f"schema id {schema_id}: {exc}") from None
-            cls = self._class(files, path)
             self.classes[key] = cls
         return cls, payload
+
+    def _references(self, found: dict[str, Any], depth: int = 0) -> dict[str, str]:
+        """The texts a registry schema imports, by import path, and what they import."""
+        assert self.registry is not None
+        if depth > 16:
+            raise DecodeError("schema references nest deeper than 16")
+        texts: dict[str, str] = {}
+        for reference in found.get("references") or []:
+            version = self.registry.version(str(reference["subject"]), int(reference["version"]))
+            texts |= self._references(version, depth + 1)
+            texts[str(reference.get("name"))] = str(version["schema"])
+        return texts
 
     def decode(self, data: bytes) -> list[dict[str, Any]]:
         from google.protobuf import json_format

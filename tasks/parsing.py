@@ -103,13 +103,14 @@ def decoded(frame: Any, input_format: InputFormat) -> Any:
     pandas_udf: Any = F.pandas_udf  # type: ignore[attr-defined]
     decode = pandas_udf(decode_values, DECODED)
 
+    size = F.coalesce(F.length("value"), F.lit(0))
     return (
-        frame.withColumn("__size", F.coalesce(F.length("value"), F.lit(0)))
+        frame.select("*", F.posexplode(decode(F.col("value"))).alias("__at", "__record"))
+        .withColumn("__size", F.when(F.col("__at") == 0, size).otherwise(F.lit(0)))  # once
         .withColumn("__encoded", F.base64("value"))
-        .withColumn("__record", F.explode(decode(F.col("value"))))
         .withColumn("value", F.col("__record.json"))
         .withColumn("__decode_error", F.col("__record.error"))
-        .drop("__record")
+        .drop("__record", "__at")
     )
 
 

@@ -60,4 +60,6 @@ def time_ms(spec: TimestampSpec, field: Any) -> Any:
     parsed = parse(value, spec.format)
     if spec.missingValue is None:
         return parsed
-    return F.when(value.isNull(), _iso(F.lit(str(spec.missingValue)))).otherwise(parsed)
+    missing = spec.missingValue
+    stand_in = F.lit(missing) if isinstance(missing, int) else _iso(F.lit(missing))
+    return F.when(value.isNull(), stand_in).otherwise(parsed)

@@ -54,14 +54,6 @@ def enabled(config: AutoScalerConfig | None) -> bool:
     return config is not None and config.enableTaskAutoScaler
 
 
-def initial_count(config: AutoScalerConfig, task_count: int) -> int:
-    """The task count before any scale action: taskCountStart, else the spec's taskCount
-    within the bounds."""
-    assert config.taskCountMin is not None and config.taskCountMax is not None
-    start = config.taskCountStart if config.taskCountStart is not None else task_count
-    return max(config.taskCountMin, min(config.taskCountMax, start))
-
-
 def aggregate(lags: list[int], how: str) -> int:
     if not lags:
         return 0

@@ -178,7 +178,8 @@ def observe(
         # Terminated: its live tasks are wound down, which asks nothing of Kafka, and with
         # none left the supervisor is gone at once (it did not wait on an unreachable broker).
         live = [t for t in rows if t.status == TaskStatusCode.RUNNING]
-        if not live:
+        if not live:  # gone: its autoscaler's count too (a new one of the id starts afresh)
+            AutoscalerRepository(session).forget(supervisor_id)
             return None
         partitions = tuple(sorted_keys({p for t in live for p in task_view(t).start}))
         earliest: Offsets = {}

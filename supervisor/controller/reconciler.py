@@ -425,6 +425,11 @@ class Reconciler:
         if config is None or not autoscale.enabled(config) or snapshot.suspended:
             return snapshot
         now = self.monotonic()
+        if memory.lag.started is None:  # a new leader: its last action counts from when it was
+            found = AutoscalerRepository(session).get(snapshot.supervisor_id)
+            if found is not None:
+                ago = (self.clock() - found.updated_at).total_seconds()
+                memory.lag.last_changed = now - max(0.0, ago)
         autoscale.sample(memory.lag, config, now, autoscale.partition_lags(snapshot))
         publishing = any(t.running and t.end is not None for t in snapshot.tasks)
         decision = autoscale.decide(

@@ -12,6 +12,7 @@ them. Fields Sluicegate does not know are kept as given, after the known ones.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from tasks.partitions import java_string_hash
 from tasks.spec.periods import parse_period
 from tasks.spec.tuning_config import INT_MAX
 
+log = logging.getLogger(__name__)
 _SIMPLE_AGGREGATORS = {
     f"{kind}{op}" for kind in ("long", "double", "float") for op in ("Sum", "Min", "Max")
 }
@@ -33,9 +35,18 @@ _INDEX_SPEC = {
 
 
 def druid_form(payload: dict[str, Any]) -> dict[str, Any]:
-    """A stored (normalized, masked) supervisor spec as Druid serializes it."""
+    """A stored (normalized, masked) supervisor spec as Druid serializes it; as stored when it
+    cannot be (a read never fails for its form: a spec stored by an older version)."""
     if payload.get("type") != "kafka" or not isinstance(payload.get("spec"), dict):
         return payload  # a tombstone (NoopSupervisorSpec) is written as stored
+    try:
+        return _druid_form(payload)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        log.warning("a spec of %s is read as stored: %s", payload.get("id"), exc)
+        return payload
+
+
+def _druid_form(payload: dict[str, Any]) -> dict[str, Any]:
     body = payload["spec"]
     data_schema = _data_schema(body["dataSchema"])
     io_config = _io_config(body["ioConfig"])
@@ -230,8 +241,11 @@ def _data_schema(schema: dict[str, Any]) -> dict[str, Any]:
             **_rest(transform, {"filter", "transforms"}),
         },
     }
-    if schema.get("parser") is not None:  # Druid writes the parser's sections as null
-        written |= {"timestampSpec": None, "dimensionsSpec": None, "parser": schema["parser"]}
+    parser = schema.get("parser")
+    if isinstance(parser, dict):  # Druid writes the sections a parser's parseSpec holds as null
+        parse_spec = parser.get("parseSpec") or {}
+        written |= {key: None for key in ("timestampSpec", "dimensionsSpec") if key in parse_spec}
+        written["parser"] = parser
     return {**written, **_rest(schema, set(written))}
 
 

@@ -12,11 +12,12 @@ tasks: each must lie under a place the operator allows (`SLUICEGATE_ALLOWED_SCHE
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from supervisor.schemas.secrets import PROPERTIES, is_secret
 from supervisor.settings import Settings
@@ -110,12 +111,12 @@ class KafkaAccess:
         ]
 
     def _allows_location(self, location: str) -> bool:
-        parsed = urlparse(location)
-        if parsed.scheme not in ("http", "https", "file", ""):
-            return False
-        if ".." in parsed.path.split("/"):
-            return False  # a prefix must not be left by climbing out of it
-        return any(location.startswith(prefix) for prefix in self.schema_locations)
+        place = _place(location)
+        return place is not None and any(
+            _under(place, allowed)
+            for allowed in map(_place, self.schema_locations)
+            if allowed is not None
+        )
 
     def allows(self, key: str) -> bool:
         return any(
@@ -195,3 +196,40 @@ class KafkaAccess:
 
 def _plain_login(value: Any) -> bool:
     return isinstance(value, str) and value.strip().startswith(_LOGIN_MODULES)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _place(text: str) -> tuple[str, str, int | None, str] | None:
+    """(scheme, host, port, normalized path) of a URL or absolute path, as it will be read:
+    escapes undone and `..` resolved, so that a prefix cannot be left by climbing out of it.
+    None for what is never allowed (credentials in a URL, a relative path, other schemes)."""
+    parsed = urlparse(text.strip())
+    if parsed.scheme in ("http", "https"):
+        try:
+            port = parsed.port or _DEFAULT_PORTS[parsed.scheme]
+        except ValueError:
+            return None
+        if parsed.username is not None or parsed.password is not None or not parsed.hostname:
+            return None
+        path = posixpath.normpath(unquote(parsed.path) or "/")
+        return parsed.scheme, parsed.hostname.lower(), port, path
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        raw = unquote(parsed.path)
+    elif parsed.scheme == "":
+        raw = unquote(text.strip())
+    else:
+        return None
+    return ("file", "", None, posixpath.normpath(raw)) if raw.startswith("/") else None
+
+
+def _under(
+    place: tuple[str, str, int | None, str], allowed: tuple[str, str, int | None, str]
+) -> bool:
+    """Same scheme, host and port, and the path at or below the allowed one (by segments:
+    /etc/protos does not allow /etc/protos-other)."""
+    if place[:3] != allowed[:3]:
+        return False
+    base = allowed[3].rstrip("/")
+    return not base or place[3] == base or place[3].startswith(base + "/")

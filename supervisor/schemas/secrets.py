@@ -67,19 +67,26 @@ def _properties(spec: dict[str, Any]) -> dict[str, Any] | None:
 _DECODERS = ("avroBytesDecoder", "protoBytesDecoder")
 
 
-def decoder_sections(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
+def decoder_sections(
+    spec: dict[str, Any], task: bool = False
+) -> list[tuple[str, dict[str, Any], str]]:
     """(path, holder, key) of each schema registry decoder's config and headers (which hold
-    its credentials: basic.auth.user.info) in the inputFormat, a kafka one's valueFormat and
-    a legacy parser."""
-    body: dict[str, Any] = spec["spec"] if isinstance(spec.get("spec"), dict) else {}
+    its credentials: basic.auth.user.info, an Authorization header) in the inputFormat, a
+    kafka one's valueFormat and keyFormat, and a legacy parser; of a supervisor spec, or of a
+    task payload (`task`: its sections at the top)."""
+    body: dict[str, Any] = (
+        spec if task else spec["spec"] if isinstance(spec.get("spec"), dict) else {}
+    )
+    root = "" if task else "spec."
     places: list[tuple[str, Any]] = []
     io: dict[str, Any] = body["ioConfig"] if isinstance(body.get("ioConfig"), dict) else {}
     given = io.get("inputFormat")
-    places.append(("spec.ioConfig.inputFormat", given))
+    places.append((f"{root}ioConfig.inputFormat", given))
     if isinstance(given, dict):
-        places.append(("spec.ioConfig.inputFormat.valueFormat", given.get("valueFormat")))
+        for part in ("valueFormat", "keyFormat"):
+            places.append((f"{root}ioConfig.inputFormat.{part}", given.get(part)))
     schema: dict[str, Any] = body["dataSchema"] if isinstance(body.get("dataSchema"), dict) else {}
-    places.append(("spec.dataSchema.parser", schema.get("parser")))
+    places.append((f"{root}dataSchema.parser", schema.get("parser")))
     found = []
     for path, holder in places:
         if not isinstance(holder, dict):
@@ -92,6 +99,17 @@ def decoder_sections(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], st
                 if isinstance(decoder.get(key), dict):
                     found.append((f"{path}.{name}.{key}", decoder, key))
     return found
+
+
+def _mask_decoder(holder: dict[str, Any], key: str) -> None:
+    """A decoder's config: its secret-named values; its headers: every value (an
+    Authorization or Cookie header is a credential whatever its name)."""
+    if key == "headers":
+        holder[key] = {
+            name: MASK if value is not None else None for name, value in holder[key].items()
+        }
+    else:
+        _mask(holder[key])
 
 
 def _mask(node: Any) -> None:
@@ -113,7 +131,7 @@ def mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
     masked = copy.deepcopy(spec)
     _mask(_properties(masked))
     for _, holder, key in decoder_sections(masked):
-        _mask(holder[key])
+        _mask_decoder(holder, key)
     return masked
 
 
@@ -121,6 +139,8 @@ def mask_task(payload: dict[str, Any]) -> dict[str, Any]:
     """A copy of a task payload with the secrets of its consumerProperties masked."""
     masked = copy.deepcopy(payload)
     _mask(masked.get("ioConfig", {}).get("consumerProperties"))
+    for _, holder, key in decoder_sections(masked, task=True):
+        _mask_decoder(holder, key)
     return masked
 
 

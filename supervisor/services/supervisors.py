@@ -28,10 +28,11 @@ from supervisor.db.repositories import (
 from supervisor.errors import BadRequestError, ForbiddenError, NotFoundError
 from supervisor.lru import CACHE_BYTES, Lru, json_weight
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
+from supervisor.model.views import effective_task_count
 from supervisor.schemas.druid_form import druid_form
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import mask_spec, restore_masked
-from supervisor.schemas.spec import parse_supervisor_spec
+from supervisor.schemas.spec import parse_supervisor_spec, stored_spec
 from tasks.partitions import PartitionKey, parse_key, split_key, task_group
 from tasks.spec.errors import SpecError
 from tasks.support import unsupported
@@ -173,7 +174,8 @@ class SupervisorService:
             raise SpecError(problems)
         if previous is not None:
             _check_update(payload, previous.payload)
-            if skip_if_unmodified and previous.payload == payload:
+            # unmodified as Druid reads it: a spec read back (in Druid's form) and sent again
+            if skip_if_unmodified and druid_form(previous.payload) == druid_form(payload):
                 return supervisor_id, False
         self._append(
             "update" if previous else "create",
@@ -263,7 +265,6 @@ class SupervisorService:
             parent=row,
             tombstone=True,
         )
-        AutoscalerRepository(self.session).forget(supervisor_id)  # a new one starts afresh
 
     def terminate_all(self, actor: Actor) -> None:
         """Every supervisor the actor may write (Druid's terminateAll)."""
@@ -323,7 +324,9 @@ class SupervisorService:
             {"partitions": offsets},
             now,
         )
-        task_count = int(io.get("taskCount", 1))
+        scaled = AutoscalerRepository(self.session).get(supervisor_id)
+        spec = stored_spec(row.id, row.payload)
+        task_count = effective_task_count(spec, scaled.task_count if scaled else None)
         groups = sorted({task_group(parse_key(p), task_count) for p in offsets})
         intend(self.session, supervisor_id, IntentKind.RESTART, {"groups": groups}, actor, now)
         return groups

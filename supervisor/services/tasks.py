@@ -109,12 +109,13 @@ def _interval(text: str) -> tuple[datetime, datetime]:
     for part in parts:
         try:
             moment = datetime.fromisoformat(part.strip().replace("Z", "+00:00"))
-        except ValueError:
+            utc = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        except (ValueError, OverflowError):
             raise BadRequestError(
-                f"createdTimeInterval: '{part}' is not an ISO-8601 time; {reason}",
+                f"createdTimeInterval: '{part}' is not an ISO-8601 time in range; {reason}",
                 field="createdTimeInterval",
             ) from None
-        times.append(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+        times.append(utc)
     if times[1] < times[0]:
         raise BadRequestError(
             "createdTimeInterval: its end is before its start", field="createdTimeInterval"

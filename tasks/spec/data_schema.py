@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -109,6 +110,19 @@ class TimestampSpec(DruidModel):
     column: str = "timestamp"
     format: str = "auto"
     missingValue: str | int | None = None
+
+    @field_validator("missingValue")
+    @classmethod
+    def _a_time(cls, value: str | int | None) -> str | int | None:
+        """An ISO-8601 date-time, or epoch milliseconds (as Druid's DateTime takes it)."""
+        if isinstance(value, str):
+            try:
+                datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(
+                    f"'{value}' is not an ISO-8601 date-time (nor epoch milliseconds)"
+                ) from None
+        return value
 
     @field_validator("format")
     @classmethod

@@ -97,7 +97,11 @@ def test_fields_set_and_left_out_read_back_in_druid_form(api: httpx.Client) -> N
         "segmentGranularity": {"type": "period", "period": "PT1H"},
         "queryGranularity": "minute",
     }
-    schema["timestampSpec"] = {"column": "ts", "format": "iso", "missingValue": "2026-01-01Z"}
+    schema["timestampSpec"] = {
+        "column": "ts",
+        "format": "iso",
+        "missingValue": "2026-01-01T00:00:00Z",
+    }
     answer = api.post(BASE, json=body)
     assert answer.status_code == 200, answer.text
     got = api.get(f"{BASE}/forms").json()
@@ -193,6 +197,7 @@ def test_registry_credentials_are_masked_kept_and_need_the_operators_leave(
         "type": "schema_registry",
         "url": "http://127.0.0.1:9/apis/ccompat/v7",
         "config": {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": "u:pw"},
+        "headers": {"Authorization": "Bearer tok"},
     }
     body["spec"]["ioConfig"]["inputFormat"] = {"type": "avro_stream", "avroBytesDecoder": decoder}
     with RunningService(settings) as service, httpx.Client(base_url=service.url) as api:
@@ -208,6 +213,7 @@ def test_registry_credentials_are_masked_kept_and_need_the_operators_leave(
         got = api.get(f"{BASE}/avro").json()
         shown = got["spec"]["ioConfig"]["inputFormat"]["avroBytesDecoder"]["config"]
         assert shown["basic.auth.user.info"] == MASK and "u:pw" not in json.dumps(got)
+        assert "Bearer tok" not in json.dumps(got)  # every header is a credential
         # sent back masked: the stored credentials stay
         got["spec"]["ioConfig"]["taskCount"] = 2
         again = api.post(BASE, json=got)
@@ -221,3 +227,42 @@ def test_registry_credentials_are_masked_kept_and_need_the_operators_leave(
         )
         answer = api.post(BASE, json=moved)
         assert answer.status_code == 400 and "send the credentials again" in answer.text
+
+
+def test_read_back_and_sent_again_unmodified_is_no_new_version(api: httpx.Client) -> None:
+    assert api.post(BASE, json=spec("again")).status_code == 200
+    got = api.get(f"{BASE}/again").json()
+    assert api.post(BASE, json=got, params={"skipRestartIfUnmodified": "true"}).is_success
+    assert len(api.get(f"{BASE}/again/history").json()) == 1
+    assert api.post(BASE, json=got).is_success  # without the flag: a version, the same spec
+    versions = api.get(f"{BASE}/again/history").json()
+    assert len(versions) == 2 and versions[0]["spec"] == versions[1]["spec"]
+
+
+def test_a_parser_without_a_timestamp_spec_keeps_the_data_schemas(api: httpx.Client) -> None:
+    body = spec("partial")
+    del body["spec"]["ioConfig"]["inputFormat"]
+    body["spec"]["dataSchema"]["parser"] = {"type": "string", "parseSpec": {"format": "json"}}
+    assert api.post(BASE, json=body).status_code == 200
+    got = api.get(f"{BASE}/partial").json()
+    given = body["spec"]["dataSchema"]["timestampSpec"]
+    assert got["dataSchema"]["timestampSpec"]["column"] == given["column"]
+    assert api.post(BASE, json=got).status_code == 200
+    again = api.get(f"{BASE}/partial").json()
+    assert again["dataSchema"]["timestampSpec"] == got["dataSchema"]["timestampSpec"]
+
+
+def test_a_missing_value_that_is_no_time_is_refused(api: httpx.Client) -> None:
+    body = spec("missing")
+    body["spec"]["dataSchema"]["timestampSpec"]["missingValue"] = "yesterday"
+    refused = api.post(BASE, json=body)
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["field"] == "spec.dataSchema.timestampSpec.missingValue"
+
+
+def test_a_stored_spec_druid_cannot_write_is_read_as_stored() -> None:
+    from supervisor.schemas.druid_form import druid_form
+
+    stored = spec("odd")
+    stored["spec"]["dataSchema"]["timestampSpec"]["missingValue"] = "not a time"
+    assert druid_form(stored) == stored  # never a 500 for an older version's spec

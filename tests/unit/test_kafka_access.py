@@ -125,3 +125,63 @@ def test_schema_registries_and_descriptor_files_need_the_operators_leave() -> No
     elsewhere = {**registry, "avroBytesDecoder": {"type": "schema_registry", "url": "http://evil"}}
     assert len(allowed.format_problems(elsewhere, "f")) == 1
     assert allowed.format_problems({"type": "json"}, "f") == []
+
+
+def test_schema_locations_are_compared_as_they_will_be_read() -> None:
+    allowed = KafkaAccess.parse("", "", "http://registry:8081/apis, file:///etc/protos/")
+
+    def named(location: str) -> bool:
+        given = {
+            "type": "protobuf",
+            "protoBytesDecoder": {"type": "file", "descriptor": location},
+        }
+        return not allowed.format_problems(given, "f")
+
+    assert named("http://registry:8081/apis/ccompat/v7") and named("/etc/protos/w.desc")
+    assert named("file:///etc/protos/sub/w.desc") and named("file://localhost/etc/protos/w")
+    for refused in (
+        "file:///etc/protos/%2e%2e/%2e%2e/etc/passwd",  # escapes undone before the check
+        "/etc/protos/../shadow",
+        "/etc/protos-other/w.desc",  # by path segments
+        "http://registry:8081@evil.example/apis",  # credentials in a URL
+        "http://registry:80811/apis",
+        "http://registry.evil.example:8081/apis",
+        "https://registry:8081/apis",
+        "http://registry:8081/other",
+        "ftp://registry/apis",
+        "protos/w.desc",  # relative
+        "file://otherhost/etc/protos/w.desc",
+    ):
+        assert not named(refused), refused
+
+
+def test_a_task_payloads_registry_credentials_are_masked() -> None:
+    from supervisor.schemas.secrets import MASK, mask_task
+
+    payload = {
+        "ioConfig": {
+            "consumerProperties": {"bootstrap.servers": "k:9092"},
+            "inputFormat": {
+                "type": "kafka",
+                "valueFormat": {
+                    "type": "avro_stream",
+                    "avroBytesDecoder": {
+                        "type": "schema_registry",
+                        "url": "http://r",
+                        "config": {"basic.auth.user.info": "u:pw"},
+                    },
+                },
+                "keyFormat": {
+                    "type": "protobuf",
+                    "protoBytesDecoder": {"url": "http://r", "headers": {"Cookie": "c"}},
+                },
+            },
+        },
+        "dataSchema": {"parser": {"avroBytesDecoder": {"config": {"basic.auth.user.info": "x"}}}},
+    }
+    masked = mask_task(payload)
+    text = str(masked)
+    assert "u:pw" not in text and "'c'" not in text and "'x'" not in text
+    assert masked["ioConfig"]["inputFormat"]["keyFormat"]["protoBytesDecoder"]["headers"] == {
+        "Cookie": MASK
+    }
