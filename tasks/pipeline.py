@@ -57,6 +57,12 @@ class RowPlan:
         column = self.transform_column(name)
         return F.col(column) if column is not None else _input(name)
 
+    def discovers(self) -> bool:
+        """Whether dimensions are found in the rows: none declared, or includeAllDimensions
+        or useSchemaDiscovery (then after the declared ones)."""
+        dims = self.schema.dimensionsSpec
+        return not dims.dimensions or dims.includeAllDimensions or dims.useSchemaDiscovery
+
     def schemaless_exclusions(self) -> set[str]:
         metric_inputs = {m.fieldName for m in self.schema.metricsSpec if m.fieldName}
         return {
@@ -168,17 +174,46 @@ def _status(plan: RowPlan) -> tuple[Any, Any]:
     return status, reason
 
 
+_LONG = r"^-?[0-9]{1,18}$"
+_DOUBLE = r"^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
+
+
 def _dimensions(plan: RowPlan, base: Any, known: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The batch's dimensions: the declared ones, then (with none declared, or with
+    includeAllDimensions or useSchemaDiscovery) those found in its rows, after the ones
+    earlier batches of the sequence found (`known`), which keep their types. Found ones are
+    strings; with useSchemaDiscovery a field whose every value in the batch it is first found
+    in is a whole number is a long, a number a double (later values that are not are null)."""
     declared = plan.declared_dimensions()
-    if declared:
+    if not plan.discovers():
         return declared
     from pyspark.sql import functions as F
 
-    excluded = plan.schemaless_exclusions()
-    keys = base.where(F.col("__status") == OK).select(F.explode(F.map_keys("__fields")).alias("k"))
-    seen = {name for name, _ in known}
+    excluded = plan.schemaless_exclusions() | {name for name, _ in declared}
+    ok = base.where(F.col("__status") == OK)
+    keys = ok.select(F.explode(F.map_keys("__fields")).alias("k"))
+    seen = {name for name, _ in known} | {name for name, _ in declared}
     found = sorted(r["k"] for r in keys.distinct().collect() if r["k"] not in excluded)
-    return known + [(name, "string") for name in found if name not in seen]
+    new = [name for name in found if name not in seen]
+    types = dict.fromkeys(new, "string")
+    if new and plan.schema.dimensionsSpec.useSchemaDiscovery:
+        values = ok.select(F.explode("__fields").alias("k", "v")).where(F.col("k").isin(new))
+        counted = (
+            values.where(F.col("v").isNotNull())
+            .groupBy("k")
+            .agg(
+                F.count("*").alias("n"),
+                F.count_if(F.col("v").rlike(_LONG)).alias("longs"),
+                F.count_if(F.col("v").rlike(_DOUBLE)).alias("doubles"),
+            )
+        )
+        for row in counted.collect():
+            if row["longs"] == row["n"]:
+                types[row["k"]] = "long"
+            elif row["doubles"] == row["n"]:
+                types[row["k"]] = "double"
+    later = [dim for dim in known if dim[0] not in {name for name, _ in declared}]
+    return declared + later + [(name, types[name]) for name in new]
 
 
 def _row_columns(plan: RowPlan, dims: list[tuple[str, str]]) -> list[Any]:
@@ -284,7 +319,7 @@ def process_batch(
     from pyspark.sql import functions as F
 
     base = parse_batch(plan, frame)
-    schemaless = not plan.declared_dimensions()
+    schemaless = plan.discovers()
     if schemaless:
         base = base.persist(StorageLevel.MEMORY_AND_DISK)
     try:

@@ -31,8 +31,6 @@ def unsupported(
             )
     if dims.spatialDimensions:
         problems.append((f"{ds}.dimensionsSpec.spatialDimensions", "not supported yet"))
-    if dims.useSchemaDiscovery:
-        problems.append((f"{ds}.dimensionsSpec.useSchemaDiscovery", "not supported yet"))
     for index, metric in enumerate(schema.metricsSpec):
         path = f"{ds}.metricsSpec[{index}]"
         if metric.type not in aggregators.SUPPORTED:

@@ -55,7 +55,10 @@ def unsupported(plan: RowPlan) -> str | None:
         (schema.timestampSpec.missingValue is None, "a timestamp missingValue"),
         (not schema.transformSpec.transforms, "transforms"),
         (schema.transformSpec.filter is None, "a filter"),
-        (bool(dims), "schemaless dimensions"),
+        (
+            not plan.discovers(),
+            "dimensions found in the rows (schemaless, includeAllDimensions, useSchemaDiscovery)",
+        ),
         (
             all(kind in DIMENSION_TYPES and name != "__time" for name, kind in dims),
             "a dimension type other than string, long and double",

@@ -274,3 +274,34 @@ def test_flatten_spec_paths_jq_tree_and_discovery(spark: Any, tmp_path: Path) ->
     flatten = {"fields": fields[:2]}
     _, rows = run(spark, tmp_path, schemaless, [nested], {"type": "json", "flattenSpec": flatten})
     assert rows[0]["city"] == "Oslo" and rows[0]["who"] == "ann" and rows[0]["page"] == "Main"
+
+
+def test_include_all_dimensions_and_schema_discovery(spark: Any, tmp_path: Path) -> None:
+    rows = [
+        {"t": "2026-11-22T10:00:00Z", "page": "a", "n": 3, "x": 1.5, "tag": "p", "geo": {"c": 1}},
+        {"t": "2026-11-22T10:00:01Z", "page": "b", "n": 4, "x": 2, "tag": "7"},
+    ]
+    declared = {"dimensions": ["page"]}
+    base = {"timestampSpec": {"column": "t"}, "granularitySpec": {"rollup": False}}
+    # includeAllDimensions: the declared first, then what is found, as strings
+    schema = {**base, "dimensionsSpec": {**declared, "includeAllDimensions": True}}
+    result, got = run(spark, tmp_path, schema, rows)
+    assert result.dimensions == [
+        ("page", "string"),
+        ("geo", "string"),
+        ("n", "string"),
+        ("tag", "string"),
+        ("x", "string"),
+    ]
+    assert got[0]["geo"] == '{"c":1}' and got[1]["n"] == "4"
+    # useSchemaDiscovery: whole numbers are longs, numbers doubles, the rest text
+    schema = {**base, "dimensionsSpec": {**declared, "useSchemaDiscovery": True}}
+    result, got = run(spark, tmp_path, schema, rows)
+    assert dict(result.dimensions) == {
+        "page": "string",
+        "geo": "string",
+        "n": "long",
+        "tag": "string",
+        "x": "double",
+    }
+    assert [(r["n"], r["x"]) for r in got] == [(3, 1.5), (4, 2.0)]

@@ -57,12 +57,6 @@ CASES: list[tuple[str, Any, str, str]] = [
         "'json' dimensions",
     ),
     (
-        f"{DS}.dimensionsSpec.useSchemaDiscovery",
-        True,
-        f"{DS}.dimensionsSpec.useSchemaDiscovery",
-        "not supported yet",
-    ),
-    (
         f"{DS}.granularitySpec.segmentGranularity",
         {"type": "period", "period": "PT2H"},
         f"{DS}.granularitySpec.segmentGranularity",
