@@ -53,6 +53,14 @@ def build_session(
         .config("spark.sql.shuffle.partitions", "4")
         # a kafka inputFormat adds key/timestamp/header fields; they win over same-named ones
         .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+        # A batch's row counts ride along with its write (Dataset.observe, tasks/pipeline.py).
+        # When no row of a batch is ingested (all filtered out or unparseable), adaptive
+        # execution swapped the plan past the counted stage for an empty one, and the counts
+        # never came: the task waited for them forever.
+        .config(
+            "spark.sql.adaptive.optimizer.excludedRules",
+            "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation",
+        )
         # a schemaless batch's cache lives for two scans (tasks/pipeline.py): compressing it
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")

@@ -247,8 +247,11 @@ def test_flatten_spec_paths_jq_tree_and_discovery(spark: Any, tmp_path: Path) ->
     ]
     dims = ["page", "city", "who", "city2", "second", "odd", "gone"]
     schema = {"timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": dims}}
-    for discover in (True, False):
-        flatten = {"useFieldDiscovery": discover, "fields": fields}
+    for discover in (True, False):  # (without discovery, the timestamp is a field too)
+        flatten = {
+            "useFieldDiscovery": discover,
+            "fields": [*fields, {"type": "root", "name": "ts"}],
+        }
         result, rows = run(
             spark, tmp_path, schema, [nested, b"not json"], {"type": "json", "flattenSpec": flatten}
         )
@@ -305,3 +308,21 @@ def test_include_all_dimensions_and_schema_discovery(spark: Any, tmp_path: Path)
         "x": "double",
     }
     assert [(r["n"], r["x"]) for r in got] == [(3, 1.5), (4, 2.0)]
+
+
+def test_a_batch_of_which_no_row_is_ingested_is_counted(spark: Any, tmp_path: Path) -> None:
+    """All filtered out or unparseable: the batch's counts still come (adaptive execution
+    dropped the counted stage of such a batch, and the task waited for them forever)."""
+    for kept in ({"type": "false"}, {"type": "selector", "dimension": "x", "value": "none"}):
+        schema = {
+            "timestampSpec": {"column": "t", "format": "millis"},
+            "dimensionsSpec": {"dimensions": ["x"]},
+            "transformSpec": {"filter": kept},
+        }
+        result, rows = run(spark, tmp_path, schema, [{"t": MS, "x": "a"}, b"not json"])
+        assert rows == []
+        assert (result.stats.processed, result.stats.thrownAway, result.stats.unparseable) == (
+            0,
+            1,
+            1,
+        )
