@@ -6,6 +6,7 @@ A record that cannot be parsed gets a null map; the pipeline counts and samples 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from tasks import binary_formats, flatten
@@ -13,6 +14,7 @@ from tasks.decoders import BINARY_FORMATS
 from tasks.spec.io_config import InputFormat
 
 SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka", *BINARY_FORMATS}
+SCALAR_PANDAS_UDF = 200  # PySpark's PythonEvalType.SQL_SCALAR_PANDAS_UDF
 DECODED = "array<struct<json:string,error:string>>"  # a Kafka record's records as JSON
 
 
@@ -101,7 +103,9 @@ def decoded(frame: Any, input_format: InputFormat) -> Any:
         )
 
     pandas_udf: Any = F.pandas_udf  # type: ignore[attr-defined]
-    decode = pandas_udf(decode_values, DECODED)
+    with warnings.catch_warnings():  # the kind given, not read off type hints (deprecated)
+        warnings.simplefilter("ignore")
+        decode = pandas_udf(decode_values, DECODED, SCALAR_PANDAS_UDF)
 
     size = F.coalesce(F.length("value"), F.lit(0))
     return (
