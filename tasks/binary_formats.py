@@ -143,11 +143,10 @@ def problems(input_format: Any, path: str) -> list[tuple[str, str]]:
     """(field, reason) for each problem of a binary inputFormat's own fields."""
     extra = input_format.model_extra or {}
     found: list[tuple[str, str]] = []
-    if extra.get("extractUnionsByType"):
-        found.append((f"{path}.extractUnionsByType", "is not supported yet"))
-    binary = extra.get("binaryAsString")
-    if binary is not None and not isinstance(binary, bool):
-        found.append((f"{path}.binaryAsString", "must be true or false"))
+    for flag in ("binaryAsString", "extractUnionsByType"):
+        given = extra.get(flag)
+        if given is not None and not isinstance(given, bool):
+            found.append((f"{path}.{flag}", "must be true or false"))
     if input_format.type == "avro_stream":
         found += _avro_stream(extra, path)
     elif input_format.type == "avro_ocf":

@@ -196,15 +196,96 @@ def plain(value: Any, binary_as_string: bool) -> Any:
     return value
 
 
+_UNNAMED = {  # a decoded value's Python type: the union members it can be, in Druid's key order
+    bool: ("boolean",),
+    int: ("int", "long"),
+    float: ("float", "double"),
+    str: ("string",),
+    bytes: ("bytes",),
+    list: ("array",),
+    dict: ("map",),
+}
+
+
+def _kind(schema: Any) -> str:
+    return schema if isinstance(schema, str) else schema["type"] if isinstance(schema, dict) else ""
+
+
+class UnionsByType:
+    """Druid's `extractUnionsByType`: a record field whose union has more than one member
+    besides null reads as an object keyed by the member its value is: the type name of a
+    primitive, `array` or `map`; the (unqualified) name of a record, enum or fixed. A null is
+    `{}`. Unions elsewhere (array items, map values, null-or-one-type fields) read as their
+    value. Fed the values fastavro reads with `return_named_type` (a named member as (full
+    name, value)). Between int and long, or float and double, a value is keyed by the first
+    of the two its union has: the decoded value does not tell them apart."""
+
+    def __init__(self, schema: Any) -> None:
+        self.named: dict[str, Any] = (
+            schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
+        )
+
+    def _schema(self, schema: Any) -> Any:
+        return self.named.get(schema, schema) if isinstance(schema, str) else schema
+
+    def value(self, schema: Any, value: Any) -> Any:
+        schema = self._schema(schema)
+        if isinstance(schema, list):  # a union not exploded: its member's value
+            if isinstance(value, tuple):
+                name, inner = value
+                return self.value(name, inner)
+            return self.value(self._unnamed(schema, value), value)
+        kind = _kind(schema)
+        if kind == "record" and isinstance(value, dict):
+            return {
+                f["name"]: self._field(f["type"], value.get(f["name"])) for f in schema["fields"]
+            }
+        if kind == "array" and isinstance(value, list):
+            return [self.value(schema["items"], v) for v in value]
+        if kind == "map" and isinstance(value, dict):
+            return {k: self.value(schema["values"], v) for k, v in value.items()}
+        return value
+
+    def _field(self, schema: Any, value: Any) -> Any:
+        schema = self._schema(schema)
+        members = [m for m in schema if _kind(m) != "null"] if isinstance(schema, list) else []
+        if len(members) < 2:
+            return self.value(schema, value)
+        if value is None:
+            return {}
+        if isinstance(value, tuple):
+            name, inner = value
+            return {name.rsplit(".", 1)[-1]: self.value(name, inner)}
+        member = self._unnamed(schema, value)
+        return {_kind(self._schema(member)): self.value(member, value)}
+
+    def _unnamed(self, union: list[Any], value: Any) -> Any:
+        if value is None:
+            return "null"
+        names = _UNNAMED.get(type(value), ())
+        for member in union:
+            if _kind(self._schema(member)) in names:
+                return member
+        return "null"  # not reached for a value read by its schema
+
+
 def _record(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise DecodeError(f"the record is a {type(value).__name__}, not a record of fields")
     return value
 
 
+def _read(payload: bytes, schema: Any, by_type: bool) -> Any:
+    import fastavro
+
+    value = fastavro.schemaless_reader(io.BytesIO(payload), schema, None, return_named_type=by_type)
+    return UnionsByType(schema).value(schema, value) if by_type else value
+
+
 class AvroStream:
     def __init__(self, input_format: dict[str, Any]) -> None:
         self.binary_as_string = bool(input_format.get("binaryAsString", False))
+        self.by_type = bool(input_format.get("extractUnionsByType", False))
         decoder = input_format.get("avroBytesDecoder") or {}
         self.kind = decoder.get("type", "schema_repo")
         self.inline = None
@@ -245,11 +326,9 @@ class AvroStream:
         return schema, rest
 
     def decode(self, data: bytes) -> list[dict[str, Any]]:
-        import fastavro
-
         schema, payload = self._schema(data)
         try:
-            value = fastavro.schemaless_reader(io.BytesIO(payload), schema, None)
+            value = _read(payload, schema, self.by_type)
         except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError) as exc:
             raise DecodeError(f"not an Avro record of its schema: {exc}") from None
         return [_record(plain(value, self.binary_as_string))]
@@ -260,6 +339,7 @@ class AvroOcf:
 
     def __init__(self, input_format: dict[str, Any]) -> None:
         self.binary_as_string = bool(input_format.get("binaryAsString", False))
+        self.by_type = bool(input_format.get("extractUnionsByType", False))
         given = input_format.get("schema")
         self.reader_schema = avro_schema(given) if given is not None else None
 
@@ -267,7 +347,14 @@ class AvroOcf:
         import fastavro
 
         try:
-            records = list(fastavro.reader(io.BytesIO(data), reader_schema=self.reader_schema))
+            read = fastavro.reader(
+                io.BytesIO(data), reader_schema=self.reader_schema, return_named_type=self.by_type
+            )
+            records = list(read)
+            if self.by_type:
+                schema = self.reader_schema or fastavro.parse_schema(read.writer_schema)
+                unions = UnionsByType(schema)
+                records = [unions.value(schema, r) for r in records]
         except Exception as exc:
             raise DecodeError(f"not an Avro object container file: {exc}") from None
         return [_record(plain(r, self.binary_as_string)) for r in records]

@@ -15,7 +15,8 @@ What Druid does not: the new count does not restart every group. It is the super
 effective taskCount (kept in the metadata DB, not a new spec version), and the planner rolls
 over only the groups whose partitions it moves (supervisor/controller/plan.py); a group's new
 tasks wait until the partitions they take over are no longer read by another group's tasks,
-and start where those publish. Each decision, with its reason, is kept in the status.
+and start where those publish. Each decision, with its reason, is kept in the status (the
+newest) and in the audit log, which the history shows beside the spec version it was taken under.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from typing import Any
 
 from supervisor.model.views import Snapshot
 from tasks.spec.io_config import AutoScalerConfig
-
-DECISIONS_KEPT = 20
 
 
 @dataclass

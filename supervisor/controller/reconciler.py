@@ -29,7 +29,12 @@ from supervisor.controller.plan import next_deadline, plan
 from supervisor.controller.requests import Pending, merge
 from supervisor.db.engine import SessionFactory
 from supervisor.db.intents import STANDALONE, IntentRepository
-from supervisor.db.repositories import AutoscalerRepository
+from supervisor.db.repositories import (
+    AUTOSCALER,
+    DECISIONS_KEPT,
+    AuditRepository,
+    AutoscalerRepository,
+)
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
@@ -444,13 +449,20 @@ class Reconciler:
             return snapshot
         self.fence.check()  # a deposed leader decides nothing
         at = self.clock()
+        entry = decision.to_json(druid_timestamp(at))
         AutoscalerRepository(session).record(
-            snapshot.supervisor_id,
-            decision.after,
-            decision.to_json(druid_timestamp(at)),
-            at,
-            autoscale.DECISIONS_KEPT,
+            snapshot.supervisor_id, decision.after, entry, at, DECISIONS_KEPT
         )
+        AuditRepository(session).add(
+            snapshot.supervisor_id,
+            "supervisor",
+            AUTOSCALER,
+            AUTOSCALER,
+            decision.reason,
+            None,
+            entry,
+            at,
+        )  # every decision, for the history (the status keeps the newest)
         session.commit()
         autoscale.changed(memory.lag, now)
         log.info(

@@ -201,9 +201,26 @@ class SpecRepository:
         return row
 
 
+AUTOSCALER = "autoscaler"  # the audit log's action (and author) of an autoscaler decision
+DECISIONS_KEPT = 20  # autoscaler decisions the status, or a history entry, shows at most
+
+
 class AuditRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
+
+    def entries(self, key: str, action: str, since: datetime) -> list[AuditRow]:
+        """The entries of `key` with `action` from `since` on, oldest first."""
+        query = (
+            select(AuditRow)
+            .where(
+                AuditRow.audit_key == key,
+                AuditRow.action == action,
+                AuditRow.created_at >= since,
+            )
+            .order_by(AuditRow.id)
+        )
+        return list(self.session.scalars(query))
 
     def add(
         self,

@@ -19,6 +19,8 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.intents import IntentKind, IntentRepository
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import (
+    AUTOSCALER,
+    DECISIONS_KEPT,
     AuditRepository,
     AutoscalerRepository,
     OffsetsRepository,
@@ -92,6 +94,7 @@ class History:
     `truncated` (the answer says so in a header; ask with ?count for fewer)."""
 
     versions: dict[str, list[dict[str, object]]] = field(default_factory=dict)
+    created: dict[str, list[datetime]] = field(default_factory=dict)  # of each version
     size: int = 0
     truncated: bool = False
 
@@ -102,7 +105,21 @@ class History:
             return False
         self.size += weight
         self.versions.setdefault(row.supervisor_id, []).append(SupervisorService.version_entry(row))
+        self.created.setdefault(row.supervisor_id, []).append(row.created_at)
         return True
+
+    def add_decisions(self, audit: AuditRepository) -> None:
+        """Beside each version, as `autoscalerDecisions` (oldest first, the newest
+        DECISIONS_KEPT), the lag-based autoscaler's decisions taken while it was the current
+        one; versions without any are as Druid writes them."""
+        for supervisor_id, entries in self.versions.items():
+            created = self.created[supervisor_id]  # newest first
+            taken: dict[int, list[dict[str, Any]]] = {}
+            for row in audit.entries(supervisor_id, AUTOSCALER, created[-1]):
+                index = next(i for i, at in enumerate(created) if at <= row.created_at)
+                taken.setdefault(index, []).append(row.payload)
+            for index, decisions in taken.items():
+                entries[index]["autoscalerDecisions"] = decisions[-DECISIONS_KEPT:]
 
 
 class SupervisorService:
@@ -204,6 +221,7 @@ class SupervisorService:
                 break
         if not history.versions:
             raise NotFoundError(f"No history for [{supervisor_id}]")
+        history.add_decisions(self.audit)
         return history
 
     def all_history(self, count: int | None, readable: Callable[[str], bool]) -> History:
@@ -218,6 +236,7 @@ class SupervisorService:
             if len(history.versions.get(row.supervisor_id, ())) < kept and not history.add(row):
                 break
         history.versions = dict(sorted(history.versions.items()))
+        history.add_decisions(self.audit)
         return history
 
     @staticmethod

@@ -124,6 +124,11 @@ def test_lag_scales_out_to_three_and_back_to_one_exactly_once(
     wait_for(published, 300, "the last records published")
     assert api.post(f"{BASE}/{ds}/suspend").is_success
     wait_for(lambda: not status()["activeTasks"] and not status()["publishingTasks"], 300, "stop")
+    # the history keeps both decisions beside the version they were taken under (not the
+    # suspend's)
+    suspended, submitted = api.get(f"{BASE}/{ds}/history").json()
+    assert "autoscalerDecisions" not in suspended
+    assert submitted["autoscalerDecisions"] == [first, second]
     ids: list[str] = []
     for (path,) in db_rows(service, select(SegmentRow.path).where(SegmentRow.datasource == ds)):
         ids += pq.read_table(path).column("id").to_pylist()

@@ -1,9 +1,9 @@
 """Druid's wikipedia stream events on the real broker in every input format a Druid user
 brings (flat JSON; nested JSON with a flattenSpec; Avro with an inline schema and with the
-real schema registry; Protobuf with a descriptor file and with the registry, its schema
-registered as .proto text as Java producers do; a legacy avro_stream parser) ingest by real
-tasks to the same rows: per page, the same count and the same sums of added, deleted and
-delta. A record of each that cannot be read is counted unparseable, not a failed task."""
+real schema registry, and with unions read by extractUnionsByType; Protobuf with a descriptor
+file and with the registry, its schema registered as .proto text as Java producers do; a legacy
+avro_stream parser) ingest by real tasks to the same rows: per page, the same count and the
+same sums of added, deleted and delta. A record of each that cannot be read is counted unparseable, not a failed task."""
 
 from __future__ import annotations
 
@@ -56,9 +56,9 @@ def overlord(
         yield running
 
 
-def avro_body(record: dict[str, Any]) -> bytes:
+def avro_body(record: dict[str, Any], schema: dict[str, Any] = wikipedia.AVRO_SCHEMA) -> bytes:
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(wikipedia.AVRO_SCHEMA), record)
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
     return out.getvalue()
 
 
@@ -195,6 +195,34 @@ def test_every_format_ingests_to_the_same_rows(
             {"type": "protobuf", "protoBytesDecoder": from_registry},
         ),
     }
+    # the page and the counts as unions of more than one type, read with extractUnionsByType
+    # and taken out of their unions by flattenSpec paths
+    unions_schema = {
+        **wikipedia.AVRO_SCHEMA,
+        "fields": [
+            {**f, "type": ["null", f["type"], "long" if f["name"] == "page" else "string"]}
+            if f["name"] in ("page", *wikipedia.NUMBERS)
+            else f
+            for f in wikipedia.AVRO_SCHEMA["fields"]
+        ],
+    }
+    tasks["avro_unions"] = task(
+        "avro_unions",
+        topic_of(kafka, [avro_body(e, unions_schema) for e in EVENTS]),
+        bootstrap,
+        {
+            "type": "avro_stream",
+            "avroBytesDecoder": {"type": "schema_inline", "schema": unions_schema},
+            "extractUnionsByType": True,
+            "flattenSpec": {
+                "useFieldDiscovery": True,
+                "fields": [
+                    {"type": "path", "name": "page", "expr": "$.page.string"},
+                    *({"type": "path", "name": n, "expr": f"$.{n}.int"} for n in wikipedia.NUMBERS),
+                ],
+            },
+        },
+    )
     # a long-lived Druid spec: the legacy avro_stream parser
     legacy = task("legacy", avro_topic, bootstrap, None)
     schema = legacy["dataSchema"]

@@ -388,3 +388,12 @@ def test_the_autoscaler_scales_out_on_lag_records_why_and_keeps_the_count(
         assert report["payload"]["autoscaler"]["decisions"] == [decision]  # type: ignore[index]
     # the first group's task reads partitions now of groups 1 and 2: none start beside it
     assert len(runner.launched) == 1
+    # the history shows the decision beside the version it was taken under, not a later one
+    clock.now += timedelta(minutes=1)
+    submit(sessions, clock, "127.0.0.1:1", autoScalerConfig={**scaler, "scaleOutStep": 1})
+    with sessions() as session:
+        newer, older = SupervisorService(session, clock).history("events", None).versions["events"]
+        everyone = SupervisorService(session, clock).all_history(None, lambda _: True)
+    assert "autoscalerDecisions" not in newer
+    assert older["autoscalerDecisions"] == [decision]
+    assert everyone.versions["events"] == [newer, older]

@@ -70,6 +70,102 @@ def test_avro_values_as_druid_reads_them() -> None:
     assert as_text.decode(data)[0]["b"] == "hi"
 
 
+UNION_SUB = {
+    "type": "record",
+    "name": "UnionSubRecord",
+    "fields": [{"name": "s", "type": "string"}],
+}
+UNIONS = {
+    "type": "record",
+    "name": "Datum",
+    "namespace": "org.example",
+    "fields": [
+        {
+            "name": "many",
+            "type": [
+                "null",
+                "int",
+                "float",
+                "string",
+                "bytes",
+                {"type": "array", "items": "int"},
+                {"type": "map", "values": "int"},
+                UNION_SUB,
+                {"type": "fixed", "name": "UnionSubFixed", "size": 2},
+                {"type": "enum", "name": "UnionSubEnum", "symbols": ["ENUM1", "ENUM2"]},
+            ],
+        },
+        {"name": "optional", "type": ["null", "long"]},
+        {"name": "named", "type": ["null", "UnionSubRecord"]},
+        {"name": "nested", "type": {"type": "array", "items": "Datum2"}},
+    ],
+}
+NESTED = {
+    "type": "record",
+    "name": "Datum2",
+    "namespace": "org.example",
+    "fields": [{"name": "either", "type": ["long", "boolean"]}],
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "extracted"),
+    [
+        (7, {"int": 7}),
+        (1.5, {"float": 1.5}),
+        ("text", {"string": "text"}),
+        (b"\x01", {"bytes": "AQ=="}),
+        ([1, 2, 3], {"array": [1, 2, 3]}),
+        ({"one": 1}, {"map": {"one": 1}}),
+        (("org.example.UnionSubRecord", {"s": "sub"}), {"UnionSubRecord": {"s": "sub"}}),
+        (("org.example.UnionSubFixed", b"ok"), {"UnionSubFixed": "b2s="}),
+        (("org.example.UnionSubEnum", "ENUM1"), {"UnionSubEnum": "ENUM1"}),
+        (None, {}),
+    ],
+)
+def test_extract_unions_by_type_keys_a_union_field_by_its_member(
+    value: Any, extracted: dict[str, Any]
+) -> None:
+    """Druid's extractUnionsByType: a field whose union has two or more members besides null
+    becomes {member: value}, by type name or by (unqualified) name; null is {}. A null-or-one
+    union is left as its value; unions in nested records are extracted too."""
+    schema = fastavro.parse_schema(NESTED)
+    schema = fastavro.parse_schema(UNIONS, named_schemas=schema["__named_schemas"])
+    record = {
+        "many": value,
+        "optional": 5,
+        "named": ("org.example.UnionSubRecord", {"s": "x"}),
+        "nested": [{"either": 3}, {"either": True}],
+    }
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, record)
+    writer = {
+        **UNIONS,
+        "fields": [
+            *UNIONS["fields"][:3],
+            {"name": "nested", "type": {"type": "array", "items": NESTED}},
+        ],
+    }
+    made = AvroStream(
+        {
+            "extractUnionsByType": True,
+            "avroBytesDecoder": {"type": "schema_inline", "schema": writer},
+        }
+    )
+    (decoded,) = made.decode(out.getvalue())
+    assert decoded == {
+        "many": extracted,
+        "optional": 5,
+        "named": {"s": "x"},
+        "nested": [{"either": {"long": 3}}, {"either": {"boolean": True}}],
+    }
+    plain = AvroStream({"avroBytesDecoder": {"type": "schema_inline", "schema": writer}})
+    assert plain.decode(out.getvalue())[0]["named"] == {"s": "x"}  # the option off: values
+    ocf = io.BytesIO()
+    fastavro.writer(ocf, fastavro.parse_schema(writer), [record])
+    assert AvroOcf({"extractUnionsByType": True}).decode(ocf.getvalue()) == [decoded]
+
+
 def test_multiple_schemas_inline_reads_the_version_byte_and_id() -> None:
     made = AvroStream(
         {
@@ -165,11 +261,11 @@ def test_json_texts_say_why_a_record_is_unparseable() -> None:
         (
             {
                 "type": "avro_stream",
-                "extractUnionsByType": True,
+                "extractUnionsByType": "yes",
                 "avroBytesDecoder": {"type": "schema_inline", "schema": "string"},
             },
             "extractUnionsByType",
-            "not supported yet",
+            "must be true or false",
         ),
         ({"type": "avro_ocf", "schema": {"type": "nope"}}, "schema", "not an Avro schema"),
         (
