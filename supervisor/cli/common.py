@@ -3,6 +3,7 @@ and asking before a destructive change."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +19,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class Context:
     def __init__(self, url: str, output: str, user: str | None = None) -> None:
-        self.client = ServiceClient(url, auth=credentials(user))
-        self.output = output
+        self.url, self.output, self.user = url, output, user
+        self._client: ServiceClient | None = None
+
+    @property
+    def client(self) -> ServiceClient:
+        """Made when first used: a password is asked for once, for the user finally given."""
+        if self._client is None:
+            self._client = ServiceClient(self.url, auth=credentials(self.user))
+        return self._client
 
     @property
     def json(self) -> bool:
         return self.output == "json"
+
+    def given_after(self, url: str | None, output: str | None, user: str | None) -> None:
+        """The API options given after the command: they win over those before it."""
+        self.url, self.output, self.user = url or self.url, output or self.output, user or self.user
 
     def done(self, result: Any, message: str) -> None:
         """A change's outcome: the service's answer with -o json, else one line for people."""
@@ -34,40 +46,86 @@ class Context:
 
 
 pass_context = click.make_pass_decorator(Context)
+API_OPTIONS = ("url", "output", "user")
 
 
-def api_options(group: F) -> F:
-    """--url, --user and --output on a command group; the group's commands get a Context."""
-    group = click.option(
-        "--user",
-        "-u",
-        envvar="SLUICEGATE_USER",
-        default=None,
-        help="Log in as this user (or SLUICEGATE_USER); the password comes from "
-        "SLUICEGATE_PASSWORD or is asked for. SLUICEGATE_TOKEN logs in with an API token.",
-    )(group)
-    group = click.option(
-        "--output",
-        "-o",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="table for people, json for scripts.",
-    )(group)
-    return click.option(
-        "--url",
-        envvar="SLUICEGATE_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="The service's base URL (or SLUICEGATE_URL).",
-    )(group)
+def _api_options(on_command: bool) -> list[Callable[[F], F]]:
+    """--url, --output and --user, defined once. On a group (or a lone command) they read
+    their environment variables and defaults; on a group's command they are given or None,
+    so that one given after the command wins and one not given leaves the group's."""
+
+    def fallback(value: Any) -> Any:
+        return None if on_command else value
+
+    return [
+        click.option(
+            "--url",
+            envvar=fallback("SLUICEGATE_URL"),
+            default=fallback(DEFAULT_URL),
+            show_default=not on_command,
+            help="The service's base URL (or SLUICEGATE_URL).",
+        ),
+        click.option(
+            "--output",
+            "-o",
+            type=click.Choice(["table", "json"]),
+            default=fallback("table"),
+            show_default=not on_command,
+            help="table for people, json for scripts.",
+        ),
+        click.option(
+            "--user",
+            "-u",
+            envvar=fallback("SLUICEGATE_USER"),
+            default=None,
+            help="Log in as this user (or SLUICEGATE_USER); the password comes from "
+            "SLUICEGATE_PASSWORD or is asked for. SLUICEGATE_TOKEN logs in with an API token.",
+        ),
+    ]
+
+
+def api_options(command: F) -> F:
+    """--url, --output and --user on a command group, or on a command of its own."""
+    for option in reversed(_api_options(on_command=False)):
+        command = option(command)
+    return command
+
+
+class ApiGroup(click.Group):
+    """A command group talking to the service. Its API options are accepted before the
+    command (`sluicegate supervisor -o json list`) and after it (`sluicegate supervisor list
+    -o json`), as kubectl, gh and docker take them; after wins."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(_taking_api_options(cmd), name)
+
+
+def _taking_api_options(cmd: click.Command) -> click.Command:
+    """The command with the API options (given or None), which it hands to the group's
+    Context before it runs."""
+    if cmd.callback is None or any(p.name in API_OPTIONS for p in cmd.params):
+        return cmd  # nothing to run, or taken already (a command added twice)
+    for option in _api_options(on_command=True):
+        option(cmd)  # a Command: the option is appended to its params
+    run = cmd.callback
+
+    @functools.wraps(run)
+    def taking(*args: Any, **kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name) for name in API_OPTIONS}
+        found = click.get_current_context().find_object(Context)
+        if found is not None:
+            found.given_after(**given)
+        return run(*args, **kwargs)
+
+    cmd.callback = taking
+    return cmd
 
 
 def api_group(name: str, doc: str) -> click.Group:
-    """A command group talking to the service: --url and --output, and a Context for its
-    commands."""
+    """A command group talking to the service: --url, --output and --user, and a Context
+    for its commands."""
 
-    @click.group(name, help=doc)
+    @click.group(name, help=doc, cls=ApiGroup)
     @api_options
     @click.pass_context
     def group(ctx: click.Context, url: str, output: str, user: str | None) -> None:

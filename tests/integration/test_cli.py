@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,6 +107,112 @@ def test_cli_errors_are_one_line_with_exit_codes(
     assert code == 2 and err.startswith("error: No such command") and err.count("\n") == 1
     code, _, err = run(capsys, *url, "-o", "yaml", "list")
     assert code == 2 and err.count("\n") == 1
+
+
+# Every command of every group talking to the service, with its arguments, and what puts the
+# state back after it (so that the second form of it meets the state the first met)
+EVERY_COMMAND: list[tuple[str, list[str], list[list[str]]]] = [
+    ("supervisor", ["submit", "{spec}"], [["suspend", "wiki"]]),
+    ("supervisor", ["list"], []),
+    ("supervisor", ["get", "wiki"], []),
+    ("supervisor", ["history", "wiki", "--count", "2"], []),
+    ("supervisor", ["status", "wiki"], []),
+    ("supervisor", ["health", "wiki"], []),
+    ("supervisor", ["stats", "wiki"], []),
+    ("supervisor", ["handoff", "wiki", "0"], []),
+    ("supervisor", ["reset", "wiki", "--yes"], []),
+    ("supervisor", ["reset-offsets", "wiki", "-p", "0=5", "--yes"], []),
+    ("supervisor", ["resume", "wiki"], [["suspend", "wiki"]]),
+    ("supervisor", ["suspend", "wiki"], []),
+    ("supervisor", ["resume-all", "--yes"], [["suspend-all", "--yes"]]),
+    ("supervisor", ["suspend-all", "--yes"], []),
+    ("supervisor", ["terminate", "wiki", "--yes"], [["submit", "{spec}"], ["suspend", "wiki"]]),
+    ("supervisor", ["terminate-all", "--yes"], [["submit", "{spec}"], ["suspend", "wiki"]]),
+    ("task", ["list"], []),
+    ("task", ["status", "index_kafka_nope"], []),
+    ("task", ["reports", "index_kafka_nope"], []),
+    ("task", ["log", "index_kafka_nope"], []),
+    ("task", ["shutdown", "index_kafka_nope", "--yes"], []),
+    ("task", ["shutdown-all", "wiki", "--yes"], []),
+    ("segments", ["list", "wiki"], []),
+    ("workers", ["list"], []),
+    ("workers", ["disable", "127.0.0.1:1"], []),
+    ("workers", ["enable", "127.0.0.1:1"], []),
+]
+
+
+def _stable(result: tuple[int, str, str]) -> tuple[int, str, str]:
+    """A command's result without the time its status was made (each pass makes it anew)."""
+    code, out, err = result
+    return code, re.sub(r'"generationTime": "[^"]*"', "", out), err
+
+
+def test_every_api_command_is_listed_for_the_flags_test() -> None:
+    from supervisor.cli import cli
+    from supervisor.cli.common import ApiGroup
+
+    commands = {
+        (name, command)
+        for name, group in cli.commands.items()
+        if isinstance(group, ApiGroup)
+        for command in group.commands  # type: ignore[attr-defined]
+    }
+    assert commands == {(group, args[0]) for group, args, _ in EVERY_COMMAND}
+
+
+@pytest.mark.parametrize("metadata_url", ["sqlite"], indirect=True)
+def test_flags_before_and_after_the_command_give_the_same_result(
+    settings, spec_file: Path, capsys, monkeypatch
+) -> None:
+    """--url, -o/--output and -u/--user are taken before the command (`supervisor -o json
+    list`) and after it (`supervisor list -o json`), with the same result for every command
+    of every group; given on both sides, the one after wins. The environment's URL leads
+    nowhere and the service needs a login, so an option not taken would show."""
+    from pydantic import SecretStr
+
+    settings.auth = "basic"
+    settings.admin_password = SecretStr("admin-pass-1")
+    monkeypatch.delenv("SLUICEGATE_TOKEN", raising=False)
+    monkeypatch.delenv("SLUICEGATE_USER", raising=False)
+    monkeypatch.setenv("SLUICEGATE_PASSWORD", "admin-pass-1")
+    monkeypatch.setenv("SLUICEGATE_URL", f"http://127.0.0.1:{free_port()}")
+    with RunningService(settings) as service:
+        flags = ["--url", service.url, "-o", "json", "--user", "admin"]
+
+        def before(group: str, args: list[str]) -> tuple[int, str, str]:
+            return run(capsys, group, *flags, *(a.format(spec=spec_file) for a in args))
+
+        def after(group: str, args: list[str]) -> tuple[int, str, str]:
+            return run(capsys, group, *(a.format(spec=spec_file) for a in args), *flags)
+
+        assert before("supervisor", ["submit", "{spec}"])[0] == 0
+        assert after("supervisor", ["suspend", "wiki"])[0] == 0  # no pass changes its state
+
+        def suspended() -> bool:
+            answer = before("supervisor", ["status", "wiki"])
+            return json.loads(answer[1])["payload"]["state"] == "SUSPENDED"
+
+        wait_for(suspended, 30, "the supervisor suspended")
+        succeeded = set()
+        for group, args, undo in EVERY_COMMAND:
+            first = before(group, args)
+            for step in undo:
+                assert before(group, step)[0] == 0, step
+            second = after(group, args)
+            for step in undo:
+                assert after(group, step)[0] == 0, step
+            assert _stable(first) == _stable(second), (group, args)
+            if first[0] == 0:
+                succeeded.add((group, args[0]))
+                json.loads(first[1])  # -o json taken: the answer is JSON
+        # most succeed outright; the rest answer the service's own refusal, the same both ways
+        assert {("supervisor", "list"), ("supervisor", "terminate"), ("task", "list")} <= succeeded
+        assert len(succeeded) >= 18, succeeded
+        # on both sides: the one after the command wins
+        code, out, _ = run(capsys, "supervisor", *flags, "list", "-o", "table")
+        assert code == 0 and out.split()[:3] == ["ID", "DATASOURCE", "STATE"]
+        code, out, _ = run(capsys, "supervisor", "-o", "table", "list", *flags)
+        assert code == 0 and json.loads(out)[0]["id"] == "wiki"
 
 
 def test_url_from_environment(monkeypatch, capsys) -> None:

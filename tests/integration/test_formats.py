@@ -3,7 +3,8 @@ brings (flat JSON; nested JSON with a flattenSpec; Avro with an inline schema an
 real schema registry, and with unions read by extractUnionsByType; Protobuf with a descriptor
 file and with the registry, its schema registered as .proto text as Java producers do; a legacy
 avro_stream parser) ingest by real tasks to the same rows: per page, the same count and the
-same sums of added, deleted and delta. A record of each that cannot be read is counted unparseable, not a failed task."""
+same sums of added, deleted and delta. A record of each that cannot be read is counted
+unparseable, not a failed task."""
 
 from __future__ import annotations
 
