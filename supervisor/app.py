@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
@@ -32,7 +32,7 @@ from supervisor.runner import host_runner
 from supervisor.runner.cluster import ClusterRunner
 from supervisor.services.authentication import ADMIN, Authenticator, ensure_admin
 from supervisor.services.leadership import Leadership, LeaseHeld
-from supervisor.services.metrics import Metrics
+from supervisor.services.metrics import Metrics, exposition
 from supervisor.settings import Settings
 from tasks.spec.errors import SpecError
 
@@ -192,13 +192,17 @@ def create_app(
         "/metrics",
         tags=["service"],
         dependencies=state_read,
-        summary="Druid's ingestion metrics in Prometheus' text format",
+        summary="Druid's ingestion metrics in Prometheus' text format (OpenMetrics when the "
+        "Accept header asks for it)",
         response_class=PlainTextResponse,
     )
-    def metrics(request: Request) -> PlainTextResponse:
+    def metrics(request: Request) -> Response:
         with context.sessions() as session:
-            text = context.metrics.render(session, context.statuses_of(session), may_read(request))
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+            families = context.metrics.scrape(
+                session, context.statuses_of(session), may_read(request)
+            )
+        body, content_type = exposition(families, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     @app.get("/status", tags=["service"], summary="Version of the service", dependencies=state_read)
     def status() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""`GET /metrics`: Druid's ingestion metrics in Prometheus' text format.
+"""`GET /metrics`: Druid's ingestion metrics, written by the Prometheus client library in
+Prometheus' text format, or OpenMetrics when the scraper asks for it.
 
 Druid's names map to Prometheus names the way its prometheus-emitter does it (slashes become
 underscores, counters end in `_total`, times are seconds), under a `sluicegate_` prefix, with
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from supervisor.db.repositories import OffsetsRepository, SpecRepository
@@ -56,20 +60,9 @@ def prometheus_name(druid_metric: str, counter: bool = False) -> str:
     return "sluicegate_" + "_".join(words) + ("_total" if counter else "")
 
 
-def _escape(value: Any) -> str:
-    text = str(value).replace("\\", "\\\\").replace("\n", "\\n")
-    return text.replace('"', '\\"')
-
-
-def _labels(labels: dict[str, Any]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
-
-
 @dataclass
 class Family:
-    name: str
+    name: str  # a counter's ends in _total
     kind: str  # gauge, counter, histogram
     help: str
     samples: list[tuple[str, dict[str, Any], float]] = field(default_factory=list)
@@ -77,12 +70,36 @@ class Family:
     def add(self, value: float, suffix: str = "", **labels: object) -> None:
         self.samples.append((suffix, labels, value))
 
-    def render(self) -> str:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+    def metric(self) -> Metric:
+        """The family as the client library's metric (a counter's is named without _total;
+        the expositions add it to its samples)."""
+        base = self.name.removesuffix("_total") if self.kind == "counter" else self.name
+        metric = Metric(base, self.help, self.kind)
         for suffix, labels, value in self.samples:
-            number = repr(float(value)) if value != int(value) else str(int(value))
-            lines.append(f"{self.name}{suffix}{_labels(labels)} {number}")
-        return "\n".join(lines)
+            texts = {k: _label(v) for k, v in labels.items()}
+            metric.add_sample(self.name + suffix, texts, float(value))
+        return metric
+
+
+def _label(value: Any) -> str:
+    return repr(value) if isinstance(value, float) else str(value)  # a bucket's bound: 1.0
+
+
+class _Scrape(Collector):
+    """One scrape's families, for the library's encoders."""
+
+    def __init__(self, families: list[Family]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return [family.metric() for family in self.families]
+
+
+def exposition(families: list[Family], accept: str | None) -> tuple[bytes, str]:
+    """The families in the format the Accept header asks for (the client library negotiates:
+    OpenMetrics when asked for, else Prometheus' text format 0.0.4), and its content type."""
+    encode, content_type = choose_encoder(accept or "")
+    return encode(_Scrape(families)), content_type
 
 
 class PublishLatency:
@@ -163,14 +180,15 @@ class Metrics:
         self.publish = PublishLatency()
         self.finished = FinishedTotals()
 
-    def render(
+    def scrape(
         self,
         session: Session,
         status: Callable[[str], SupervisorStatus | None],
         readable: Callable[[str], bool] = lambda _: True,
-    ) -> str:
-        """`status`: a supervisor's status from its last pass (AppContext.status); only the
-        supervisors of datasources `readable` says the caller may read."""
+    ) -> list[Family]:
+        """Every family of a scrape. `status`: a supervisor's status from its last pass
+        (AppContext.status); only the supervisors of datasources `readable` says the caller may
+        read."""
         families = _families()
         for row in SpecRepository(session).all_active():
             if not readable(row.datasource):
@@ -192,8 +210,7 @@ class Metrics:
                 families[metric].add(totals.get(name, 0), **labels)
             for state, count in TaskRepository(session).counts(row.supervisor_id).items():
                 families["task/count"].add(count, **labels, state=state)
-        ordered = [*families.values(), self.publish.family(readable)]
-        return "\n".join(f.render() for f in ordered) + "\n"
+        return [*families.values(), self.publish.family(readable)]
 
 
 def _families() -> dict[str, Family]:

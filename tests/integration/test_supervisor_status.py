@@ -42,15 +42,28 @@ def spec(topic: str, bootstrap: str, datasource: str) -> dict[str, Any]:
     )
 
 
-def metrics(api: httpx.Client) -> dict[str, float]:
-    """The samples of GET /metrics, by name with labels; the text must parse line by line."""
-    response = api.get("/metrics")
-    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+LABEL_ORDER = ("supervisor", "datasource", "stream", "partition", "state", "outcome", "le")
+
+
+def metrics(api: httpx.Client, openmetrics: bool = False) -> dict[str, float]:
+    """The samples of GET /metrics, read by the Prometheus client library's own parser (the
+    OpenMetrics one when asked for in that format), keyed by name and labels as written here."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+    from prometheus_client.parser import text_string_to_metric_families
+
+    accept = "application/openmetrics-text; version=1.0.0" if openmetrics else "*/*"
+    response = api.get("/metrics", headers={"Accept": accept})
+    wanted = "application/openmetrics-text" if openmetrics else "text/plain; version=0.0.4"
+    assert response.headers["content-type"].startswith(wanted)
+    parse = openmetrics_families if openmetrics else text_string_to_metric_families
     samples = {}
-    for line in response.text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
+    for family in parse(response.text):
+        for sample in family.samples:
+            names = sorted(sample.labels, key=lambda n: (*LABEL_ORDER, n).index(n))
+            labels = ",".join(f'{n}="{sample.labels[n]}"' for n in names)
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
     return samples
 
 
@@ -100,9 +113,10 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
     ]
     assert errors[0]["input"].startswith("{not json") and errors[0]["details"][0]
 
-    # /metrics: the same figures under Prometheus names
+    # /metrics: the same figures under Prometheus names, in either format
     labels = f'{{supervisor="{ds}",datasource="{ds}",stream="{topic}"}}'
     reading = metrics(api)
+    assert metrics(api, openmetrics=True)[f"sluicegate_ingest_kafka_lag{labels}"] == 0
     assert reading[f"sluicegate_ingest_events_processed_total{labels}"] == 40
     assert reading[f"sluicegate_ingest_events_unparseable_total{labels}"] == 3
     assert reading[f"sluicegate_ingest_kafka_lag{labels}"] == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.services.metrics import Family, PublishLatency, prometheus_name
+from supervisor.services.metrics import Family, PublishLatency, exposition, prometheus_name
 
 
 @pytest.mark.parametrize(
@@ -26,31 +26,58 @@ def test_druid_names_become_prometheus_names(druid: str, counter: bool, name: st
     assert prometheus_name(druid, counter) == name
 
 
-def test_a_family_renders_help_type_and_escaped_labels() -> None:
-    family = Family("sluicegate_x", "gauge", "An example.")
-    family.add(3, supervisor='we"ird\\name', partition="t:0")
-    family.add(0.25, supervisor="b")
-    assert family.render().splitlines() == [
-        "# HELP sluicegate_x An example.",
-        "# TYPE sluicegate_x gauge",
-        'sluicegate_x{supervisor="we\\"ird\\\\name",partition="t:0"} 3',
-        'sluicegate_x{supervisor="b"} 0.25',
-    ]
+OPENMETRICS = "application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5"
+
+
+def _families() -> list[Family]:
+    gauge = Family("sluicegate_x", "gauge", "An example.")
+    gauge.add(3, supervisor='we"ird\\name\nline', partition="t:0")
+    gauge.add(0.25, supervisor="b", partition="t:1")
+    counter = Family("sluicegate_ingest_persists_total", "counter", "Persists.")
+    counter.add(7, supervisor="b")
+    latency = PublishLatency()
+    latency.observe("wiki", "published", 0.2)
+    return [gauge, counter, latency.family()]
+
+
+def test_the_client_library_parses_what_metrics_writes_in_either_format() -> None:
+    """Prometheus' text format by default; OpenMetrics when the Accept header asks for it.
+    Each is read back by the library's own parser: the same names, labels (escaping
+    included) and values."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text, content_type = exposition(_families(), None)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    om, om_type = exposition(_families(), OPENMETRICS)
+    assert om_type.startswith("application/openmetrics-text; version=1.0.0")
+    assert om.decode().endswith("# EOF\n")
+    for parse, body in ((text_string_to_metric_families, text), (openmetrics_families, om)):
+        found = {m.name: m for m in parse(body.decode())}
+        (odd, plain) = found["sluicegate_x"].samples
+        assert odd.labels == {"supervisor": 'we"ird\\name\nline', "partition": "t:0"}
+        assert (odd.value, plain.value) == (3, 0.25) and found["sluicegate_x"].type == "gauge"
+        persists = found["sluicegate_ingest_persists"]  # the family's name; samples end _total
+        assert persists.type == "counter"
+        (persisted,) = persists.samples
+        assert (persisted.name, persisted.value) == ("sluicegate_ingest_persists_total", 7)
+        histogram = found["sluicegate_publish_seconds"]
+        assert histogram.type == "histogram"
+        count = next(s for s in histogram.samples if s.name.endswith("_count"))
+        assert count.value == 1 and count.labels == {"datasource": "wiki", "outcome": "published"}
 
 
 def test_publish_latency_is_a_cumulative_histogram() -> None:
     latency = PublishLatency()
     for seconds in (0.003, 0.2, 0.2, 30.0):
         latency.observe("wiki", "published", seconds)
-    lines = latency.family().render().splitlines()
-    buckets = {
-        line.split('le="')[1].split('"')[0]: float(line.split()[-1])
-        for line in lines
-        if "_bucket" in line
-    }
+    samples = latency.family().metric().samples
+    buckets = {s.labels["le"]: s.value for s in samples if s.name.endswith("_bucket")}
     assert buckets["0.01"] == 1 and buckets["0.1"] == 1 and buckets["0.25"] == 3
     assert buckets["10.0"] == 3 and buckets["+Inf"] == 4
-    assert 'sluicegate_publish_seconds_count{datasource="wiki",outcome="published"} 4' in lines
-    assert any(
-        line.startswith("sluicegate_publish_seconds_sum") and "30.403" in line for line in lines
-    )
+    (count,) = (s for s in samples if s.name == "sluicegate_publish_seconds_count")
+    assert count.value == 4
+    (total,) = (s for s in samples if s.name == "sluicegate_publish_seconds_sum")
+    assert abs(total.value - 30.403) < 1e-9
