@@ -35,6 +35,9 @@ class SimulatedStream(StreamReader):
         self.rate, self.epoch = rate, epoch
         self.calls = 0
 
+    def mirror(self, consumer_properties: Any, group: str, stream: str, committed: Any) -> None:
+        """No broker holds the simulated topics' consumer groups."""
+
     def describe(
         self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
     ) -> tuple[tuple[int | str, ...], dict[int | str, int], dict[int | str, int]]:

@@ -76,6 +76,16 @@ def kafka_broker_bundle() -> JarBundle:
     )
 
 
+def kafka_tools_bundle() -> JarBundle:
+    """Kafka's command-line tools (kafka-consumer-groups.sh's ConsumerGroupCommand), beside
+    the broker's jars: what an operator runs against the broker."""
+    return JarBundle(
+        name="kafka-tools",
+        version=KAFKA_VERSION,
+        coordinates=(f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",),
+    )
+
+
 def installed_spark_version() -> str:
     import pyspark
 

@@ -146,3 +146,45 @@ class OffsetReader:
         finally:
             consumer.close()
         return found
+
+    def commit_group(self, group: str, stream: str, offsets: Mapping[PartitionKey, int]) -> None:
+        """Set a consumer group's committed offsets (no member joins it: an admin request, as
+        `kafka-consumer-groups.sh --reset-offsets` makes). `stream` is the topic of numbered
+        keys; "topic:n" keys name their own."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        partitions = [
+            TopicPartition(*split_key(key, stream), offset) for key, offset in offsets.items()
+        ]
+        request = ConsumerGroupTopicPartitions(group, partitions)
+        answered = self.admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
+        result = answered[group].result(timeout=self.timeout)
+        failed = [p for p in result.topic_partitions or [] if p.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """A consumer group's committed offsets, by (topic, partition)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        asked = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout
+        )
+        result = asked[group].result(timeout=self.timeout)
+        return {
+            (str(p.topic), int(p.partition)): int(p.offset)
+            for p in result.topic_partitions or []
+            if p.offset >= 0
+        }
+
+    def delete_group(self, group: str) -> None:
+        """Delete a consumer group and its offsets; one that does not exist is no error."""
+        answered = self.admin.delete_consumer_groups([group], request_timeout=self.timeout)
+        try:
+            answered[group].result(timeout=self.timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not (
+                isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND
+            ):
+                raise

@@ -34,7 +34,7 @@ from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import free_port
 from supervisor.settings import Settings
-from tasks.jars import kafka_broker_bundle, resolve, spark_kafka_bundle
+from tasks.jars import kafka_broker_bundle, kafka_tools_bundle, resolve, spark_kafka_bundle
 
 _db_counter = itertools.count()
 
@@ -43,6 +43,7 @@ _db_counter = itertools.count()
 def jar_cache() -> Path:
     cache = Settings().jar_cache
     resolve(kafka_broker_bundle(), cache)
+    resolve(kafka_tools_bundle(), cache)
     resolve(spark_kafka_bundle(), cache)
     return cache
 

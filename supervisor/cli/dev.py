@@ -433,17 +433,18 @@ def _kafka_version() -> str:
 
 @click.command("resolve-jars")
 def resolve_jars() -> None:
-    """Resolve the Kafka broker and spark-sql-kafka jars from Maven Central, then archive the
-    Spark driver's classes so drivers start faster (idempotent)."""
+    """Resolve the Kafka broker's, Kafka's tools' and spark-sql-kafka's jars from Maven Central,
+    then archive the Spark driver's classes so drivers start faster (idempotent)."""
     from tasks.jars import (
         JarsMissingError,
         kafka_broker_bundle,
+        kafka_tools_bundle,
         resolve,
         spark_kafka_bundle,
     )
 
     cache = Settings().jar_cache
-    for bundle in (kafka_broker_bundle(), spark_kafka_bundle()):
+    for bundle in (kafka_broker_bundle(), kafka_tools_bundle(), spark_kafka_bundle()):
         try:
             folder = resolve(bundle, cache)
         except JarsMissingError as exc:

@@ -53,16 +53,10 @@ class StreamReader:
     def describe(
         self, consumer_properties: Mapping[str, object], stream: str, pattern: bool = False
     ) -> tuple[tuple[PartitionKey, ...], Offsets, Offsets]:
-        from tasks.kafka_offsets import OffsetReader, client_config
-
         servers = str(consumer_properties["bootstrap.servers"])
+        cluster: tuple[tuple[str, str], ...] = ()
         try:
-            config = self.access.service_config(consumer_properties)
-            cluster = tuple(sorted(client_config(config).items()))
-            reader = self.readers.get(cluster)
-            if reader is None:
-                reader = OffsetReader(config, timeout=self.timeout_s)
-                self.readers.put(cluster, reader)
+            cluster, reader = self._reader(consumer_properties)
             if pattern:
                 partitions = _matching(reader.admin.list_topics(timeout=self.timeout_s), stream)
             else:
@@ -85,6 +79,41 @@ class StreamReader:
         except Exception as exc:
             self.readers.discard(cluster)
             raise StreamError(f"cannot reach Kafka at {servers}: {exc}") from exc
+
+    def _reader(self, consumer_properties: Mapping[str, object]) -> tuple[Any, Any]:
+        """The cluster's key and its admin client (made on first use)."""
+        from tasks.kafka_offsets import OffsetReader, client_config
+
+        config = self.access.service_config(consumer_properties)
+        cluster = tuple(sorted(client_config(config).items()))
+        reader = self.readers.get(cluster)
+        if reader is None:
+            reader = OffsetReader(config, timeout=self.timeout_s)
+            self.readers.put(cluster, reader)
+        return cluster, reader
+
+    def mirror(
+        self,
+        consumer_properties: Mapping[str, object],
+        group: str,
+        stream: str,
+        committed: Offsets,
+    ) -> None:
+        """The committed offsets as the consumer group's, so Kafka's own lag tools show the
+        supervisor's lag; no committed offsets (after a reset): the group is deleted. Raises
+        what Kafka answers."""
+        from tasks.kafka_offsets import transient
+
+        cluster, reader = self._reader(consumer_properties)
+        try:
+            if committed:
+                reader.commit_group(group, stream, committed)
+            else:
+                reader.delete_group(group)
+        except Exception as exc:
+            if transient(exc):  # a cluster away: a new client next time
+                self.readers.discard(cluster)
+            raise
 
 
 def _matching(metadata: Any, pattern: str) -> tuple[PartitionKey, ...]:

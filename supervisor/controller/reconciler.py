@@ -47,6 +47,13 @@ from tasks.partitions import Offsets, PartitionKey
 from tasks.spec.periods import duration_millis
 
 log = logging.getLogger(__name__)
+
+
+def consumer_group(supervisor_id: str) -> str:
+    """The Kafka consumer group that mirrors a supervisor's committed offsets."""
+    return f"sluicegate-{supervisor_id}"
+
+
 DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has read the spec
 IDLE_AFTER_MS = 600_000  # Druid's default inactiveAfterMillis
 SLOW_PASS_S = 1.0  # a pass this long is logged with where its time went
@@ -101,6 +108,8 @@ class Memory:
     full_at: float | None = None
     snapshot: Snapshot | None = None
     lag: autoscale.LagWindow = field(default_factory=autoscale.LagWindow)  # the autoscaler's
+    mirrored: Offsets | None = None  # the committed offsets its consumer group was last given
+    mirror_failed: bool = False  # the last try to give them failed (logged once)
 
 
 @dataclass(frozen=True)
@@ -276,6 +285,7 @@ class Reconciler:
             laps["execute"] = self.monotonic() - executing
             self._settle(session, pending, snapshot, rolling, memory)
             running = any(t.running for t in snapshot.tasks)
+        self._mirror(snapshot, spec, memory)
         waited = executor.no_slot is not None  # its CreateTasks wait for a slot: not acted on
         acted = any(not (waited and isinstance(a, CreateTask)) for a in actions)
         gone = snapshot.terminated and not running and not actions
@@ -473,6 +483,40 @@ class Reconciler:
             decision.reason,
         )
         return replace(snapshot, spec=replace(snapshot.spec, task_count=decision.after))
+
+    def _mirror(self, snapshot: Snapshot, spec: SupervisorSpec, memory: Memory) -> None:
+        """The committed offsets, when they changed, as the offsets of the consumer group
+        `sluicegate-<id>` (ioConfig.consumerGroupOffsets, default on), so Kafka's own lag tools
+        (kafka-consumer-groups.sh, Burrow, exporters) see the supervisor. A mirror: the metadata
+        DB decides; Kafka being away costs the mirror, never the pass (tried again next pass)."""
+        io = spec.spec.ioConfig
+        if not io.consumerGroupOffsets or snapshot.terminated:
+            return
+        if memory.mirrored is not None and memory.mirrored == snapshot.committed:
+            return
+        group = consumer_group(snapshot.supervisor_id)
+        try:
+            self.stream.mirror(
+                io.consumerProperties,
+                group,
+                str(io.topic or io.topicPattern),
+                snapshot.committed,
+            )
+        except Exception as exc:
+            if not memory.mirror_failed:
+                log.warning(
+                    "supervisor %s: consumer group %s not updated: %s",
+                    snapshot.supervisor_id,
+                    group,
+                    exc,
+                )
+            memory.mirror_failed = True
+            return
+        if memory.mirror_failed:
+            log.info(
+                "supervisor %s: consumer group %s updated again", snapshot.supervisor_id, group
+            )
+        memory.mirrored, memory.mirror_failed = dict(snapshot.committed), False
 
     def _healthy(
         self, status: SupervisorStatus, snapshot: Snapshot, memory: Memory

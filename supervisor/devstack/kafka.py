@@ -18,7 +18,7 @@ from typing import Literal
 
 from supervisor.devstack.certs import Certs, self_signed
 from supervisor.net import free_port
-from tasks.jars import jars, kafka_broker_bundle
+from tasks.jars import jars, kafka_broker_bundle, kafka_tools_bundle
 
 HOST = "127.0.0.1"
 
@@ -203,6 +203,33 @@ class LocalKafka:
             main,
             *args,
         ]
+
+    def consumer_groups(self, *args: str, timeout: float = 120.0) -> str:
+        """kafka-consumer-groups.sh against this (plaintext) broker: Kafka's
+        ConsumerGroupCommand from its tools' jars, beside the broker's. Its output; BrokerError
+        when it fails."""
+        classpath = os.pathsep.join(
+            str(jar)
+            for jar in [
+                *jars(kafka_broker_bundle(), self.jar_cache),
+                *jars(kafka_tools_bundle(), self.jar_cache),
+            ]
+        )
+        command = self._java(
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            "--bootstrap-server",
+            self.bootstrap_servers,
+            *args,
+        )
+        command[command.index("-cp") + 1] = classpath
+        if self.security != "plaintext":
+            raise BrokerError("consumer_groups runs against a plaintext broker only")
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if result.returncode != 0:
+            raise BrokerError(f"kafka-consumer-groups {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
 
     def _format(self, config: Path) -> None:
         if (self.data_dir / "logs" / "meta.properties").exists():

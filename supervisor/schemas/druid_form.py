@@ -299,8 +299,16 @@ def _io_config(io: dict[str, Any]) -> dict[str, Any]:
     transition = io.get("repartitionTransitionDuration", "PT2M")
     if parse_period(transition).to_millis() != 120_000:  # Sluicegate's: written when set
         written["repartitionTransitionDuration"] = joda_duration(transition)
+    if io.get("consumerGroupOffsets") is False:  # Sluicegate's: written when off
+        written["consumerGroupOffsets"] = False
     written |= {"stream": stream, "useEarliestSequenceNumber": written["useEarliestOffset"]}
-    known = {"type", "useEarliestSequenceNumber", "repartitionTransitionDuration", *written}
+    known = {
+        "type",
+        "useEarliestSequenceNumber",
+        "repartitionTransitionDuration",
+        "consumerGroupOffsets",
+        *written,
+    }
     return {**written, **_rest(io, known | set(_IO_LATER))}
 
 

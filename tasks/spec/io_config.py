@@ -131,6 +131,8 @@ class KafkaIOConfig(DruidModel):
     emitTimeLagMetrics: bool = False
     configOverrides: dict[str, Any] | None = None
     lagAggregator: dict[str, Any] | None = None
+    # Sluicegate's own: mirror the committed offsets to the consumer group sluicegate-<id>
+    consumerGroupOffsets: bool = True
 
     @field_validator("consumerProperties")
     @classmethod

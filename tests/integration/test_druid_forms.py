@@ -86,6 +86,7 @@ def test_fields_set_and_left_out_read_back_in_druid_form(api: httpx.Client) -> N
         taskDuration="PT90M",
         startDelay="PT0S",
         stopTaskCount=2,
+        consumerGroupOffsets=False,  # Sluicegate's own: written when off
         consumerProperties={"bootstrap.servers": "k:9092", "sasl.password": "hush"},
     )
     schema = body["spec"]["dataSchema"]
@@ -113,6 +114,7 @@ def test_fields_set_and_left_out_read_back_in_druid_form(api: httpx.Client) -> N
         "PT3600S",
     )
     assert io["stopTaskCount"] == 2 and io["lateMessageRejectionStartDateTime"] is None
+    assert io["consumerGroupOffsets"] is False
     assert io["consumerProperties"]["sasl.password"] == "<masked>"
     assert data["metricsSpec"] == [
         {"type": "count", "name": "rows"},

@@ -49,6 +49,15 @@ class ScriptedStream(StreamReader):
         self.latest = {0: 10, 1: 10, 2: 10}
         self.down = False
         self.asked = 0  # describe calls
+        self.mirrored: list[tuple[str, str, dict[Any, int]]] = []  # (group, stream, offsets)
+        self.mirror_down = False
+
+    def mirror(
+        self, consumer_properties: Any, group: str, stream: str, committed: dict[Any, int]
+    ) -> None:
+        if self.mirror_down:
+            raise StreamError("cannot reach Kafka at 127.0.0.1:1: broker down")
+        self.mirrored.append((group, stream, dict(committed)))
 
     def describe(
         self, consumer_properties: dict[str, Any], stream: str, pattern: bool = False
@@ -397,3 +406,54 @@ def test_the_autoscaler_scales_out_on_lag_records_why_and_keeps_the_count(
     assert "autoscalerDecisions" not in newer
     assert older["autoscalerDecisions"] == [decision]
     assert everyone.versions["events"] == [newer, older]
+
+
+def test_the_committed_offsets_are_mirrored_to_the_consumer_group_when_they_change(
+    sessions: Any,
+) -> None:
+    """Each pass that finds the committed offsets changed gives them to the consumer group
+    sluicegate-<id>; unchanged, nothing is asked of Kafka; Kafka away costs the mirror, not
+    the pass, and the next pass tries again; a reset (no committed offsets) deletes the group
+    (an empty mirror); consumerGroupOffsets false turns it off."""
+    clock, stream, runner = Clock(), ScriptedStream(), RecordingRunner()
+    submit(sessions, clock, "127.0.0.1:1")
+    with sessions() as session:  # no tasks: the offsets below change under none
+        SupervisorService(session, clock).set_suspended("events", True, Actor())
+        session.commit()
+    reconciler = Reconciler(sessions, clock, runner, stream, StatusStore())
+    reconciler.reconcile("events")
+    assert stream.mirrored == [("sluicegate-events", "events", {})]  # a new leader's first pass
+    reconciler.reconcile("events")
+    assert len(stream.mirrored) == 1  # unchanged: not asked again
+
+    def commit(offsets: dict[int, int]) -> None:
+        with sessions() as session:
+            repo = OffsetsRepository(session)
+            row = repo.get("events")
+            if row is None:
+                repo.insert("events", "events", "events", offsets, clock())
+            else:
+                repo.compare_and_swap("events", row.version, offsets, clock())
+            session.commit()
+
+    commit({0: 4, 1: 5, 2: 6})
+    stream.mirror_down = True
+    reconciler.reconcile("events")
+    assert len(stream.mirrored) == 1
+    assert reconciler.statuses.get("events").healthy  # type: ignore[union-attr]
+    stream.mirror_down = False
+    reconciler.reconcile("events")
+    assert stream.mirrored[-1] == ("sluicegate-events", "events", {0: 4, 1: 5, 2: 6})
+    with sessions() as session:
+        SupervisorService(session, clock).reset("events", Actor())
+        session.commit()
+    reconciler.reconcile("events")
+    assert stream.mirrored[-1] == ("sluicegate-events", "events", {})
+    asked = len(stream.mirrored)
+    submit(sessions, clock, "127.0.0.1:1", consumerGroupOffsets=False)
+    with sessions() as session:
+        SupervisorService(session, clock).set_suspended("events", True, Actor())
+        session.commit()
+    commit({0: 7, 1: 7, 2: 7})
+    reconciler.reconcile("events")
+    assert len(stream.mirrored) == asked

@@ -190,3 +190,70 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
     assert behind[f"sluicegate_ingest_kafka_partition_lag_seconds{partition(1)}"] == 0
     assert behind[f"sluicegate_ingest_kafka_max_lag_seconds{labels}"] == 5.0
     assert behind[f"sluicegate_ingest_kafka_lag{labels}"] == 2
+
+
+def test_kafka_lag_tools_see_the_committed_offsets(kafka: LocalKafka, engine: Any) -> None:
+    """After a publish the consumer group sluicegate-<id> holds the committed offsets, and
+    Kafka's own kafka-consumer-groups.sh --describe shows the supervisor's lag from them;
+    resetOffsets moves them and reset deletes them."""
+    from tasks.kafka_offsets import OffsetReader
+
+    _, api = engine
+    topic, ds = f"group-{uuid.uuid4().hex[:8]}", "grouped"
+    group = f"sluicegate-{ds}"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    for partition in (0, 1):
+        rows = [{"ts": "2026-11-22T10:00:00Z", "word": f"w{i}"} for i in range(10)]
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            [(None, json.dumps(r).encode()) for r in rows],
+            partition=partition,
+        )
+    assert api.post(BASE, json=spec(topic, kafka.bootstrap_servers, ds)).is_success
+    reader = OffsetReader(kafka.client_config())
+
+    def status() -> dict[str, Any]:
+        payload: dict[str, Any] = api.get(f"{BASE}/{ds}/status").json()["payload"]
+        return payload
+
+    wait_for(lambda: status()["activeTasks"], 300, "the task to read")
+    assert api.post(f"{BASE}/{ds}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
+    wait_for(lambda: status()["committedOffsets"] == {"0": 10, "1": 10}, 300, "the publish")
+    wait_for(
+        lambda: reader.group_offsets(group) == {(topic, 0): 10, (topic, 1): 10},
+        60,
+        "the consumer group to hold the committed offsets",
+    )
+    # three more records: the group's lag as Kafka's own tool describes it
+    more = [(None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "x"}).encode())] * 3
+    produce(kafka.bootstrap_servers, topic, more, partition=1)
+    described = kafka.consumer_groups("--describe", "--group", group)
+    lags = {
+        int(fields[2]): (int(fields[3]), int(fields[4]), int(fields[5]))
+        for line in described.splitlines()
+        if (fields := line.split()) and fields[0] == group and fields[1] == topic
+    }
+    assert lags == {0: (10, 10, 0), 1: (10, 13, 3)}, described  # CURRENT, LOG-END, LAG
+
+    assert api.post(f"{BASE}/{ds}/suspend").is_success
+    wait_for(
+        lambda: status()["committedOffsets"] == {"0": 10, "1": 13}, 300, "the suspend's publish"
+    )
+    wait_for(
+        lambda: reader.group_offsets(group) == {(topic, 0): 10, (topic, 1): 13},
+        60,
+        "the group to follow the publish",
+    )
+    body = {
+        "type": "kafka",
+        "partitions": {"type": "end", "stream": topic, "partitionOffsetMap": {"0": 4}},
+    }
+    assert api.post(f"{BASE}/{ds}/resetOffsets", json=body).is_success
+    wait_for(
+        lambda: reader.group_offsets(group) == {(topic, 0): 4, (topic, 1): 13},
+        60,
+        "the group to follow resetOffsets",
+    )
+    assert api.post(f"{BASE}/{ds}/reset").is_success
+    wait_for(lambda: reader.group_offsets(group) == {}, 60, "the group deleted by reset")
