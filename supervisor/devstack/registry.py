@@ -173,15 +173,7 @@ class LocalRegistry(ServerProcess):
             "-jar",
             str(application / RUNNER),
         ]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.data_dir,  # Quarkus writes beside itself; not into the cache
-                start_new_session=True,
-            )
+        self._spawn(command, self.log, self.data_dir)  # Quarkus writes beside itself
         self._wait_ready(timeout)
         return self
 

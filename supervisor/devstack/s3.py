@@ -180,23 +180,14 @@ class LocalS3(ServerProcess):
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
         }
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=self.data_dir,
-                start_new_session=True,
-            )
+        process = self._spawn(command, self.log, self.data_dir, env)
         deadline = time.monotonic() + timeout
         probe = self.storage("_sluicegate_started")
         last = "not answering"
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 raise S3Error(
-                    f"SeaweedFS exited with code {self.process.returncode}: "
+                    f"SeaweedFS exited with code {process.returncode}: "
                     f"{_tail(self.log.read_text(errors='replace'))} (log: {self.log})"
                 )
             try:

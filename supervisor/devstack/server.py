@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -17,6 +18,22 @@ class ServerProcess:
 
     def start(self) -> Self:
         raise NotImplementedError
+
+    def _spawn(
+        self, command: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start the server's process in a group of its own, its output appended to `log`."""
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        return self.process
 
     def wait(self) -> int:
         assert self.process is not None
