@@ -266,7 +266,7 @@ class UnionsByType:
         for member in union:
             if _kind(self._schema(member)) in names:
                 return member
-        return "null"  # not reached for a value read by its schema
+        raise DecodeError(f"a {type(value).__name__} value is of no member of its union")
 
 
 def _record(value: Any) -> dict[str, Any]:
@@ -342,19 +342,37 @@ class AvroOcf:
         self.by_type = bool(input_format.get("extractUnionsByType", False))
         given = input_format.get("schema")
         self.reader_schema = avro_schema(given) if given is not None else None
+        self.writers: OrderedDict[str, Any] = OrderedDict()  # files' schemas, parsed
+
+        self.lock = threading.Lock()
+
+    def _writer(self, schema: Any) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        with self.lock:
+            parsed = self.writers.get(key)
+            if parsed is None:
+                parsed = self.writers[key] = avro_schema(schema)
+                if len(self.writers) > SCHEMAS_KEPT:
+                    self.writers.popitem(last=False)
+            return parsed
 
     def decode(self, data: bytes) -> list[dict[str, Any]]:
         import fastavro
 
+        records: list[Any] = []
         try:
-            read = fastavro.reader(
-                io.BytesIO(data), reader_schema=self.reader_schema, return_named_type=self.by_type
-            )
-            records = list(read)
-            if self.by_type:
-                schema = self.reader_schema or fastavro.parse_schema(read.writer_schema)
-                unions = UnionsByType(schema)
-                records = [unions.value(schema, r) for r in records]
+            for block in fastavro.block_reader(io.BytesIO(data)):
+                # its records read by the file's schema without its logical types (as
+                # avro_stream reads them, and Druid: a timestamp-millis is its long)
+                writer = self._writer(block.writer_schema)
+                schema = self.reader_schema or writer
+                unions = UnionsByType(schema) if self.by_type else None
+                body = block.bytes_  # type: ignore[attr-defined]  # the block, decompressed
+                for _ in range(block.num_records):
+                    record = fastavro.schemaless_reader(
+                        body, writer, self.reader_schema, return_named_type=self.by_type
+                    )
+                    records.append(unions.value(schema, record) if unions else record)
         except Exception as exc:
             raise DecodeError(f"not an Avro object container file: {exc}") from None
         return [_record(plain(r, self.binary_as_string)) for r in records]

@@ -55,6 +55,21 @@ def transient(exc: Exception) -> bool:
     return isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
 
 
+class GroupOffsetsError(RuntimeError):
+    """A consumer group's offsets were refused for some partitions (the cluster answered)."""
+
+
+UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+
+
+def unreachable(exc: Exception) -> bool:
+    """The cluster did not answer (not: it answered no)."""
+    if isinstance(exc, TimeoutError):
+        return True
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in UNREACHABLE
+
+
 class OffsetReader:
     def __init__(
         self,
@@ -161,7 +176,11 @@ class OffsetReader:
         result = answered[group].result(timeout=self.timeout)
         failed = [p for p in result.topic_partitions or [] if p.error is not None]
         if failed:
-            raise KafkaException(failed[0].error)
+            first = failed[0]
+            raise GroupOffsetsError(
+                f"{len(failed)} partition(s) refused, {first.topic}:{first.partition}: "
+                f"{first.error}"
+            )
 
     def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """A consumer group's committed offsets, by (topic, partition)."""

@@ -47,6 +47,7 @@ class Context:
 
 pass_context = click.make_pass_decorator(Context)
 API_OPTIONS = ("url", "output", "user")
+API_FLAGS = ("--url", "--output", "-o", "--user", "-u")
 
 
 def _api_options(on_command: bool) -> list[Callable[[F], F]]:
@@ -103,10 +104,14 @@ class ApiGroup(click.Group):
 def _taking_api_options(cmd: click.Command) -> click.Command:
     """The command with the API options (given or None), which it hands to the group's
     Context before it runs."""
-    if cmd.callback is None or any(p.name in API_OPTIONS for p in cmd.params):
+    if cmd.callback is None or getattr(cmd, "_api_options", False):
         return cmd  # nothing to run, or taken already (a command added twice)
+    clash = [o for p in cmd.params for o in p.opts if o in API_FLAGS or p.name in API_OPTIONS]
+    if clash:  # a programming error: found at import
+        raise TypeError(f"command {cmd.name} has its own {clash[0]}, an API option's")
     for option in _api_options(on_command=True):
         option(cmd)  # a Command: the option is appended to its params
+    cmd._api_options = True  # type: ignore[attr-defined]
     run = cmd.callback
 
     @functools.wraps(run)

@@ -102,7 +102,7 @@ class StreamReader:
         """The committed offsets as the consumer group's, so Kafka's own lag tools show the
         supervisor's lag; no committed offsets (after a reset): the group is deleted. Raises
         what Kafka answers."""
-        from tasks.kafka_offsets import transient
+        from tasks.kafka_offsets import unreachable
 
         cluster, reader = self._reader(consumer_properties)
         try:
@@ -111,7 +111,7 @@ class StreamReader:
             else:
                 reader.delete_group(group)
         except Exception as exc:
-            if transient(exc):  # a cluster away: a new client next time
+            if unreachable(exc):  # a cluster away: a new client next time
                 self.readers.discard(cluster)
             raise
 

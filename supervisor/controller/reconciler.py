@@ -49,6 +49,10 @@ from tasks.spec.periods import duration_millis
 log = logging.getLogger(__name__)
 
 
+MIRROR_REFRESH_S = 3600.0  # a consumer group's unchanged offsets written again (Kafka expires
+# a memberless group's offsets offsets.retention.minutes, 7 days by default, after their commit)
+
+
 def consumer_group(supervisor_id: str) -> str:
     """The Kafka consumer group that mirrors a supervisor's committed offsets."""
     return f"sluicegate-{supervisor_id}"
@@ -109,6 +113,7 @@ class Memory:
     snapshot: Snapshot | None = None
     lag: autoscale.LagWindow = field(default_factory=autoscale.LagWindow)  # the autoscaler's
     mirrored: Offsets | None = None  # the committed offsets its consumer group was last given
+    mirrored_at: float | None = None  # when (monotonic)
     mirror_failed: bool = False  # the last try to give them failed (logged once)
 
 
@@ -485,22 +490,31 @@ class Reconciler:
         return replace(snapshot, spec=replace(snapshot.spec, task_count=decision.after))
 
     def _mirror(self, snapshot: Snapshot, spec: SupervisorSpec, memory: Memory) -> None:
-        """The committed offsets, when they changed, as the offsets of the consumer group
+        """The committed offsets, when they changed (and every MIRROR_REFRESH_S, before Kafka
+        expires a memberless group's offsets), as the offsets of the consumer group
         `sluicegate-<id>` (ioConfig.consumerGroupOffsets, default on), so Kafka's own lag tools
-        (kafka-consumer-groups.sh, Burrow, exporters) see the supervisor. A mirror: the metadata
-        DB decides; Kafka being away costs the mirror, never the pass (tried again next pass)."""
+        (kafka-consumer-groups.sh, Burrow, exporters) see the supervisor; partitions the topic
+        no longer has are left out. Reset, terminated or turned off: the group is deleted. A
+        mirror: the metadata DB decides; Kafka being away costs the mirror, never the pass
+        (tried again by the next)."""
         io = spec.spec.ioConfig
-        if not io.consumerGroupOffsets or snapshot.terminated:
-            return
-        if memory.mirrored is not None and memory.mirrored == snapshot.committed:
+        present = set(snapshot.partitions)
+        wanted: Offsets = (
+            {}
+            if snapshot.terminated or not io.consumerGroupOffsets
+            else {p: offset for p, offset in snapshot.committed.items() if p in present}
+        )
+        now = self.monotonic()
+        if memory.mirrored == wanted and (
+            not wanted
+            or (memory.mirrored_at is not None and now - memory.mirrored_at < MIRROR_REFRESH_S)
+        ):
             return
         group = consumer_group(snapshot.supervisor_id)
+        self.fence.check()  # a deposed leader writes nothing
         try:
             self.stream.mirror(
-                io.consumerProperties,
-                group,
-                str(io.topic or io.topicPattern),
-                snapshot.committed,
+                io.consumerProperties, group, str(io.topic or io.topicPattern), wanted
             )
         except Exception as exc:
             if not memory.mirror_failed:
@@ -516,7 +530,7 @@ class Reconciler:
             log.info(
                 "supervisor %s: consumer group %s updated again", snapshot.supervisor_id, group
             )
-        memory.mirrored, memory.mirror_failed = dict(snapshot.committed), False
+        memory.mirrored, memory.mirrored_at, memory.mirror_failed = dict(wanted), now, False
 
     def _healthy(
         self, status: SupervisorStatus, snapshot: Snapshot, memory: Memory

@@ -209,8 +209,8 @@ class AuditRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def entries(self, key: str, action: str, since: datetime) -> list[AuditRow]:
-        """The entries of `key` with `action` from `since` on, oldest first."""
+    def entries(self, key: str, action: str, since: datetime, newest: int) -> list[AuditRow]:
+        """The `newest` entries of `key` with `action` from `since` on, oldest first."""
         query = (
             select(AuditRow)
             .where(
@@ -218,9 +218,10 @@ class AuditRepository:
                 AuditRow.action == action,
                 AuditRow.created_at >= since,
             )
-            .order_by(AuditRow.id)
+            .order_by(AuditRow.id.desc())
+            .limit(newest)
         )
-        return list(self.session.scalars(query))
+        return list(reversed(list(self.session.scalars(query))))
 
     def add(
         self,

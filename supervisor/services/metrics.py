@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import (
+    CONTENT_TYPE_PLAIN_0_0_4,
+    choose_encoder,
+    generate_latest,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
@@ -98,7 +102,10 @@ class _Scrape(Collector):
 def exposition(families: list[Family], accept: str | None) -> tuple[bytes, str]:
     """The families in the format the Accept header asks for (the client library negotiates:
     OpenMetrics when asked for, else Prometheus' text format 0.0.4), and its content type."""
-    encode, content_type = choose_encoder(accept or "")
+    try:
+        encode, content_type = choose_encoder(accept or "")
+    except (TypeError, ValueError):  # a version it cannot read: the text format, as asked of none
+        encode, content_type = generate_latest, CONTENT_TYPE_PLAIN_0_0_4
     return encode(_Scrape(families)), content_type
 
 

@@ -36,7 +36,7 @@ from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import mask_spec, restore_masked
 from supervisor.schemas.spec import parse_supervisor_spec, stored_spec
 from tasks.partitions import PartitionKey, parse_key, split_key, task_group
-from tasks.spec.errors import SpecError
+from tasks.spec.errors import FieldError, SpecError
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
@@ -116,11 +116,13 @@ class History:
         for supervisor_id, entries in self.versions.items():
             created = self.created[supervisor_id]  # newest first
             taken: dict[int, list[dict[str, Any]]] = {}
-            for row in audit.entries(supervisor_id, AUTOSCALER, created[-1]):
+            newest = DECISIONS_KEPT * len(created)  # enough for each version's newest
+            for row in audit.entries(supervisor_id, AUTOSCALER, created[-1], newest):
                 index = next(i for i, at in enumerate(created) if at <= row.created_at)
                 taken.setdefault(index, []).append(row.payload)
             for index, decisions in taken.items():
                 entries[index]["autoscalerDecisions"] = decisions[-DECISIONS_KEPT:]
+                self.size += json_weight(entries[index]["autoscalerDecisions"])
 
 
 class SupervisorService:
@@ -402,6 +404,19 @@ def _checked(raw: Any) -> _Checked:
         return hit
     parsed = parse_supervisor_spec(raw)
     problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
+    scaler = parsed.spec.ioConfig.autoScalerConfig
+    if (
+        scaler is not None
+        and scaler.enableTaskAutoScaler
+        and scaler.autoScalerStrategy != "lagBased"
+    ):
+        # refused when submitted; a version stored before is read (and scaled) as lagBased
+        problems.append(
+            FieldError(
+                "spec.ioConfig.autoScalerConfig.autoScalerStrategy",
+                f"'{scaler.autoScalerStrategy}' is not supported yet; use lagBased",
+            )
+        )
     if problems:
         raise SpecError(problems)
     payload = parsed.to_json()

@@ -80,11 +80,6 @@ class AutoScalerConfig(DruidModel):
     def _bounds(self) -> AutoScalerConfig:
         if not self.enableTaskAutoScaler:
             return self
-        if self.autoScalerStrategy != "lagBased":
-            raise field_error(
-                "autoScalerStrategy",
-                f"'{self.autoScalerStrategy}' is not supported yet; use lagBased",
-            )
         if self.taskCountMax is None:
             raise field_error("taskCountMax", "is required when enableTaskAutoScaler is true")
         if self.taskCountMin is None:

@@ -368,6 +368,21 @@ def test_unsupported_pipeline_features_are_400(api: httpx.Client) -> None:
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "spec.dataSchema.metricsSpec[0].type"
     assert api.get(BASE).json() == []
+    body = spec("wiki")
+    body["spec"]["ioConfig"]["autoScalerConfig"] = {
+        "enableTaskAutoScaler": True,
+        "autoScalerStrategy": "costBased",
+        "taskCountMin": 1,
+        "taskCountMax": 2,
+    }
+    response = submit(api, body)
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error == {
+        "field": "spec.ioConfig.autoScalerConfig.autoScalerStrategy",
+        "reason": "'costBased' is not supported yet; use lagBased",
+    }
+    assert api.get(BASE).json() == []
 
 
 def committed_offsets(service: RunningService) -> dict[str, int] | None:

@@ -141,6 +141,21 @@ EVERY_COMMAND: list[tuple[str, list[str], list[list[str]]]] = [
 ]
 
 
+def test_a_command_with_its_own_api_flag_is_refused_when_added() -> None:
+    import click
+
+    from supervisor.cli.common import api_group
+
+    group = api_group("example", "An example.")
+
+    @click.command("mine")
+    @click.option("-o", "offset")
+    def mine(offset: str) -> None: ...
+
+    with pytest.raises(TypeError, match="command mine has its own -o"):
+        group.add_command(mine)
+
+
 def _stable(result: tuple[int, str, str]) -> tuple[int, str, str]:
     """A command's result without the time its status was made (each pass makes it anew)."""
     code, out, err = result

@@ -412,15 +412,21 @@ def test_the_committed_offsets_are_mirrored_to_the_consumer_group_when_they_chan
     sessions: Any,
 ) -> None:
     """Each pass that finds the committed offsets changed gives them to the consumer group
-    sluicegate-<id>; unchanged, nothing is asked of Kafka; Kafka away costs the mirror, not
-    the pass, and the next pass tries again; a reset (no committed offsets) deletes the group
-    (an empty mirror); consumerGroupOffsets false turns it off."""
+    sluicegate-<id> (partitions the topic no longer has left out); unchanged, nothing is asked
+    of Kafka until MIRROR_REFRESH_S has passed; Kafka away costs the mirror, not the pass,
+    and the next pass tries again; a reset (no committed offsets) deletes the group (an empty
+    mirror), and so does consumerGroupOffsets false."""
+    from supervisor.controller.reconciler import MIRROR_REFRESH_S
+
     clock, stream, runner = Clock(), ScriptedStream(), RecordingRunner()
     submit(sessions, clock, "127.0.0.1:1")
     with sessions() as session:  # no tasks: the offsets below change under none
         SupervisorService(session, clock).set_suspended("events", True, Actor())
         session.commit()
-    reconciler = Reconciler(sessions, clock, runner, stream, StatusStore())
+    seconds = [0.0]
+    reconciler = Reconciler(
+        sessions, clock, runner, stream, StatusStore(), monotonic=lambda: seconds[0]
+    )
     reconciler.reconcile("events")
     assert stream.mirrored == [("sluicegate-events", "events", {})]  # a new leader's first pass
     reconciler.reconcile("events")
@@ -436,7 +442,7 @@ def test_the_committed_offsets_are_mirrored_to_the_consumer_group_when_they_chan
                 repo.compare_and_swap("events", row.version, offsets, clock())
             session.commit()
 
-    commit({0: 4, 1: 5, 2: 6})
+    commit({0: 4, 1: 5, 2: 6, 5: 9})  # partition 5: not (any longer) in the topic
     stream.mirror_down = True
     reconciler.reconcile("events")
     assert len(stream.mirrored) == 1
@@ -444,16 +450,25 @@ def test_the_committed_offsets_are_mirrored_to_the_consumer_group_when_they_chan
     stream.mirror_down = False
     reconciler.reconcile("events")
     assert stream.mirrored[-1] == ("sluicegate-events", "events", {0: 4, 1: 5, 2: 6})
+    reconciler.reconcile("events")
+    assert len(stream.mirrored) == 2
+    seconds[0] += MIRROR_REFRESH_S  # written again before Kafka expires them
+    reconciler.reconcile("events")
+    assert len(stream.mirrored) == 3 and stream.mirrored[-1] == stream.mirrored[-2]
     with sessions() as session:
         SupervisorService(session, clock).reset("events", Actor())
         session.commit()
     reconciler.reconcile("events")
     assert stream.mirrored[-1] == ("sluicegate-events", "events", {})
-    asked = len(stream.mirrored)
+    commit({0: 7, 1: 7, 2: 7})
+    reconciler.reconcile("events")
+    assert stream.mirrored[-1] == ("sluicegate-events", "events", {0: 7, 1: 7, 2: 7})
     submit(sessions, clock, "127.0.0.1:1", consumerGroupOffsets=False)
     with sessions() as session:
         SupervisorService(session, clock).set_suspended("events", True, Actor())
         session.commit()
-    commit({0: 7, 1: 7, 2: 7})
+    reconciler.reconcile("events")
+    assert stream.mirrored[-1] == ("sluicegate-events", "events", {})  # off: deleted
+    asked = len(stream.mirrored)
     reconciler.reconcile("events")
     assert len(stream.mirrored) == asked

@@ -190,6 +190,24 @@ def test_an_object_container_file_holds_several_records() -> None:
         AvroOcf({}).decode(b"not a file")
 
 
+def test_an_object_container_file_reads_logical_types_as_their_underlying_type() -> None:
+    """As avro_stream does (and Druid): a timestamp-millis is its long, in a union too."""
+    millis = {"type": "long", "logicalType": "timestamp-millis"}
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "t", "type": millis},
+            {"name": "u", "type": ["null", millis, "string"]},
+        ],
+    }
+    out = io.BytesIO()
+    fastavro.writer(out, fastavro.parse_schema(schema), [{"t": 1_700_000_000_000, "u": 5}])
+    assert AvroOcf({}).decode(out.getvalue()) == [{"t": 1_700_000_000_000, "u": 5}]
+    by_type = AvroOcf({"extractUnionsByType": True}).decode(out.getvalue())
+    assert by_type == [{"t": 1_700_000_000_000, "u": {"long": 5}}]
+
+
 def test_protobuf_from_a_descriptor_file_and_inline() -> None:
     message = wikipedia.message_class()(**EVENT)
     data = message.SerializeToString()

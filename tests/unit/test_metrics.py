@@ -81,3 +81,12 @@ def test_publish_latency_is_a_cumulative_histogram() -> None:
     assert count.value == 4
     (total,) = (s for s in samples if s.name == "sluicegate_publish_seconds_sum")
     assert abs(total.value - 30.403) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "accept", ["application/openmetrics-text; version=abc", "text/plain; version=x.y", "*/*", ""]
+)
+def test_an_accept_header_it_cannot_read_gets_the_text_format(accept: str) -> None:
+    body, content_type = exposition(_families(), accept)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    assert b"# TYPE sluicegate_x gauge" in body

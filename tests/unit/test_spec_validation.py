@@ -232,17 +232,6 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ),
     (
         f"{IO}.autoScalerConfig",
-        {
-            "enableTaskAutoScaler": True,
-            "autoScalerStrategy": "costBased",
-            "taskCountMax": 4,
-            "taskCountMin": 2,
-        },
-        f"{IO}.autoScalerConfig.autoScalerStrategy",
-        "'costBased' is not supported yet; use lagBased",
-    ),
-    (
-        f"{IO}.autoScalerConfig",
         {"triggerScaleOutFractionThreshold": 1.5},
         f"{IO}.autoScalerConfig.triggerScaleOutFractionThreshold",
         "less than or equal to 1",
