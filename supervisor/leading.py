@@ -19,7 +19,7 @@ from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
 from supervisor.services.leadership import Leadership
-from supervisor.services.tasks import TaskService
+from supervisor.services.tasks import UNSETTLED, TaskService
 
 log = logging.getLogger(__name__)
 SWEEP_S = 5.0
@@ -58,6 +58,15 @@ class TaskMonitor:
             self.thread.join(10)
 
     def run_once(self) -> None:
+        settling = UNSETTLED.take()
+        if settling:
+            try:
+                with self.sessions() as session:
+                    TaskService(session, self.clock, self.runner, self.fence).settle(settling)
+            except BaseException:
+                UNSETTLED.give_back(settling)  # the DB still away: the next run tries again
+                raise
+            self.manager.wake_tasks(settling)
         if self.unlaunched:
             with self.sessions() as session:
                 tasks = TaskService(session, self.clock, self.runner, self.fence)

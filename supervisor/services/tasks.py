@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clients.worker_api import WorkerApiError, WorkerClient
 from supervisor.clock import Clock, druid_timestamp
+from supervisor.db.engine import UNREACHABLE
 from supervisor.db.intents import STANDALONE, IntentKind
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SpecRepository
@@ -33,6 +35,35 @@ from tasks.spec.errors import FieldError, SpecError, from_validation_error
 from tasks.support import unsupported
 
 log = logging.getLogger(__name__)
+
+
+class _Unsettled:
+    """Tasks whose launch this process began but did not see through to a record (the
+    metadata DB went away between recording the task and recording where it serves, or that
+    it could not start): the leader's task monitor settles them (TaskService.settle) once
+    the DB answers. Without this a recorded, never-started task stayed "running" for as long
+    as this overlord led: its group waited for it to read, forever (bench/chaos.py seed 33:
+    PostgreSQL stopped during a resume's launches)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ids: set[str] = set()
+
+    def hold(self, task_id: str) -> None:
+        with self.lock:
+            self.ids.add(task_id)
+
+    def take(self) -> list[str]:
+        with self.lock:
+            taken, self.ids = sorted(self.ids), set()
+        return taken
+
+    def give_back(self, task_ids: list[str]) -> None:
+        with self.lock:
+            self.ids.update(task_ids)
+
+
+UNSETTLED = _Unsettled()
 MAX_TASKS_LISTED = 100_000  # ?max= at most this
 STATE_FILTERS = {
     "running": (TaskStatusCode.RUNNING,),
@@ -183,13 +214,25 @@ class TaskService:
         return task.id
 
     def _start(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool = False) -> None:
-        """Start a recorded task and record where it serves (or why it could not start)."""
+        """Start a recorded task and record where it serves (or why it could not start); when
+        that cannot be seen through (the metadata DB went away), it is left to `settle`."""
+        try:
+            self._start_recorded(row, task, wait_for_slot)
+        except NoSlot:
+            raise  # its record deleted: the caller asks again later
+        except BaseException:
+            UNSETTLED.hold(row.id)
+            raise
+
+    def _start_recorded(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool) -> None:
         try:
             launched = self.runner.launch(task)
         except Exception as exc:
             if wait_for_slot and isinstance(exc, NoSlot):
                 self.session.delete(row)
                 self.session.commit()
+                raise
+            if isinstance(exc, UNREACHABLE):  # not the task's fault: started once it answers
                 raise
             self._finish(
                 row, TaskStatusCode.FAILED, f"the task process could not be started: {exc}", None
@@ -222,6 +265,29 @@ class TaskService:
                 self.session.commit()
                 continue
             self._start(row, task)
+
+    def settle(self, task_ids: list[str]) -> None:
+        """The tasks UNSETTLED holds: each still recorded as running without a location is
+        located when its runner has it (killed and recorded failed when it cannot be), recorded
+        ended when it left a report, else started (start_unlaunched)."""
+        gone: list[Exited] = []
+        unlaunched: list[str] = []
+        for task_id in task_ids:
+            row = self.tasks.get(task_id)
+            if row is None or row.status != TaskStatusCode.RUNNING or row.location_port is not None:
+                continue
+            if self.runner.is_running(task_id):
+                if not self._locate(row):
+                    gone.append(Exited(task_id, None, None, "its launch could not be recorded"))
+                continue
+            report = self.runner.report(task_id)
+            if report is not None:
+                gone.append(Exited(task_id, None, report))
+            else:
+                unlaunched.append(task_id)
+        self.session.commit()
+        self.record_exits(gone)
+        self.start_unlaunched(unlaunched)
 
     def list_tasks(
         self,

@@ -203,3 +203,69 @@ def test_a_task_recorded_but_never_started_is_started_by_the_next_leader(
         assert (rows["unstarted"].location_port, rows["unstarted"].token) == (45678, "t0ken")
         assert rows["vanished"].status == TaskStatusCode.FAILED
         assert rows["vanished"].error_msg == "task process ended without a report"
+
+
+def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
+    tmp_path: Path, sessions: Any
+) -> None:
+    """bench/chaos.py seed 33: PostgreSQL stopped while a resume's tasks were launched. The
+    task was recorded, then choosing its task host read the DB and failed: the task stayed
+    "running" without a location, never started, and its group waited for it to read for as
+    long as the overlord led. Now it is held for the task monitor, which starts it once the
+    DB answers and wakes its supervisor."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy.exc import OperationalError
+
+    from supervisor.db.models import TaskRow
+    from supervisor.leading import TaskMonitor
+    from supervisor.runner.protocol import Launched
+    from supervisor.services.tasks import UNSETTLED, TaskService
+    from tasks.protocol import IndexKafkaTask, TaskStatusCode
+    from tests.specs import task
+
+    class DbAway(LocalProcessRunner):
+        """Its first launch fails as the cluster runner's does when the DB is away."""
+
+        launched: ClassVar[list[str]] = []
+
+        def launch(self, task: IndexKafkaTask) -> Launched:
+            if not self.launched:
+                self.launched.append("(failed)")
+                raise OperationalError("SELECT workers", {}, ConnectionRefusedError("refused"))
+            self.launched.append(task.id)
+            return Launched("127.0.0.1", 45679, "log", "t0ken")
+
+    class Woken:
+        def __init__(self) -> None:
+            self.tasks: list[str] = []
+
+        def wake_tasks(self, task_ids: list[str]) -> None:
+            self.tasks += task_ids
+
+        def sync(self) -> None: ...
+
+    now = datetime.now(UTC)
+    first = DbAway(Settings(work_dir=tmp_path / "work", deep_storage=tmp_path / "d"))
+    payload = IndexKafkaTask.model_validate(task("interrupted", {"bootstrap.servers": "b:9"}))
+    with sessions() as session:
+        try:
+            TaskService(session, lambda: now, first).launch(payload, wait_for_slot=True)
+        except OperationalError:
+            pass
+        else:
+            raise AssertionError("the launch did not fail")
+    with sessions() as session:
+        row = session.get(TaskRow, "interrupted")
+        assert row is not None and row.status == TaskStatusCode.RUNNING  # not failed: not its fault
+        assert row.location_port is None
+    woken = Woken()
+    monitor = TaskMonitor(sessions, lambda: now, first, woken, sweep=False)  # type: ignore[arg-type]
+    monitor.run_once()
+    assert first.launched == ["(failed)", "interrupted"]
+    assert woken.tasks == ["interrupted"]
+    with sessions() as session:
+        row = session.get(TaskRow, "interrupted")
+        assert row is not None and (row.location_port, row.token) == (45679, "t0ken")
+    monitor.run_once()  # settled: nothing more
+    assert first.launched == ["(failed)", "interrupted"] and UNSETTLED.take() == []
