@@ -277,14 +277,14 @@ class TaskService:
             if row is None or row.status != TaskStatusCode.RUNNING or row.location_port is not None:
                 continue
             if self.runner.is_running(task_id):
-                if not self._locate(row):
+                if not self._placed(row):
                     gone.append(Exited(task_id, None, None, "its launch could not be recorded"))
                 continue
-            report = self.runner.report(task_id)
-            if report is not None:
-                gone.append(Exited(task_id, None, report))
-            else:
+            ended = self._ended(row)
+            if ended is None:
                 unlaunched.append(task_id)
+            else:
+                gone.append(ended)
         self.session.commit()
         self.record_exits(gone)
         self.start_unlaunched(unlaunched)
@@ -453,12 +453,12 @@ class TaskService:
             if self.runner.is_running(row.id):
                 continue
             if not self.runner.adopt(row.id):
-                report = self.runner.report(row.id)
-                if report is None and row.location_port is None:
+                ended = self._ended(row)
+                if ended is None:
                     recovered.unlaunched.append(row.id)
                 else:
-                    gone.append(Exited(row.id, None, report))
-            elif (row.location_port is not None and row.token is not None) or self._locate(row):
+                    gone.append(ended)
+            elif self._placed(row):
                 recovered.adopted.append(row.id)
             else:
                 reason = "its launch was never recorded (the overlord stopped during it)"
@@ -471,6 +471,19 @@ class TaskService:
                 recovered.adopted,
             )
         return recovered
+
+    def _ended(self, row: TaskRow) -> Exited | None:
+        """A task recorded as running that no runner has: how it ended (its report, or none),
+        or None when it never started (no report and no location: the overlord that recorded
+        it stopped before launching it)."""
+        report = self.runner.report(row.id)
+        if report is None and row.location_port is None:
+            return None
+        return Exited(row.id, None, report)
+
+    def _placed(self, row: TaskRow) -> bool:
+        """A task a runner has: True when where it serves is recorded, or found now."""
+        return (row.location_port is not None and row.token is not None) or self._locate(row)
 
     def _locate(self, row: TaskRow) -> bool:
         """An adopted task whose launch an earlier overlord never recorded (it died between
