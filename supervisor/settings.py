@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)
+    # The Kafka consumer group mirroring a supervisor's committed offsets is this prefix and
+    # its id (ioConfig.consumerGroupOffsets). Two deployments sharing a Kafka cluster give
+    # each its own, so that neither writes, or deletes on reset, the other's group.
+    consumer_group_prefix: str = Field(
+        default="sluicegate-", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$"
+    )
 
     # Authentication: "none" (every request may do everything; only on a loopback address
     # unless allow_unauthenticated) or "basic" (HTTP Basic and Bearer API tokens against the
@@ -140,3 +146,16 @@ class Settings(BaseSettings):
         prefix = "sqlite:///"
         if self.metadata_url.startswith(prefix) and ":memory:" not in self.metadata_url:
             Path(self.metadata_url[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+
+
+def settings_problems(exc: ValueError) -> str:
+    """What pydantic found wrong with the settings, in one line: each problem led by the
+    environment variable it came from (SLUICEGATE_PORT: ...), or by nothing for a rule over
+    several settings (whose message names them)."""
+    problems: list[Any] = getattr(exc, "errors", lambda: [])()
+    said = []
+    for problem in problems:
+        message = str(problem.get("msg", problem)).removeprefix("Value error, ")
+        where = ".".join(str(part) for part in problem.get("loc", ()))
+        said.append(f"SLUICEGATE_{where.upper()}: {message}" if where else message)
+    return "; ".join(said) or str(exc).splitlines()[0]

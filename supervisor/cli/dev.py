@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from supervisor.cli.client import EXIT_USAGE, CliError
-from supervisor.settings import Settings
+from supervisor.settings import Settings, settings_problems
 
 if TYPE_CHECKING:
     from supervisor.services.leadership import Leadership
@@ -83,10 +83,8 @@ def serve(**options: Any) -> None:
     overrides = {key: value for key, value in options.items() if value is not None}
     try:
         settings = Settings(**overrides)
-    except ValueError as exc:  # pydantic's ValidationError: one line per problem
-        problems: list[Any] = getattr(exc, "errors", lambda: [])()
-        text = "; ".join(str(p.get("msg", p)) for p in problems) or str(exc)
-        raise CliError(f"bad settings: {text}", EXIT_USAGE) from None
+    except ValueError as exc:  # pydantic's ValidationError
+        raise CliError(f"bad settings: {settings_problems(exc)}", EXIT_USAGE) from None
     refusal = unauthenticated_refusal(settings)
     if refusal:
         raise CliError(refusal, EXIT_USAGE)

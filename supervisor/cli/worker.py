@@ -102,7 +102,7 @@ def worker(
     """Run a task host: tasks the leader overlord assigns run here as Spark drivers."""
     import uvicorn
 
-    from supervisor.settings import Settings
+    from supervisor.settings import Settings, settings_problems
     from supervisor.worker.agent import (
         REGISTER,
         HeartbeatRefused,
@@ -133,7 +133,7 @@ def worker(
             tls_key=tls_key,
         )
     except ValueError as exc:
-        raise CliError(f"bad settings: {str(exc).splitlines()[0]}", EXIT_USAGE) from None
+        raise CliError(f"bad settings: {settings_problems(exc)}", EXIT_USAGE) from None
     settings.work_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(settings.log_level, settings.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat otherwise

@@ -58,6 +58,7 @@ class SupervisorManager:
             stream or StreamReader(access=KafkaAccess.of(settings)),
             self.statuses,
             fence=fence,
+            group_prefix=settings.consumer_group_prefix,
         )
         self.queue: WorkQueue[str] = WorkQueue(base_backoff_s=RETRY_BASE_S)
         self.workers = Workers(self.queue, self._pass, settings.supervisor_workers)

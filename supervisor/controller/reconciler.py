@@ -53,9 +53,12 @@ MIRROR_REFRESH_S = 3600.0  # a consumer group's unchanged offsets written again 
 # a memberless group's offsets offsets.retention.minutes, 7 days by default, after their commit)
 
 
-def consumer_group(supervisor_id: str) -> str:
+DEFAULT_GROUP_PREFIX = "sluicegate-"  # Settings.consumer_group_prefix's default
+
+
+def consumer_group(supervisor_id: str, prefix: str = DEFAULT_GROUP_PREFIX) -> str:
     """The Kafka consumer group that mirrors a supervisor's committed offsets."""
-    return f"sluicegate-{supervisor_id}"
+    return f"{prefix}{supervisor_id}"
 
 
 DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has read the spec
@@ -145,8 +148,10 @@ class Reconciler:
         statuses: StatusStore,
         monotonic: Callable[[], float] = time.monotonic,
         fence: Fence = UNFENCED,
+        group_prefix: str = DEFAULT_GROUP_PREFIX,
     ) -> None:
         self.sessions = sessions
+        self.group_prefix = group_prefix  # of the consumer groups mirroring committed offsets
         self.clock = clock
         self.runner = runner
         self.stream = stream
@@ -492,7 +497,8 @@ class Reconciler:
     def _mirror(self, snapshot: Snapshot, spec: SupervisorSpec, memory: Memory) -> None:
         """The committed offsets, when they changed (and every MIRROR_REFRESH_S, before Kafka
         expires a memberless group's offsets), as the offsets of the consumer group
-        `sluicegate-<id>` (ioConfig.consumerGroupOffsets, default on), so Kafka's own lag tools
+        `<consumer_group_prefix><id>`, `sluicegate-<id>` by default (ioConfig.
+        consumerGroupOffsets, default on), so Kafka's own lag tools
         (kafka-consumer-groups.sh, Burrow, exporters) see the supervisor; partitions the topic
         no longer has are left out. Reset, terminated or turned off: the group is deleted. A
         mirror: the metadata DB decides; Kafka being away costs the mirror, never the pass
@@ -510,7 +516,7 @@ class Reconciler:
             or (memory.mirrored_at is not None and now - memory.mirrored_at < MIRROR_REFRESH_S)
         ):
             return
-        group = consumer_group(snapshot.supervisor_id)
+        group = consumer_group(snapshot.supervisor_id, self.group_prefix)
         self.fence.check()  # a deposed leader writes nothing
         try:
             self.stream.mirror(

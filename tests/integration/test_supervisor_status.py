@@ -192,15 +192,22 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
     assert behind[f"sluicegate_ingest_kafka_lag{labels}"] == 2
 
 
-def test_kafka_lag_tools_see_the_committed_offsets(kafka: LocalKafka, engine: Any) -> None:
-    """After a publish the consumer group sluicegate-<id> holds the committed offsets, and
-    Kafka's own kafka-consumer-groups.sh --describe shows the supervisor's lag from them;
-    resetOffsets moves them and reset deletes them."""
+def test_kafka_lag_tools_see_the_committed_offsets(
+    kafka: LocalKafka, tmp_path: Path, jar_cache: Path
+) -> None:
+    """After a publish the consumer group <SLUICEGATE_CONSUMER_GROUP_PREFIX><id> holds the
+    committed offsets, and Kafka's own kafka-consumer-groups.sh --describe shows the
+    supervisor's lag from them; resetOffsets moves them and reset deletes them."""
+    with overlord_with_tasks(
+        tmp_path, jar_cache, "local[1]", consumer_group_prefix="acme.prod-"
+    ) as (_, api):
+        _lag_tools_see_the_group(kafka, api, "acme.prod-grouped")
+
+
+def _lag_tools_see_the_group(kafka: LocalKafka, api: httpx.Client, group: str) -> None:
     from tasks.kafka_offsets import OffsetReader
 
-    _, api = engine
     topic, ds = f"group-{uuid.uuid4().hex[:8]}", "grouped"
-    group = f"sluicegate-{ds}"
     create_topic(kafka.bootstrap_servers, topic, 2)
     for partition in (0, 1):
         rows = [{"ts": "2026-11-22T10:00:00Z", "word": f"w{i}"} for i in range(10)]
@@ -225,6 +232,7 @@ def test_kafka_lag_tools_see_the_committed_offsets(kafka: LocalKafka, engine: An
         60,
         "the consumer group to hold the committed offsets",
     )
+    assert reader.group_offsets(f"sluicegate-{ds}") == {}  # the prefix replaces the default
     # three more records: the group's lag as Kafka's own tool describes it
     more = [(None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "x"}).encode())] * 3
     produce(kafka.bootstrap_servers, topic, more, partition=1)
