@@ -81,9 +81,21 @@ class OffsetReader:
         that passes (a task's reads; not the overlord's lag probes, which answer at once)."""
         config = client_config(consumer_properties)
         self.config = config
-        self.admin = self._client()
+        self._admin: AdminClient | None = None
         self.timeout = timeout
         self.retry_transient = retry_transient
+
+    @property
+    def admin(self) -> AdminClient:
+        """Made on first use: record_times (the lag in time of each /metrics scrape) needs none,
+        and a client connects to the brokers as soon as it is made."""
+        if self._admin is None:
+            self._admin = self._client()
+        return self._admin
+
+    @admin.setter
+    def admin(self, client: AdminClient) -> None:
+        self._admin = client
 
     def _client(self) -> AdminClient:
         # librdkafka's own log lines go through Python logging (text or JSON like the rest)

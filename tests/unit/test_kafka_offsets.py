@@ -72,3 +72,16 @@ def test_other_errors_and_errors_past_the_timeout_are_raised(
     probe.admin = FlakyAdmin([KafkaError.LEADER_NOT_AVAILABLE])  # type: ignore[assignment]
     with pytest.raises(KafkaException):
         probe.latest("t", ["0"])
+
+
+def test_an_admin_client_is_made_when_first_asked_for_and_then_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """record_times (each /metrics scrape's lag in time) needs no admin client, and a client
+    connects to the brokers as soon as it is made."""
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(kafka_offsets, "AdminClient", lambda config: made.append(config) or made)
+    offsets = OffsetReader({"bootstrap.servers": "127.0.0.1:9"})
+    assert made == []
+    assert offsets.admin is offsets.admin is made
+    assert [c["bootstrap.servers"] for c in made] == ["127.0.0.1:9"]
