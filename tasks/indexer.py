@@ -93,7 +93,8 @@ class KafkaIndexer:
         io = task.ioConfig
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
         self.start = io.start_offsets()
-        self.offsets = OffsetReader(io.consumerProperties, retry_transient=True)
+        # the admin client is shared with the host application's other tasks on the cluster
+        self.offsets = OffsetReader(io.consumerProperties, retry_transient=True, shared=True)
         self.broker_away: float | None = None  # since when Kafka could not say where it ends
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
         self.dimensions: list[tuple[str, str]] = []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
@@ -70,32 +72,82 @@ def unreachable(exc: Exception) -> bool:
     return isinstance(error, KafkaError) and error.code() in UNREACHABLE
 
 
+ClientKey = tuple[tuple[str, str], ...]
+
+
+class SharedAdmins:
+    """The admin clients of a process, one per cluster (an admin client's config), for the
+    readers that share them: the tasks of a host application (tasks/host_app.py) reading one
+    cluster ask where their partitions end through one client, not a client each (with its
+    threads and broker connections: four threads a client, some 800 at 200 tasks). Held
+    weakly: a cluster's client goes with the last reader holding it. A reader that finds the
+    client stale (renew) makes the next one for all."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.clients: weakref.WeakValueDictionary[ClientKey, AdminClient] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def get(self, key: ClientKey, make: Callable[[], AdminClient]) -> AdminClient:
+        with self.lock:
+            client = self.clients.get(key)
+            if client is None:
+                client = self.clients[key] = make()
+            return client
+
+    def renew(
+        self, key: ClientKey, stale: AdminClient | None, make: Callable[[], AdminClient]
+    ) -> AdminClient:
+        """The client after `stale`: made now, unless another reader already replaced it."""
+        with self.lock:
+            client = self.clients.get(key)
+            if client is None or client is stale:
+                client = self.clients[key] = make()
+            return client
+
+
+SHARED_ADMINS = SharedAdmins()
+
+
 class OffsetReader:
     def __init__(
         self,
         consumer_properties: Mapping[str, object],
         timeout: float = 10.0,
         retry_transient: bool = False,
+        shared: bool = False,
     ) -> None:
         """`retry_transient`: ask again, up to the timeout, while the broker answers an error
-        that passes (a task's reads; not the overlord's lag probes, which answer at once)."""
+        that passes (a task's reads; not the overlord's lag probes, which answer at once).
+        `shared`: its admin client is the process's one for the cluster (SharedAdmins)."""
         config = client_config(consumer_properties)
         self.config = config
+        self.key: ClientKey | None = tuple(sorted(config.items())) if shared else None
         self._admin: AdminClient | None = None
         self.timeout = timeout
         self.retry_transient = retry_transient
 
     @property
     def admin(self) -> AdminClient:
-        """Made on first use: record_times (the lag in time of each /metrics scrape) needs none,
-        and a client connects to the brokers as soon as it is made."""
-        if self._admin is None:
+        """Made on first use (record_times, the lag in time of each /metrics scrape, needs
+        none, and a client connects to the brokers as soon as it is made); a shared reader's
+        is the process's current one for its cluster."""
+        if self.key is not None:
+            self._admin = SHARED_ADMINS.get(self.key, self._client)
+        elif self._admin is None:
             self._admin = self._client()
         return self._admin
 
     @admin.setter
     def admin(self, client: AdminClient) -> None:
         self._admin = client
+
+    def _renew(self) -> None:
+        if self.key is None:
+            self._admin = self._client()
+        else:
+            self._admin = SHARED_ADMINS.renew(self.key, self._admin, self._client)
 
     def _client(self) -> AdminClient:
         # librdkafka's own log lines go through Python logging (text or JSON like the rest)
@@ -127,7 +179,7 @@ class OffsetReader:
                     # A client that saw a restarting broker's partitions without a leader
                     # keeps saying "No leaders found" from its metadata cache long after
                     # they have one again: the next call asks with a new one.
-                    self.admin = self._client()
+                    self._renew()
                     raise
                 KAFKA_LOG.info("offsets of %s asked again: %s", stream, exc)
                 time.sleep(RETRY_S)

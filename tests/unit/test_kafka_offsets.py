@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from concurrent.futures import Future
 from typing import Any
 
@@ -79,9 +80,65 @@ def test_an_admin_client_is_made_when_first_asked_for_and_then_kept(
 ) -> None:
     """record_times (each /metrics scrape's lag in time) needs no admin client, and a client
     connects to the brokers as soon as it is made."""
-    made: list[dict[str, Any]] = []
-    monkeypatch.setattr(kafka_offsets, "AdminClient", lambda config: made.append(config) or made)
+    made = fake_clients(monkeypatch)
     offsets = OffsetReader({"bootstrap.servers": "127.0.0.1:9"})
     assert made == []
-    assert offsets.admin is offsets.admin is made
-    assert [c["bootstrap.servers"] for c in made] == ["127.0.0.1:9"]
+    assert offsets.admin is offsets.admin is made[0]
+    assert [c.config["bootstrap.servers"] for c in made] == ["127.0.0.1:9"]
+
+
+class FakeClient:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+
+def fake_clients(monkeypatch: pytest.MonkeyPatch) -> list[FakeClient]:
+    made: list[FakeClient] = []
+
+    def make(config: dict[str, Any]) -> FakeClient:
+        made.append(FakeClient(config))
+        return made[-1]
+
+    monkeypatch.setattr(kafka_offsets, "AdminClient", make)
+    monkeypatch.setattr(kafka_offsets, "SHARED_ADMINS", kafka_offsets.SharedAdmins())
+    return made
+
+
+def test_shared_readers_of_one_cluster_ask_through_one_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tasks of a host application: one admin client per cluster, not one a task."""
+    made = fake_clients(monkeypatch)
+    one = {"bootstrap.servers": "127.0.0.1:9"}
+    tasks = [OffsetReader(one, shared=True) for _ in range(3)]
+    other = OffsetReader({**one, "security.protocol": "SSL"}, shared=True)
+    alone = OffsetReader(one)
+    assert {id(t.admin) for t in tasks} == {id(made[0])}
+    assert other.admin is not made[0] and alone.admin is not made[0]
+    assert len(made) == 3
+
+
+def test_a_stale_shared_client_is_replaced_once_for_all_its_readers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader whose retries ran out makes a new client (the old one's metadata cache kept
+    saying "No leaders found"); the others ask through it too, and a second reader that found
+    the same client stale does not make another."""
+    made = fake_clients(monkeypatch)
+    first, second = (OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, shared=True) for _ in "ab")
+    stale = first.admin
+    assert second.admin is stale
+    first._renew()
+    assert first.admin is second.admin is made[1] is not stale
+    second._admin = stale  # it too found the old one stale, before it saw the new one
+    second._renew()
+    assert second.admin is made[1] and len(made) == 2
+
+
+def test_a_shared_client_goes_with_its_last_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = fake_clients(monkeypatch)
+    reader = OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, shared=True)
+    assert reader.admin is made[0]
+    del reader, made[:]
+    gc.collect()
+    assert len(kafka_offsets.SHARED_ADMINS.clients) == 0
