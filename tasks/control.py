@@ -160,8 +160,7 @@ def create_control_app(find: Callable[[str], TaskControl | None]) -> FastAPI:
 
     @router.get("/rowStats")
     def row_stats(indexer: Task) -> dict[str, Any]:
-        stats = indexer.snapshot().stats.as_dict()
-        return {"totals": {"buildSegments": stats}}
+        return indexer.row_stats()
 
     @router.get("/metrics")
     def metrics(indexer: Task) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from tasks.engines.choice import Engines
 from tasks.indexer_state import ControlError, IndexerState
 from tasks.kafka_offsets import KAFKA_ERRORS, OffsetReader, transient
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
-from tasks.pipeline import RowPlan
+from tasks.pipeline import RowPlan, RowStats
 from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.rates import MovingRates
 from tasks.reader import KafkaBatch
 from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 from tasks.spec.periods import duration_millis
@@ -92,6 +93,7 @@ class KafkaIndexer:
         self.lock = threading.Condition()
         io = task.ioConfig
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
+        self.rates = MovingRates(list(RowStats().as_dict()), self.clock())  # under the lock
         self.start = io.start_offsets()
         # the admin client is shared with the host application's other tasks on the cluster
         self.offsets = OffsetReader(io.consumerProperties, retry_transient=True, shared=True)
@@ -199,6 +201,15 @@ class KafkaIndexer:
                 return
             self.last_stretch = True
         self.on_last_stretch()
+
+    def row_stats(self) -> dict[str, Any]:
+        """Druid's rowStats: the row counts' moving averages (rates a second over the last 1,
+        5 and 15 minutes) and totals."""
+        with self.lock:
+            return {
+                "movingAverages": {"buildSegments": self.rates.averages(self.clock())},
+                "totals": {"buildSegments": self.state.stats.as_dict()},
+            }
 
     def checkpoints(self) -> dict[str, dict[str, int]]:
         """Each sequence's start, the next one's included as soon as a checkpoint set its
@@ -502,6 +513,7 @@ class KafkaIndexer:
             sequence.rows += result.stats.processed + result.stats.processedWithError
             self.dimensions = result.dimensions
             self.state.stats.add(result.stats)
+            self.rates.add(result.stats.as_dict(), self.clock())
             self.state.samples.extend(result.samples)
             self.state.current = {**self.state.current, **batch_end}
             if self.state.first_persist_at is None:

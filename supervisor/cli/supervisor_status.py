@@ -129,7 +129,8 @@ def health(ctx: Context, supervisor_id: str) -> None:
 @click.argument("supervisor_id")
 @pass_context
 def stats(ctx: Context, supervisor_id: str) -> None:
-    """Row counts of each running task, by task group."""
+    """Row counts of each running task, by task group, and how many a second it processed over
+    the last minute (Druid's 1m moving average)."""
     report = ctx.client.get(f"{BASE}/{supervisor_id}/stats")
     if ctx.json:
         emit_json(report)
@@ -138,6 +139,7 @@ def stats(ctx: Context, supervisor_id: str) -> None:
     for group, tasks in sorted(report.items(), key=lambda item: int(item[0])):
         for task_id, entry in sorted(tasks.items()):
             totals = entry.get("totals", {}).get("buildSegments", entry.get("totals", {}))
+            minute = entry.get("movingAverages", {}).get("buildSegments", {}).get("1m", {})
             rows.append(
                 [
                     group,
@@ -146,10 +148,11 @@ def stats(ctx: Context, supervisor_id: str) -> None:
                     totals.get("processedWithError"),
                     totals.get("unparseable"),
                     totals.get("thrownAway"),
+                    f"{minute.get('processed', 0.0):.1f}",
                 ]
             )
     if not rows:
         click.echo("no running tasks")
         return
-    headers = ["GROUP", "TASK", "PROCESSED", "WITH ERROR", "UNPARSEABLE", "THROWN AWAY"]
+    headers = ["GROUP", "TASK", "PROCESSED", "WITH ERROR", "UNPARSEABLE", "THROWN AWAY", "PER S 1M"]
     click.echo(table(headers, rows))

@@ -105,7 +105,8 @@ def reports(ctx: Context, task_id: str) -> None:
         emit_json(result)
         return
     payload = result["ingestionStatsAndErrors"]["payload"]
-    totals = payload["rowStats"]["buildSegments"]
+    stats = payload["rowStats"]  # a running task's live report: its totals beside the averages
+    totals = stats.get("totals", stats)["buildSegments"]
     pairs = [("state", payload["ingestionState"])]
     pairs += [(name, totals.get(name)) for name in sorted(totals)]
     pairs += [("segments", len(payload.get("segments") or [])), ("error", payload.get("errorMsg"))]

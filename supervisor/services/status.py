@@ -178,10 +178,11 @@ def _ask_running_tasks(
 
 
 def stats_report(session: Session, now: datetime, supervisor_id: str) -> dict[str, object]:
-    """Druid's supervisor stats: row counts of each running task, by task group."""
+    """Druid's supervisor stats: the row counts of each running task (their moving averages
+    and totals), by task group."""
     report: dict[str, dict[str, object]] = {}
     for row, stats in _ask_running_tasks(session, now, supervisor_id, TaskApiClient.row_stats):
-        report.setdefault(str(row.group_id), {})[row.id] = {"totals": {"buildSegments": stats}}
+        report.setdefault(str(row.group_id), {})[row.id] = stats
     return dict(report)
 
 

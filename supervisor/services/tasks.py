@@ -345,15 +345,19 @@ class TaskService:
             return None
 
     def reports(self, task_id: str) -> dict[str, object]:
+        """Druid's task reports: a running task's live one (its rowStats moving averages and
+        totals), else the one it left (its rowStats the totals)."""
         row = self.require(task_id)
-        report = self._live(row) or row.report or {}
+        live = self._live(row)
+        report = live or row.report or {}
+        row_stats = live["rowStats"] if live else {"buildSegments": report.get("rowStats", {})}
         return {
             "ingestionStatsAndErrors": {
                 "type": "ingestionStatsAndErrors",
                 "taskId": row.id,
                 "payload": {
                     "ingestionState": report.get("status", row.status),
-                    "rowStats": {"buildSegments": report.get("rowStats", {})},
+                    "rowStats": row_stats,
                     "unparseableEvents": {"buildSegments": report.get("unparseableEvents", [])},
                     "errorMsg": report.get("errorMsg") or row.error_msg,
                     "segments": report.get("segments", []),

@@ -20,6 +20,7 @@ from supervisor.devstack.topics import create_topic, produce
 from tests.conftest import RunningService, overlord_with_tasks, wait_for
 
 BASE = "/druid/indexer/v1/supervisor"
+TASKS = "/druid/indexer/v1"
 SEGMENTS = "/druid/coordinator/v1/metadata/datasources/{}/segments"
 
 
@@ -105,6 +106,21 @@ def test_live_status_stats_parse_errors_and_segments(kafka: LocalKafka, engine: 
 
     totals = api.get(f"{BASE}/{ds}/stats").json()["0"][task_id]["totals"]["buildSegments"]
     assert totals["processed"] == 40 and totals["unparseable"] == 3
+
+    def averaged() -> dict[str, Any] | None:
+        stats = api.get(f"{BASE}/{ds}/stats").json()["0"][task_id]
+        averages: dict[str, Any] = stats["movingAverages"]["buildSegments"]
+        return averages if averages["1m"]["processed"] > 0 else None
+
+    # Druid's moving averages: rates a second, counted a tick (5 s) after the rows were read
+    averages = wait_for(averaged, 30, "the 1m average to count the rows read")
+    assert sorted(averages) == ["15m", "1m", "5m"]
+    assert all(sorted(rates) == sorted(totals) for rates in averages.values())
+    assert all(0 < rates["processed"] <= 40 / 5 for rates in averages.values())
+    live = api.get(f"{TASKS}/task/{task_id}/reports").json()["ingestionStatsAndErrors"]
+    row_stats = live["payload"]["rowStats"]  # a running task's: Druid's live report
+    assert row_stats["totals"]["buildSegments"]["processed"] == 40
+    assert sorted(row_stats["movingAverages"]["buildSegments"]) == ["15m", "1m", "5m"]
     errors = api.get(f"{BASE}/{ds}/parseErrors").json()
     assert [(e["taskId"], e["partition"], e["offset"]) for e in errors] == [
         (task_id, 0, 20),
