@@ -6,9 +6,12 @@ each of its own one-partition topic on a real broker, ask for their partition's 
 every `--every` seconds for `--seconds`, as a reading task does before each batch. Two ways, in
 this process one after the other:
 
-- own (the baseline, the product before): an OffsetReader each, so an admin client each;
 - shared (the product): OffsetReader(shared=True), one admin client per cluster for them all
-  (tasks/kafka_offsets.py SharedAdmins).
+  (tasks/kafka_offsets.py SharedAdmins);
+- own (the baseline, the product before): an OffsetReader each, so an admin client each.
+
+Shared runs first, so the memory it gains is not memory the baseline freed and the process
+kept.
 
 For each: the threads the process gained, its TCP connections to the broker, its resident
 memory gained, and the time of a call (p50, p99).
@@ -131,7 +134,7 @@ def main() -> None:
         for topic in topics:
             create_topic(bootstrap, topic, 1)
         results: dict[str, Any] = {"readers": args.readers, "every_s": args.every}
-        for way in ("own", "shared"):
+        for way in ("shared", "own"):
             results[way] = run(way, bootstrap, topics, args)
             print(way, results[way], flush=True)
     finally:

@@ -150,12 +150,13 @@ class Settings(BaseSettings):
 
 def settings_problems(exc: ValueError) -> str:
     """What pydantic found wrong with the settings, in one line: each problem led by the
-    environment variable it came from (SLUICEGATE_PORT: ...), or by nothing for a rule over
-    several settings (whose message names them)."""
+    setting and its environment variable (port (SLUICEGATE_PORT): ...; an option such as
+    --port sets the same one), or by nothing for a rule over several settings (whose message
+    names them)."""
     problems: list[Any] = getattr(exc, "errors", lambda: [])()
     said = []
     for problem in problems:
         message = str(problem.get("msg", problem)).removeprefix("Value error, ")
         where = ".".join(str(part) for part in problem.get("loc", ()))
-        said.append(f"SLUICEGATE_{where.upper()}: {message}" if where else message)
+        said.append(f"{where} (SLUICEGATE_{where.upper()}): {message}" if where else message)
     return "; ".join(said) or str(exc).splitlines()[0]

@@ -48,13 +48,23 @@ TRANSIENT = {
 KAFKA_ERRORS = (KafkaException, TimeoutError)
 
 
+def _error(exc: Exception) -> KafkaError | None:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) else None
+
+
+def _code(exc: Exception) -> int | None:
+    error = _error(exc)
+    return None if error is None else int(error.code())
+
+
 def transient(exc: Exception) -> bool:
     """A Kafka error that passes by itself (librdkafka's own retriable flag, or one of the
     codes a broker answers while a partition's leadership settles), or no answer in time."""
     if isinstance(exc, TimeoutError):
         return True
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
+    error = _error(exc)
+    return error is not None and (error.retriable() or error.code() in TRANSIENT)
 
 
 class GroupOffsetsError(RuntimeError):
@@ -66,10 +76,7 @@ UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BRO
 
 def unreachable(exc: Exception) -> bool:
     """The cluster did not answer (not: it answered no)."""
-    if isinstance(exc, TimeoutError):
-        return True
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and error.code() in UNREACHABLE
+    return isinstance(exc, TimeoutError) or _code(exc) in UNREACHABLE
 
 
 ClientKey = tuple[tuple[str, str], ...]
@@ -81,32 +88,46 @@ class SharedAdmins:
     cluster ask where their partitions end through one client, not a client each (with its
     threads and broker connections: four threads a client, some 800 at 200 tasks). Held
     weakly: a cluster's client goes with the last reader holding it. A reader that finds the
-    client stale (renew) makes the next one for all."""
+    client stale (renew) makes the next one for all, at most every RENEW_AFTER_S: a partition
+    that stays without a leader costs its task's retries, not every task a new client."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.lock = threading.Lock()
+        self.clock = clock
         self.clients: weakref.WeakValueDictionary[ClientKey, AdminClient] = (
             weakref.WeakValueDictionary()
         )
+        self.made_at: dict[ClientKey, float] = {}
 
     def get(self, key: ClientKey, make: Callable[[], AdminClient]) -> AdminClient:
         with self.lock:
             client = self.clients.get(key)
             if client is None:
-                client = self.clients[key] = make()
+                client = self._make(key, make)
             return client
 
     def renew(
         self, key: ClientKey, stale: AdminClient | None, make: Callable[[], AdminClient]
     ) -> AdminClient:
-        """The client after `stale`: made now, unless another reader already replaced it."""
+        """The client after `stale`: made now, unless another reader already replaced it or
+        it is younger than RENEW_AFTER_S."""
         with self.lock:
             client = self.clients.get(key)
-            if client is None or client is stale:
-                client = self.clients[key] = make()
+            if client is None or (
+                client is stale and self.clock() - self.made_at[key] >= RENEW_AFTER_S
+            ):
+                client = self._make(key, make)
             return client
 
+    def _make(self, key: ClientKey, make: Callable[[], AdminClient]) -> AdminClient:
+        client = self.clients[key] = make()
+        self.made_at[key] = self.clock()
+        for gone in self.made_at.keys() - self.clients.keys():
+            del self.made_at[gone]
+        return client
 
+
+RENEW_AFTER_S = 30.0  # a shared client is replaced as stale at most this often
 SHARED_ADMINS = SharedAdmins()
 
 
@@ -125,6 +146,7 @@ class OffsetReader:
         self.config = config
         self.key: ClientKey | None = tuple(sorted(config.items())) if shared else None
         self._admin: AdminClient | None = None
+        self._making = threading.Lock()  # the overlord's passes share a reader per cluster
         self.timeout = timeout
         self.retry_transient = retry_transient
 
@@ -135,13 +157,16 @@ class OffsetReader:
         is the process's current one for its cluster."""
         if self.key is not None:
             self._admin = SHARED_ADMINS.get(self.key, self._client)
-        elif self._admin is None:
-            self._admin = self._client()
-        return self._admin
+            return self._admin
+        with self._making:
+            if self._admin is None:
+                self._admin = self._client()
+            return self._admin
 
     @admin.setter
     def admin(self, client: AdminClient) -> None:
-        self._admin = client
+        """A client given outright: this reader's own from then on, shared or not."""
+        self.key, self._admin = None, client
 
     def _renew(self) -> None:
         if self.key is None:
@@ -179,7 +204,8 @@ class OffsetReader:
                     # A client that saw a restarting broker's partitions without a leader
                     # keeps saying "No leaders found" from its metadata cache long after
                     # they have one again: the next call asks with a new one.
-                    self._renew()
+                    if _code(exc) == KafkaError._NOENT:
+                        self._renew()
                     raise
                 KAFKA_LOG.info("offsets of %s asked again: %s", stream, exc)
                 time.sleep(RETRY_S)

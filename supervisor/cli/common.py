@@ -7,12 +7,15 @@ import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from supervisor.cli.client import DEFAULT_URL, EXIT_USAGE, CliError, ServiceClient, credentials
 from supervisor.cli.output import emit_json
+
+if TYPE_CHECKING:
+    from supervisor.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -167,3 +170,14 @@ def confirm(question: str, yes: bool) -> None:
 
 
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+def load_settings(**values: Any) -> Settings:
+    """The service's settings (SLUICEGATE_* and `values`), or a one-line usage error naming
+    each bad one, not a traceback."""
+    from supervisor.settings import Settings, settings_problems
+
+    try:
+        return Settings(**values)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise CliError(f"bad settings: {settings_problems(exc)}", EXIT_USAGE) from None

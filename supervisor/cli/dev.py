@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from supervisor.cli.client import EXIT_USAGE, CliError
-from supervisor.settings import Settings, settings_problems
+from supervisor.cli.common import load_settings
+from supervisor.settings import Settings
 
 if TYPE_CHECKING:
     from supervisor.services.leadership import Leadership
@@ -81,10 +82,7 @@ def serve(**options: Any) -> None:
     from tasks.logs import configure_logging
 
     overrides = {key: value for key, value in options.items() if value is not None}
-    try:
-        settings = Settings(**overrides)
-    except ValueError as exc:  # pydantic's ValidationError
-        raise CliError(f"bad settings: {settings_problems(exc)}", EXIT_USAGE) from None
+    settings = load_settings(**overrides)
     refusal = unauthenticated_refusal(settings)
     if refusal:
         raise CliError(refusal, EXIT_USAGE)
@@ -179,7 +177,7 @@ def kafka_local(port: int, data_dir: Path, security: str) -> None:
     from tasks.jars import JarsMissingError
 
     mode: Any = security
-    broker = LocalKafka(data_dir, Settings().jar_cache, port=port, security=mode)
+    broker = LocalKafka(data_dir, load_settings().jar_cache, port=port, security=mode)
 
     def start() -> None:
         broker.start()
@@ -441,7 +439,7 @@ def resolve_jars() -> None:
         spark_kafka_bundle,
     )
 
-    cache = Settings().jar_cache
+    cache = load_settings().jar_cache
     for bundle in (kafka_broker_bundle(), kafka_tools_bundle(), spark_kafka_bundle()):
         try:
             folder = resolve(bundle, cache)
@@ -507,6 +505,6 @@ def quickstart(**options: Any) -> None:
     from supervisor.devstack.quickstart import Quickstart
 
     try:
-        Quickstart(**options, jar_cache=Settings().jar_cache).run()
+        Quickstart(**options, jar_cache=load_settings().jar_cache).run()
     except DevstackError as exc:
         raise CliError(exc.message, EXIT_USAGE if exc.usage else 1) from None

@@ -39,11 +39,11 @@ def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:
 
 
 def local_session(master: str = "local[*]") -> Any:
-    from supervisor.settings import Settings
+    from supervisor.cli.common import load_settings
     from tasks.spark import build_session
 
     return build_session(
-        Settings().jar_cache,
+        load_settings().jar_cache,
         master=master,
         app_name="sluicegate-sql",
         conf={"spark.ui.showConsoleProgress": "false"},  # no progress bars around the result

@@ -102,7 +102,7 @@ def worker(
     """Run a task host: tasks the leader overlord assigns run here as Spark drivers."""
     import uvicorn
 
-    from supervisor.settings import Settings, settings_problems
+    from supervisor.cli.common import load_settings
     from supervisor.worker.agent import (
         REGISTER,
         HeartbeatRefused,
@@ -123,17 +123,14 @@ def worker(
         raise CliError("--tls-cert and --tls-key: give both or neither", EXIT_USAGE)
     _check_master(master)
     _check_port(host, port)
-    try:
-        settings = Settings(
-            work_dir=work_dir,
-            task_master=master,
-            task_runtime=task_runtime,
-            overlord_url=urls[0],
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-        )
-    except ValueError as exc:
-        raise CliError(f"bad settings: {settings_problems(exc)}", EXIT_USAGE) from None
+    settings = load_settings(
+        work_dir=work_dir,
+        task_master=master,
+        task_runtime=task_runtime,
+        overlord_url=urls[0],
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+    )
     settings.work_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(settings.log_level, settings.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat otherwise

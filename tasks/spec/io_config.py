@@ -126,7 +126,8 @@ class KafkaIOConfig(DruidModel):
     emitTimeLagMetrics: bool = False
     configOverrides: dict[str, Any] | None = None
     lagAggregator: dict[str, Any] | None = None
-    # Sluicegate's own: mirror the committed offsets to the consumer group sluicegate-<id>
+    # Sluicegate's own: mirror the committed offsets to the consumer group <prefix><id>
+    # (SLUICEGATE_CONSUMER_GROUP_PREFIX, sluicegate- by default)
     consumerGroupOffsets: bool = True
 
     @field_validator("consumerProperties")

@@ -92,15 +92,22 @@ class FakeClient:
         self.config = config
 
 
-def fake_clients(monkeypatch: pytest.MonkeyPatch) -> list[FakeClient]:
-    made: list[FakeClient] = []
+def fake_clients(
+    monkeypatch: pytest.MonkeyPatch, now: list[float] | None = None, errors: tuple[int, ...] = ()
+) -> list[Any]:
+    """Admin clients made as FakeClients (FlakyAdmins answering `errors` when given), and a
+    SharedAdmins of their own whose clock is `now[0]`."""
+    made: list[Any] = []
+    clock = now if now is not None else [0.0]
 
-    def make(config: dict[str, Any]) -> FakeClient:
-        made.append(FakeClient(config))
+    def make(config: dict[str, Any]) -> Any:
+        made.append(FlakyAdmin(list(errors)) if errors else FakeClient(config))
         return made[-1]
 
     monkeypatch.setattr(kafka_offsets, "AdminClient", make)
-    monkeypatch.setattr(kafka_offsets, "SHARED_ADMINS", kafka_offsets.SharedAdmins())
+    monkeypatch.setattr(
+        kafka_offsets, "SHARED_ADMINS", kafka_offsets.SharedAdmins(lambda: clock[0])
+    )
     return made
 
 
@@ -124,10 +131,15 @@ def test_a_stale_shared_client_is_replaced_once_for_all_its_readers(
     """A reader whose retries ran out makes a new client (the old one's metadata cache kept
     saying "No leaders found"); the others ask through it too, and a second reader that found
     the same client stale does not make another."""
-    made = fake_clients(monkeypatch)
+    now = [0.0]
+    made = fake_clients(monkeypatch, now)
     first, second = (OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, shared=True) for _ in "ab")
     stale = first.admin
     assert second.admin is stale
+    now[0] = kafka_offsets.RENEW_AFTER_S - 1
+    first._renew()  # younger than RENEW_AFTER_S: kept
+    assert first.admin is stale and len(made) == 1
+    now[0] = kafka_offsets.RENEW_AFTER_S
     first._renew()
     assert first.admin is second.admin is made[1] is not stale
     second._admin = stale  # it too found the old one stale, before it saw the new one
@@ -142,3 +154,29 @@ def test_a_shared_client_goes_with_its_last_reader(monkeypatch: pytest.MonkeyPat
     del reader, made[:]
     gc.collect()
     assert len(kafka_offsets.SHARED_ADMINS.clients) == 0
+
+
+def test_a_shared_reader_renews_its_client_only_when_its_metadata_lacks_leaders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ "No leaders found" (_NOENT) past the retries: the client's own metadata cache, which
+    can stay stale long after a broker came back, so the next ask is with a new one. A topic
+    that is gone or a partition without a leader the broker says so of: the same client."""
+    monkeypatch.setattr(kafka_offsets, "RETRY_S", 0.01)
+    for code, renewed in ((KafkaError._NOENT, True), (KafkaError.UNKNOWN_TOPIC_OR_PART, False)):
+        now = [0.0]
+        made = fake_clients(monkeypatch, now, errors=(code,) * 1000)
+        reader = OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, 0.1, True, shared=True)
+        first = reader.admin
+        now[0] = kafka_offsets.RENEW_AFTER_S
+        with pytest.raises(KafkaException):
+            reader.latest("t", ["0"])
+        assert (reader.admin is not first) is renewed and len(made) == 1 + renewed, code
+
+
+def test_a_client_given_outright_is_the_readers_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = fake_clients(monkeypatch)
+    reader = OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, shared=True)
+    own = FakeClient({})
+    reader.admin = own  # type: ignore[assignment]
+    assert reader.admin is own and made == []

@@ -18,8 +18,8 @@ def problems(**values: object) -> str:
 
 def test_each_bad_setting_is_named_by_its_environment_variable() -> None:
     said = problems(port="x", consumer_group_prefix="a b")
-    assert said.startswith("SLUICEGATE_PORT: Input should be a valid integer")
-    assert "; SLUICEGATE_CONSUMER_GROUP_PREFIX: String should match pattern" in said
+    assert said.startswith("port (SLUICEGATE_PORT): Input should be a valid integer")
+    assert "; consumer_group_prefix (SLUICEGATE_CONSUMER_GROUP_PREFIX): String should" in said
     assert "\n" not in said
 
 
@@ -36,4 +36,5 @@ def test_the_mirrors_consumer_group_is_the_prefix_and_the_supervisor_id() -> Non
 
 @pytest.mark.parametrize("prefix", ["", "a b", "team/", "x" * 101, "é-"])
 def test_a_consumer_group_prefix_kafka_tools_cannot_take_plainly_is_refused(prefix: str) -> None:
-    assert problems(consumer_group_prefix=prefix).startswith("SLUICEGATE_CONSUMER_GROUP_PREFIX: ")
+    said = problems(consumer_group_prefix=prefix)
+    assert said.startswith("consumer_group_prefix (SLUICEGATE_CONSUMER_GROUP_PREFIX): ")
