@@ -127,6 +127,9 @@ class SharedAdmins:
         return client
 
 
+# what a client says from its own metadata cache: a partition it does not know of (added after
+# it last asked), no leader known for one
+STALE_METADATA = {KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT}
 RENEW_AFTER_S = 30.0  # a shared client is replaced as stale at most this often
 SHARED_ADMINS = SharedAdmins()
 
@@ -174,6 +177,16 @@ class OffsetReader:
         else:
             self._admin = SHARED_ADMINS.renew(self.key, self._admin, self._client)
 
+    def _refresh(self, topics: set[str]) -> None:
+        """Metadata of `topics` asked for, which updates the client's cache: a client made
+        before a partition was added, or that saw partitions without leaders, answers from a
+        cache it otherwise refreshes every 5 minutes (topic.metadata.refresh.interval.ms)."""
+        for topic in sorted(topics):
+            try:
+                self.admin.list_topics(topic, timeout=min(self.timeout, 5.0))
+            except KAFKA_ERRORS as exc:
+                KAFKA_LOG.info("metadata of %s not refreshed: %s", topic, exc)
+
     def _client(self) -> AdminClient:
         # librdkafka's own log lines go through Python logging (text or JSON like the rest)
         return AdminClient({**self.config, "logger": KAFKA_LOG})  # type: ignore[dict-item]
@@ -198,13 +211,16 @@ class OffsetReader:
                     for tp, future in futures.items()
                 }
             except KAFKA_ERRORS as exc:
-                if not self.retry_transient or not transient(exc):
+                stale = _code(exc) in STALE_METADATA
+                if not self.retry_transient or not (stale or transient(exc)):
                     raise
+                if stale:  # the client's own metadata: asked for afresh, then asked again
+                    self._refresh({topic for topic, _ in keys})
                 if time.monotonic() + RETRY_S >= deadline:
                     # A client that saw a restarting broker's partitions without a leader
-                    # keeps saying "No leaders found" from its metadata cache long after
+                    # can keep saying "No leaders found" from its metadata cache long after
                     # they have one again: the next call asks with a new one.
-                    if _code(exc) == KafkaError._NOENT:
+                    if stale:
                         self._renew()
                     raise
                 KAFKA_LOG.info("offsets of %s asked again: %s", stream, exc)

@@ -24,6 +24,10 @@ class FlakyAdmin:
     def __init__(self, errors: list[int]) -> None:
         self.errors = list(errors)
         self.asked = 0
+        self.refreshed: list[str] = []  # topics whose metadata was asked for
+
+    def list_topics(self, topic: str, **_: Any) -> None:
+        self.refreshed.append(topic)
 
     def list_offsets(self, request: dict[Any, Any], **_: Any) -> dict[Any, Future[Any]]:
         self.asked += 1
@@ -156,22 +160,29 @@ def test_a_shared_client_goes_with_its_last_reader(monkeypatch: pytest.MonkeyPat
     assert len(kafka_offsets.SHARED_ADMINS.clients) == 0
 
 
-def test_a_shared_reader_renews_its_client_only_when_its_metadata_lacks_leaders(
+def test_a_clients_stale_metadata_is_asked_for_afresh_and_at_last_the_client_renewed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """ "No leaders found" (_NOENT) past the retries: the client's own metadata cache, which
-    can stay stale long after a broker came back, so the next ask is with a new one. A topic
-    that is gone or a partition without a leader the broker says so of: the same client."""
+    """What a client says from its own metadata cache ("No leaders found"; "Unknown
+    partition": one added since it last asked) has it ask for the topic's metadata before
+    asking again, and past the retries the next ask is with a new client. A topic the broker
+    says is gone: the same client, nothing asked for afresh."""
     monkeypatch.setattr(kafka_offsets, "RETRY_S", 0.01)
-    for code, renewed in ((KafkaError._NOENT, True), (KafkaError.UNKNOWN_TOPIC_OR_PART, False)):
+    cases = (
+        (KafkaError._NOENT, True),
+        (KafkaError._UNKNOWN_PARTITION, True),
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, False),
+    )
+    for code, stale in cases:
         now = [0.0]
         made = fake_clients(monkeypatch, now, errors=(code,) * 1000)
         reader = OffsetReader({"bootstrap.servers": "127.0.0.1:9"}, 0.1, True, shared=True)
         first = reader.admin
         now[0] = kafka_offsets.RENEW_AFTER_S
         with pytest.raises(KafkaException):
-            reader.latest("t", ["0"])
-        assert (reader.admin is not first) is renewed and len(made) == 1 + renewed, code
+            reader.latest("t", [0])
+        assert (reader.admin is not first) is stale and len(made) == 1 + stale, code
+        assert first.refreshed == (["t"] * first.asked if stale else []), code
 
 
 def test_a_client_given_outright_is_the_readers_own(monkeypatch: pytest.MonkeyPatch) -> None:
