@@ -95,8 +95,11 @@ class KafkaIndexer:
         self.state = IndexerState(current=io.start_offsets(), end=io.end_offsets())
         self.rates = MovingRates(list(RowStats().as_dict()), self.clock())  # under the lock
         self.start = io.start_offsets()
-        # the admin client is shared with the host application's other tasks on the cluster
+        # the admin client is shared with the host application's other tasks on the cluster;
+        # made (or found) now, so a config Kafka refuses is the task's refusal to start, and
+        # its first batch does not wait for a client to connect
         self.offsets = OffsetReader(io.consumerProperties, retry_transient=True, shared=True)
+        self.offsets.connect()
         self.broker_away: float | None = None  # since when Kafka could not say where it ends
         self.plan = RowPlan(task.dataSchema, io.inputFormat, *_time_window(task))
         self.dimensions: list[tuple[str, str]] = []

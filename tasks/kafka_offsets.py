@@ -153,6 +153,10 @@ class OffsetReader:
         self.timeout = timeout
         self.retry_transient = retry_transient
 
+    def connect(self) -> None:
+        """Its admin client made now, not on first use: a config Kafka refuses raises here."""
+        _ = self.admin
+
     @property
     def admin(self) -> AdminClient:
         """Made on first use (record_times, the lag in time of each /metrics scrape, needs

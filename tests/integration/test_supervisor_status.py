@@ -240,7 +240,13 @@ def _lag_tools_see_the_group(kafka: LocalKafka, api: httpx.Client, group: str) -
         payload: dict[str, Any] = api.get(f"{BASE}/{ds}/status").json()["payload"]
         return payload
 
-    wait_for(lambda: status()["activeTasks"], 300, "the task to read")
+    # read before the handoff: one that reaches the task before its first batch publishes an
+    # empty range, and the next publish would be a taskDuration (10 minutes) later
+    wait_for(
+        lambda: [t for t in status()["activeTasks"] if t["currentOffsets"] == {"0": 10, "1": 10}],
+        300,
+        "the task to read every record",
+    )
     assert api.post(f"{BASE}/{ds}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
     wait_for(lambda: status()["committedOffsets"] == {"0": 10, "1": 10}, 300, "the publish")
     wait_for(
