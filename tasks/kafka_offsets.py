@@ -82,6 +82,11 @@ def unreachable(exc: Exception) -> bool:
 ClientKey = tuple[tuple[str, str], ...]
 
 
+def cluster_key(config: Mapping[str, str]) -> ClientKey:
+    """Which admin client serves a client config (client_config's): one per config."""
+    return tuple(sorted(config.items()))
+
+
 class SharedAdmins:
     """The admin clients of a process, one per cluster (an admin client's config), for the
     readers that share them: the tasks of a host application (tasks/host_app.py) reading one
@@ -147,7 +152,7 @@ class OffsetReader:
         `shared`: its admin client is the process's one for the cluster (SharedAdmins)."""
         config = client_config(consumer_properties)
         self.config = config
-        self.key: ClientKey | None = tuple(sorted(config.items())) if shared else None
+        self.key: ClientKey | None = cluster_key(config) if shared else None
         self._admin: AdminClient | None = None
         self._making = threading.Lock()  # the overlord's passes share a reader per cluster
         self.timeout = timeout

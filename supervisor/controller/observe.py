@@ -82,10 +82,10 @@ class StreamReader:
 
     def _reader(self, consumer_properties: Mapping[str, object]) -> tuple[Any, Any]:
         """The cluster's key and its admin client (made on first use)."""
-        from tasks.kafka_offsets import OffsetReader, client_config
+        from tasks.kafka_offsets import OffsetReader, client_config, cluster_key
 
         config = self.access.service_config(consumer_properties)
-        cluster = tuple(sorted(client_config(config).items()))
+        cluster = cluster_key(client_config(config))
         reader = self.readers.get(cluster)
         if reader is None:
             reader = OffsetReader(config, timeout=self.timeout_s)
