@@ -34,11 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from live import median, percentile, write_results
+from live import write_results
 
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic
 from supervisor.settings import Settings
+from supervisor.testkit.waits import median, percentile
 from tasks.kafka_offsets import OffsetReader
 
 

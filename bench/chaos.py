@@ -43,15 +43,12 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +60,6 @@ import pyarrow.parquet as pq  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from bench.common import write_results  # noqa: E402
-from bench.live import percentile  # noqa: E402
-from bench.network import Network  # noqa: E402
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow  # noqa: E402
 from supervisor.devstack.certs import Certs, self_signed  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
@@ -75,7 +70,12 @@ from supervisor.devstack.specs import supervisor_spec  # noqa: E402
 from supervisor.devstack.topics import create_topic  # noqa: E402
 from supervisor.net import free_port  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
-from tests.e2e.harness import ADMIN, BASE, Overlord  # noqa: E402
+from supervisor.testkit.hosts import application_pid  # noqa: E402
+from supervisor.testkit.network import Network  # noqa: E402
+from supervisor.testkit.numbers import Numbers  # noqa: E402
+from supervisor.testkit.overlord import ADMIN, Overlord  # noqa: E402
+from supervisor.testkit.service import BASE  # noqa: E402
+from supervisor.testkit.waits import percentile  # noqa: E402
 
 # kind -> weight: how often the seed draws it
 WEIGHTS: dict[str, int] = {
@@ -152,180 +152,6 @@ def schedule(seed: int, count: int, window: float, kinds: list[str]) -> list[Fau
 # ---- the records ------------------------------------------------------------------------------
 
 
-class Numbers:
-    """Numbered records to the topics, each to the next in turn, at `rate` a second in all:
-    half from an idempotent producer, half in transactions of 1-8 records, about a third of
-    them aborted (drawn from the seed). Remembers where each committed record landed, which
-    numbers were aborted, and which could have gone either way (a producer that failed
-    fatally in a commit: the check counts such a record neither missing nor aborted)."""
-
-    def __init__(self, bootstrap: str, topics: list[str], rate: float, seed: int) -> None:
-        self.bootstrap, self.topics, self.rate = bootstrap, list(topics), rate
-        self.rng = random.Random(seed ^ 0x5EED)
-        self.where: dict[int, tuple[str, int, int]] = {}  # n -> (topic, partition, offset)
-        self.pending: dict[int, tuple[str, int, int]] = {}  # in an open transaction
-        self.aborted: set[int] = set()
-        self.uncertain: set[int] = set()
-        self.errors: list[str] = []
-        self.count = 0
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.transactional_id = f"chaos-{seed}-{uuid.uuid4().hex[:6]}"
-        self.plain = self._producer({"enable.idempotence": True})
-        self.broken: list[str] = []  # a producer thread that died: the run proves nothing
-        self.threads = [
-            threading.Thread(target=self._guarded, args=(self._plain,), daemon=True),
-            threading.Thread(target=self._guarded, args=(self._transactions,), daemon=True),
-        ]
-
-    def _guarded(self, produce: Callable[[], None]) -> None:
-        try:
-            produce()
-        except Exception as exc:
-            self.broken.append(f"{produce.__name__}: {type(exc).__name__}: {exc}")
-
-    def _producer(self, extra: dict[str, Any]) -> Any:
-        from confluent_kafka import Producer
-
-        return Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "linger.ms": 5,
-                "message.timeout.ms": 900_000,  # a broker down for a while: wait, not fail
-                "topic.metadata.refresh.interval.ms": 1000,  # added partitions soon
-                "log_level": 0,
-                **extra,
-            }
-        )
-
-    def _next(self) -> tuple[int, str, bytes]:
-        with self.lock:
-            n = self.count
-            self.count += 1
-            topic = self.topics[n % len(self.topics)]
-        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        return n, topic, json.dumps({"ts": now, "n": n}).encode()
-
-    def add_topic(self, topic: str) -> None:
-        with self.lock:
-            self.topics.append(topic)
-
-    def start(self) -> Numbers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def _plain(self) -> None:
-        def delivered(err: Any, msg: Any) -> None:
-            n = json.loads(msg.value())["n"]
-            with self.lock:
-                if err is None:
-                    self.where[n] = (msg.topic(), msg.partition(), msg.offset())
-                else:  # an idempotent producer's failed record may still be in the log
-                    self.uncertain.add(n)
-                    self.errors.append(f"plain {n}: {err}")
-
-        while not self.stopping.is_set():
-            n, topic, value = self._next()
-            while True:
-                try:
-                    self.plain.produce(topic, value, str(n).encode(), on_delivery=delivered)
-                    break
-                except BufferError:
-                    self.plain.poll(0.1)
-            self.plain.poll(0)
-            time.sleep(2 / self.rate)
-
-    def _transactions(self) -> None:
-        from confluent_kafka import KafkaException
-
-        producer = self._transactional()
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is None:
-                n = json.loads(msg.value())["n"]
-                with self.lock:
-                    self.pending[n] = (msg.topic(), msg.partition(), msg.offset())
-
-        while not self.stopping.is_set():
-            size, abort = self.rng.randint(1, 8), self.rng.random() < 0.3
-            numbers: list[int] = []
-            try:
-                producer.begin_transaction()
-                for _ in range(size):
-                    n, topic, value = self._next()
-                    numbers.append(n)
-                    producer.produce(topic, value, str(n).encode(), on_delivery=delivered)
-                    time.sleep(2 / self.rate)
-                if abort:
-                    self._abort(producer, numbers)
-                else:
-                    self._commit(producer, numbers)
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.txn_requires_abort():
-                    self._abort(producer, numbers)
-                else:  # fatal: a new producer of the same id fences this one and aborts
-                    self.errors.append(f"transactional producer: {error}")
-                    with self.lock:
-                        self.uncertain.update(numbers)
-                    producer = self._transactional()
-
-    def _transactional(self) -> Any:
-        while True:
-            producer = self._producer(
-                {
-                    "transactional.id": self.transactional_id,
-                    "transaction.timeout.ms": 120_000,
-                    # at most the transaction's: a record not sent by then aborts it
-                    "message.timeout.ms": 120_000,
-                }
-            )
-            try:
-                producer.init_transactions(60)
-                return producer
-            except Exception as exc:  # the broker is down: again
-                self.errors.append(f"init_transactions: {exc}")
-                time.sleep(1)
-
-    def _commit(self, producer: Any, numbers: list[int]) -> None:
-        _retried(lambda: producer.commit_transaction(60))
-        with self.lock:
-            for n in numbers:
-                self.where[n] = self.pending.pop(n)
-
-    def _abort(self, producer: Any, numbers: list[int]) -> None:
-        # Its records delivered first: an abort sent before the coordinator has the
-        # transaction's partitions finds the last one's state (COMPLETE_COMMIT) and fails the
-        # producer fatally with INVALID_TXN_STATE (librdkafka #4849; 7 runs of 12 hit it)
-        producer.flush(60)
-        _retried(lambda: producer.abort_transaction(60))
-        with self.lock:
-            self.aborted.update(numbers)
-            for n in numbers:
-                self.pending.pop(n, None)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(120)
-        self.plain.flush(120)
-
-
-def _retried(call: Callable[[], None]) -> None:
-    """A transaction's commit or abort, asked again while its error is retriable (the broker
-    is down: librdkafka says so, and the outcome is still to come)."""
-    from confluent_kafka import KafkaException
-
-    while True:
-        try:
-            call()
-            return
-        except KafkaException as exc:
-            if not exc.args[0].retriable():
-                raise
-
-
 # ---- the stack --------------------------------------------------------------------------------
 
 
@@ -382,10 +208,11 @@ class Host:
 
     def application(self) -> int | None:
         """The pid of its shared application, if one runs."""
-        with suppress(OSError, ValueError, KeyError):
-            pid = int(json.loads((self.work / "host-app" / "app.json").read_text())["pid"])
-            os.kill(pid, 0)
-            return pid
+        pid = application_pid(self.work)
+        with suppress(OSError):
+            if pid is not None:
+                os.kill(pid, 0)
+                return pid
         return None
 
     def kill9(self) -> None:
@@ -855,7 +682,7 @@ def _run(
         "main": chaos_spec("main", bootstrap, main),
         "pattern": chaos_spec("pattern", bootstrap, pattern=f"{tag}-p-[a-z]"),
     }
-    numbers = Numbers(bootstrap, [main, pa, pb], args.rate, seed).start()
+    numbers = Numbers(bootstrap, [main, pa, pb], args.rate, seed, transactions=True).start()
     try:
         with st.api() as api:
             for body in specs.values():

@@ -31,11 +31,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from live import median, percentile, write_results
+from live import write_results
 
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
+from supervisor.testkit.waits import median, percentile
 from tasks import direct_read
 from tasks.combiner import JobCombiner, _combined
 from tasks.host_app import _start_python_workers

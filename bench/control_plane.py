@@ -32,7 +32,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,16 +41,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 
 from bench.rest_load import BASE, MIX, TASKS, Requests  # noqa: E402
 from bench.simulated import SimulatedRunner, SimulatedStream  # noqa: E402
 from supervisor import heap  # noqa: E402
-from supervisor.app import create_app  # noqa: E402
 from supervisor.controller.manager import SupervisorManager  # noqa: E402
 from supervisor.devstack.specs import supervisor_spec  # noqa: E402
 from supervisor.net import free_port, wait_for_port  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
+from supervisor.testkit.service import RunningService  # noqa: E402
+from supervisor.testkit.waits import percentile  # noqa: E402
 from tasks.spec.periods import duration_millis  # noqa: E402
 
 TARGET_PASS_P99_MS = 100.0
@@ -75,11 +74,10 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+def manager(service: RunningService) -> SupervisorManager:
+    found = service.app.state.context.manager
+    assert isinstance(found, SupervisorManager)
+    return found
 
 
 def memory() -> dict[str, float]:
@@ -92,40 +90,6 @@ def memory() -> dict[str, float]:
         elif name == "Threads":
             found[name] = int(value)
     return found
-
-
-class Service:
-    """The app, with the simulated runner, served by uvicorn in a thread of this process."""
-
-    def __init__(self, settings: Settings, runner: SimulatedRunner) -> None:
-        self.settings = settings
-        self.app = create_app(settings)
-        self.app.state.context.runner = runner
-        self.url = f"http://127.0.0.1:{settings.port}"
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=settings.port, log_level="warning", access_log=False
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
-
-    def start(self) -> None:
-        heap.settle(self.settings.gc_young_threshold)  # as `sluicegate serve` does
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.05)
-
-    @property
-    def manager(self) -> SupervisorManager:
-        manager = self.app.state.context.manager
-        assert isinstance(manager, SupervisorManager)
-        return manager
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(120)
 
 
 # With --auth basic, every request carries the admin's Basic credentials (set by main()).
@@ -182,8 +146,8 @@ class PassSamples:
             # service spends idle and (under load) on requests; steadier than tail latencies
             "cpu_ms_per_pass": cpu / len(durations) * 1000 if durations else float("nan"),
             "passes_per_s": len(durations) / seconds if seconds else 0.0,
-            "p50_ms": percentile(durations, 50) * 1000,
-            "p99_ms": percentile(durations, 99) * 1000,
+            "p50_ms": percentile(durations, 50, nearest_rank=True) * 1000,
+            "p99_ms": percentile(durations, 99, nearest_rank=True) * 1000,
             "max_ms": max(durations, default=float("nan")) * 1000,
             "samples_lost": truncated,
             "failed_passes_total": failed,
@@ -229,8 +193,8 @@ def rest_phase(url: str, args: argparse.Namespace, plan: dict[str, Any]) -> dict
         latencies = [s[1] for s in samples if s[0] == kind]
         by_kind[kind] = {
             "count": len(latencies),
-            "p50_ms": percentile(latencies, 50) * 1000,
-            "p99_ms": percentile(latencies, 99) * 1000,
+            "p50_ms": percentile(latencies, 50, nearest_rank=True) * 1000,
+            "p99_ms": percentile(latencies, 99, nearest_rank=True) * 1000,
         }
     latencies = [s[1] for s in samples]
     return {
@@ -241,10 +205,10 @@ def rest_phase(url: str, args: argparse.Namespace, plan: dict[str, Any]) -> dict
             str(code): sum(1 for s in samples if s[2] == code)
             for code in sorted({s[2] for s in samples if not 200 <= s[2] < 300})
         },
-        "p50_ms": percentile(latencies, 50) * 1000,
-        "p99_ms": percentile(latencies, 99) * 1000,
+        "p50_ms": percentile(latencies, 50, nearest_rank=True) * 1000,
+        "p99_ms": percentile(latencies, 99, nearest_rank=True) * 1000,
         "max_ms": max(latencies, default=float("nan")) * 1000,
-        "client_late_p99_ms": percentile(result["late_s"], 99) * 1000,
+        "client_late_p99_ms": percentile(result["late_s"], 99, nearest_rank=True) * 1000,
         "by_kind": by_kind,
         "connections": result["connections"],
     }
@@ -265,7 +229,7 @@ def cost_phase(url: str, plan: dict[str, Any], count: int) -> dict[str, dict[str
         spent = time.process_time() - cpu - idle_per_s * (time.monotonic() - began)
         costs[kind] = {
             "cpu_ms": spent / count * 1000,
-            "p50_ms": percentile(result["latencies"], 50) * 1000,
+            "p50_ms": percentile(result["latencies"], 50, nearest_rank=True) * 1000,
             "errors": result["errors"],
         }
     return costs
@@ -310,8 +274,8 @@ def wave_phase(
         else float("inf"),
         "groups_rolled": len(groups_done),
         "from_first_request_s": max(g[1] for g in groups_done) - sent["began"],
-        "gap_p50_s": percentile(gaps, 50),
-        "gap_p99_s": percentile(gaps, 99),
+        "gap_p50_s": percentile(gaps, 50, nearest_rank=True),
+        "gap_p99_s": percentile(gaps, 99, nearest_rank=True),
         "published_s": max(ends, default=float("nan")) - first_pause,
         "unpublished_after_60s": len(groups_done) - ended,
     }
@@ -352,10 +316,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     if not wait_for_port("127.0.0.1", sim_port, 60):
         raise RuntimeError("the simulated task server did not start")
     runner = SimulatedRunner(settings, sim_url)
-    service = Service(settings, runner)
+    service = RunningService(settings, settings.port, runner, access_log=False)
+    heap.settle(settings.gc_young_threshold)  # as `sluicegate serve` does
     service.start()
     stream = SimulatedStream(args.partitions, args.rate, epoch)
-    service.manager.reconciler.stream = stream  # before any supervisor exists
+    manager(service).reconciler.stream = stream  # before any supervisor exists
     results: dict[str, Any] = {"memory_idle": memory()}
     try:
         with httpx.Client(base_url=sim_url, timeout=60) as sim:
@@ -369,7 +334,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return results
 
 
-def measure(args: argparse.Namespace, service: Service, sim: httpx.Client) -> dict[str, Any]:
+def measure(args: argparse.Namespace, service: RunningService, sim: httpx.Client) -> dict[str, Any]:
     results: dict[str, Any] = {}
     groups = args.supervisors * args.task_count * args.replicas
     began = time.monotonic()
@@ -377,8 +342,8 @@ def measure(args: argparse.Namespace, service: Service, sim: httpx.Client) -> di
     submit_all(service.url, args)
     results["submit_s"] = time.monotonic() - began
     results["ramp_s"] = wait_reading(sim, groups, 600) + results["submit_s"]
-    ids = sorted(service.manager.known)
-    passes = PassSamples(service.manager)
+    ids = sorted(manager(service).known)
+    passes = PassSamples(manager(service))
     calls_before = sum(sim.get("/sim/stats").json()["requests"].values())
     progress(f"every group reading after {results['ramp_s']:.1f} s; loops alone")
     passes.mark()
@@ -402,7 +367,7 @@ def measure(args: argparse.Namespace, service: Service, sim: httpx.Client) -> di
     if results["wave"]["unpublished_after_60s"]:
         progress(f"publish answers: {results['sim']['publish_answers']}")
     progress("loops stopped; baseline REST load")
-    service.manager.stop()  # the baseline: no loop runs, the same requests
+    manager(service).stop()  # the baseline: no loop runs, the same requests
     results["baseline"] = rest_phase(service.url, args, plan)
     progress("loops stopped; CPU per request")
     resume_all(service.url)
@@ -441,8 +406,8 @@ def summarize(args: argparse.Namespace, r: dict[str, Any]) -> dict[str, Any]:
     loaded, idle = r["memory_loaded"], r["memory_idle"]
     period = period_s(args)
     return {
-        "pass_p50_ms": percentile(every, 50) * 1000,
-        "pass_p99_ms": percentile(every, 99) * 1000,
+        "pass_p50_ms": percentile(every, 50, nearest_rank=True) * 1000,
+        "pass_p99_ms": percentile(every, 99, nearest_rank=True) * 1000,
         "rest_p50_ms": r["rest"]["p50_ms"],
         "rest_p99_ms": r["rest"]["p99_ms"],
         "rest_p99_vs_baseline": r["rest"]["p99_ms"] / r["baseline"]["p99_ms"],

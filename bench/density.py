@@ -39,12 +39,13 @@ from typing import Any
 import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
-from live import BASE, Stack, epoch, percentile, running, write_results
+from live import BASE, Stack, epoch, running, write_results
 from sqlalchemy import select
 
 from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
+from supervisor.testkit.waits import percentile
 
 PUBLISHED_BOUND_S = 600.0  # a level whose supervisors have not all published by then fails
 

@@ -24,9 +24,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -55,11 +52,12 @@ from supervisor.devstack.kafka import LocalKafka  # noqa: E402
 from supervisor.devstack.postgres import LocalPostgres  # noqa: E402
 from supervisor.devstack.specs import supervisor_spec  # noqa: E402
 from supervisor.devstack.topics import create_topic  # noqa: E402
-from supervisor.net import free_port  # noqa: E402
 from supervisor.settings import default_jar_cache  # noqa: E402
+from supervisor.testkit.overlord import Overlord  # noqa: E402
+from supervisor.testkit.service import BASE  # noqa: E402
+from supervisor.testkit.waits import wait_for  # noqa: E402
 from tasks.protocol import TOKEN_HEADER  # noqa: E402
 
-BASE = "/druid/indexer/v1/supervisor"
 SID = "failover"
 PARTITIONS = 2
 
@@ -67,66 +65,6 @@ PARTITIONS = 2
 def record(n: int, now: float) -> bytes:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
     return json.dumps({"ts": stamp, "n": n}).encode()
-
-
-class Overlord:
-    def __init__(self, name: str, root: Path, db_url: str, lease_s: float) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = root / f"{name}.log"
-        self.env = {
-            **os.environ,
-            "SLUICEGATE_PORT": str(self.port),
-            "SLUICEGATE_METADATA_URL": db_url,
-            "SLUICEGATE_DEEP_STORAGE": str(root / "deep"),
-            "SLUICEGATE_WORK_DIR": str(root / "work"),
-            "SLUICEGATE_JAR_CACHE": str(default_jar_cache()),
-            "SLUICEGATE_TASK_MASTER": "local[1]",
-            "SLUICEGATE_KILL_TASKS_ON_EXIT": "true",
-            "SLUICEGATE_STANDBY_LEAD_S": "0",
-            "SLUICEGATE_LEASE_S": str(lease_s),
-            "SLUICEGATE_LOG_LEVEL": "info",
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "supervisor.cli", "serve"],
-                env=self.env,
-                stdout=log,
-                stderr=log,
-            )
-        until(lambda: self._get("/status/health") == 200, 60, "the overlord to serve")
-
-    def _get(self, path: str) -> int | None:
-        try:
-            return httpx.get(self.url + path, timeout=2).status_code
-        except httpx.HTTPError:
-            return None
-
-    def leads(self) -> bool:
-        return self._get("/druid/indexer/v1/isLeader") == 200
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(120)
-
-
-def until(predicate: Any, timeout: float, what: str, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 class Sampler:
@@ -181,7 +119,7 @@ def rows(engine: Any, query: Any) -> list[Any]:
 def first_pass_after(engine: Any, epoch: int, timeout: float) -> float:
     """Monotonic time at which a status written under `epoch` (or later) first shows."""
     query = select(func.count()).where(SupervisorStatusRow.epoch >= epoch)
-    until(lambda: rows(engine, query)[0][0] > 0, timeout, f"a pass at epoch {epoch}", 0.02)
+    wait_for(lambda: rows(engine, query)[0][0] > 0, timeout, f"a pass at epoch {epoch}", every=0.02)
     return time.monotonic()
 
 
@@ -200,11 +138,22 @@ def main() -> None:
         broker.start()
         db_url = postgres.create_database("failover")
         engine = make_engine(db_url)
-        overlords = [Overlord(n, root, db_url, args.lease) for n in ("a", "b")]
+        overlords = [
+            Overlord(
+                root,
+                default_jar_cache(),
+                db_url,
+                name,
+                secure=False,
+                lease_s=args.lease,
+                env={"SLUICEGATE_LOG_LEVEL": "info"},
+            )
+            for name in ("a", "b")
+        ]
         producer = sampler = None
         try:
             overlords[0].start()
-            until(overlords[0].leads, 30, "a to lead")
+            wait_for(overlords[0].leads, 30, "a to lead", every=0.05)
             overlords[1].start()
             topic = f"failover-{uuid.uuid4().hex[:8]}"
             create_topic(broker.bootstrap_servers, topic, PARTITIONS)
@@ -222,7 +171,9 @@ def main() -> None:
             assert api.post(overlords[1].url + BASE, json=spec).is_success
             sampler = Sampler(db_url)
             sampler.thread.start()
-            until(lambda: sampler.samples and sampler.samples[-1][1] > 0, 300, "reading", 0.2)
+            wait_for(
+                lambda: sampler.samples and sampler.samples[-1][1] > 0, 300, "reading", every=0.2
+            )
             steady_begin = time.monotonic() + 1.0
             time.sleep(args.steady)
             steady_end = time.monotonic()
@@ -231,7 +182,7 @@ def main() -> None:
             for _ in range(args.kills):
                 (epoch,) = rows(engine, select(LeaderLeaseRow.epoch))[0]
                 killed = time.monotonic()
-                leader.kill()
+                leader.kill9()
                 first = first_pass_after(engine, epoch + 1, args.lease * 3 + 30)
                 failovers.append(first - killed)
                 time.sleep(5.0)
@@ -260,7 +211,7 @@ def main() -> None:
                     api.post(url, json={"taskGroupIds": [0]})
                 return False
 
-            until(published_all, 600, "everything to be published", 0.5)
+            wait_for(published_all, 600, "everything to be published", every=0.5)
             numbers: list[int] = []
             for (path,) in rows(engine, select(SegmentRow.path).where(SegmentRow.used)):
                 numbers.extend(pq.read_table(path, columns=["n"]).column("n").to_pylist())

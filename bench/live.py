@@ -4,7 +4,6 @@ process with real task processes, a producer at a steady rate, and the task tabl
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -18,18 +17,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import uvicorn  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from bench.common import write_results as write_results  # noqa: E402
-from supervisor.app import create_app  # noqa: E402
-from supervisor.db.engine import make_engine  # noqa: E402
 from supervisor.db.models import TaskRow  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
-from supervisor.net import free_port  # noqa: E402
 from supervisor.settings import Settings, default_jar_cache  # noqa: E402
-
-BASE = "/druid/indexer/v1/supervisor"
+from supervisor.testkit.service import BASE as BASE  # noqa: E402
+from supervisor.testkit.service import RunningService  # noqa: E402
 
 
 class Producer:
@@ -87,7 +82,6 @@ class Stack:
         self.owns_broker = broker is None
         self.broker = broker or LocalKafka(root / "kafka", jars)
         self.settings = Settings(
-            port=free_port(),
             metadata_url=f"sqlite:///{root / 'meta.db'}",
             deep_storage=root / "deep",
             work_dir=root / "work",
@@ -96,25 +90,16 @@ class Stack:
             log_level="warning",
             **settings,
         )
-        self.url = f"http://127.0.0.1:{self.settings.port}"
-        self.app = create_app(self.settings)
-        self.server = uvicorn.Server(
-            uvicorn.Config(self.app, port=self.settings.port, log_level="warning")
-        )
-        self.serving = threading.Thread(target=self.server.run, name="service", daemon=True)
+        self.service = RunningService(self.settings)
+        self.url = self.service.url
+        self.app = self.service.app
 
     @property
     def bootstrap(self) -> str:
         return self.broker.bootstrap_servers
 
     def rows(self, query: Any) -> list[Any]:
-        """The rows a query reads from the service's metadata DB, on a connection of its own."""
-        engine = make_engine(self.settings.metadata_url)
-        try:
-            with engine.connect() as conn:
-                return list(conn.execute(query).all())
-        finally:
-            engine.dispose()
+        return self.service.rows(query)
 
     def tasks(self) -> list[Any]:
         return self.rows(select(TaskRow).order_by(TaskRow.created_at))
@@ -134,17 +119,14 @@ def _running(root: Path, broker: LocalKafka | None, **settings: Any) -> Iterator
     stack = Stack(root, broker, **settings)
     if stack.owns_broker:
         stack.broker.start()
-    stack.serving.start()
+    stack.service.start()
     try:
-        while not stack.server.started:
-            time.sleep(0.05)
         # a host's application is long-lived: it runs before the measured work, as on a host
         # that has run tasks before (the service itself starts it with its first supervisor)
         stack.app.state.context.runner.prepare()
         yield stack
     finally:
-        stack.server.should_exit = True
-        stack.serving.join(120)
+        stack.service.stop()
         if stack.owns_broker:
             stack.broker.stop()
 
@@ -177,20 +159,3 @@ def epoch(moment: datetime) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100) by linear interpolation; NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")

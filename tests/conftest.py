@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
-from supervisor.app import create_app
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
@@ -32,8 +23,8 @@ from supervisor.devstack.registry import LocalRegistry
 from supervisor.devstack.s3 import LocalS3
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
-from supervisor.net import free_port
 from supervisor.settings import Settings
+from supervisor.testkit.service import RunningService
 from tasks.jars import kafka_broker_bundle, kafka_tools_bundle, resolve, spark_kafka_bundle
 
 _db_counter = itertools.count()
@@ -152,41 +143,6 @@ def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
     engine.dispose()
 
 
-class RunningService:
-    """The app served by a real uvicorn server on a free loopback port, in a thread."""
-
-    def __init__(self, settings: Settings, port: int | None = None) -> None:
-        self.settings = settings
-        self.port = port or free_port()
-        # what the service tells tasks and other overlords it is at (its advertised URL)
-        settings.port = self.port
-        self.url = f"{settings.scheme}://127.0.0.1:{self.port}"
-        self.app = create_app(settings)
-        config = uvicorn.Config(
-            self.app,
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            ssl_certfile=settings.tls_cert,
-            ssl_keyfile=settings.tls_key,
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> RunningService:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-
-
 @pytest.fixture
 def service(settings: Settings) -> Iterator[RunningService]:
     with RunningService(settings) as running:
@@ -197,79 +153,6 @@ def service(settings: Settings) -> Iterator[RunningService]:
 def api(service: RunningService) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=service.url, timeout=30) as client:
         yield client
-
-
-@contextmanager
-def overlord_with_tasks(
-    tmp_path: Path, jar_cache: Path, task_master: str, **overrides: Any
-) -> Iterator[tuple[RunningService, httpx.Client]]:
-    """The service running real task processes (and its supervisors), killed on exit."""
-    settings = task_settings(
-        tmp_path, jar_cache, task_master=task_master, kill_tasks_on_exit=True, **overrides
-    )
-    with (
-        RunningService(settings) as service,
-        httpx.Client(base_url=service.url, timeout=30) as client,
-    ):
-        yield service, client
-
-
-@contextmanager
-def task_host(
-    overlord_url: str,
-    work: Path,
-    capacity: int = 4,
-    args: tuple[str, ...] = ("--master", "local[1]"),
-    env: dict[str, str] | None = None,
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """A `sluicegate worker` process on a free port (its log beside `work`); yields its
-    host:port once registered. On the way out it is stopped and its tasks SIGKILLed."""
-    port = free_port()
-    command = [sys.executable, "-m", "supervisor.cli", "worker", "--overlord", overlord_url]
-    command += ["--capacity", str(capacity), "--port", str(port), "--work-dir", str(work)]
-    with (work.parent / f"{work.name}.log").open("ab") as log:
-        process = subprocess.Popen(
-            [*command, *args],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith(f"task host 127.0.0.1:{port} registered"), line
-        yield f"127.0.0.1:{port}", process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
-        kill_tasks(work)
-
-
-def kill_tasks(work: Path) -> None:
-    """SIGKILL every task process a task host started, and its shared application if it ran
-    one (each leads its own process group)."""
-    for pid_file in (work / "tasks").glob("*/pid"):
-        with suppress(OSError, ValueError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-    with suppress(OSError, ValueError, KeyError):
-        os.killpg(int(json.loads((work / "host-app" / "app.json").read_text())["pid"]), 9)
-
-
-def task_settings(tmp_path: Path, jar_cache: Path, **overrides: Any) -> Settings:
-    """A service that runs real task processes (local[1] Spark), its files under tmp_path,
-    its metadata DB a SQLite file there unless `metadata_url` says otherwise."""
-    values: dict[str, Any] = {
-        "metadata_url": f"sqlite:///{tmp_path / 'meta.db'}",
-        "deep_storage": tmp_path / "deep",
-        "work_dir": tmp_path / "work",
-        "jar_cache": jar_cache,
-        "task_master": "local[1]",
-        **overrides,
-    }
-    return Settings(**values)
 
 
 def words_topic(kafka: LocalKafka, prefix: str, count: int) -> str:
@@ -296,16 +179,3 @@ def words_spec(supervisor_id: str, topic: str, bootstrap: str) -> dict[str, Any]
         period="PT1S",
         taskDuration="PT1H",
     )
-
-
-def wait_for(
-    predicate: Any, timeout: float = 120, what: str = "condition", every: float = 0.3
-) -> Any:
-    """Poll until `predicate` returns something truthy; fail naming what was awaited."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import Clock
 from supervisor.controller.actions import Action, CreateTask, KillTasks, Rollover
@@ -200,7 +199,6 @@ class Executor:
         result = checkpoint_group(
             clients, finish=True, timeout=ROLLOVER_TIMEOUT_S, alive=self.runner.is_running
         )
-        faults.point(faults.ROLLOVER_ENDS_SET)
         now = self.clock()
         for row in rows:
             if row.id in result.failed or result.end_offsets is None:

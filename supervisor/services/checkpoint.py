@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, TaskClient, reachable
 from supervisor.db.models import TaskRow
 from supervisor.model.fence import Leader
@@ -106,8 +105,6 @@ def checkpoint_group(
             paused[task_id] = outcome
     if not paused:
         return CheckpointResult(None, failed)
-    if finish:
-        faults.point(faults.ROLLOVER_PAUSED)
     end: dict[str, int] = {}
     for offsets in paused.values():
         for partition, offset in offsets.items():

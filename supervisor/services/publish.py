@@ -17,7 +17,6 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from supervisor import faults
 from supervisor.clock import Clock
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow
@@ -84,7 +83,6 @@ class PublishService:
             return PublishResult(PublishOutcome.RETRY, str(exc))
         if result.outcome is PublishOutcome.PUBLISHED:
             self.session.commit()
-            faults.point(faults.PUBLISH_COMMITTED)
         else:
             self.session.rollback()
         log.info("publish by task %s: %s %s", task_id, result.outcome, result.reason)

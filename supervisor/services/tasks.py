@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from supervisor import faults
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clients.worker_api import WorkerApiError, WorkerClient
 from supervisor.clock import Clock, druid_timestamp
@@ -191,6 +190,14 @@ class TaskService:
         their reconciler; a user's through `submit`). `wait_for_slot`: when no task host can
         take it now, raise NoSlot and leave no record (the caller asks again later) instead
         of recording a failed task."""
+        row = self.record(task)
+        self._start(row, task, wait_for_slot)
+        return task.id
+
+    def record(self, task: IndexKafkaTask) -> TaskRow:
+        """A launch's first commit point: the task recorded as running, not yet started.
+        Recorded before the process starts, so no write lock of the metadata DB is held while
+        it does (SQLite's is one for the whole DB: every other writer would wait)."""
         self.fence.check()
         payload = task.to_json()
         now = self.clock()
@@ -206,12 +213,8 @@ class TaskService:
             updated_at=now,
         )
         self.tasks.add(row)
-        # Recorded before the process starts, so no write lock of the metadata DB is held
-        # while it does (SQLite's is one for the whole DB: every other writer would wait).
         self.session.commit()
-        faults.point(faults.TASK_RECORDED)
-        self._start(row, task, wait_for_slot)
-        return task.id
+        return row
 
     def _start(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool = False) -> None:
         """Start a recorded task and record where it serves (or why it could not start); when

@@ -27,15 +27,15 @@ from supervisor.devstack.postgres import LocalPostgres
 from supervisor.devstack.s3 import LocalS3
 from supervisor.devstack.spark import LocalSparkCluster
 from supervisor.devstack.topics import create_topic
-from tests.conftest import kill_tasks, task_host, wait_for
+from supervisor.testkit.hosts import kill_tasks, task_host
+from supervisor.testkit.numbers import Numbers
+from supervisor.testkit.overlord import ADMIN, Overlord
+from supervisor.testkit.waits import wait_for
 from tests.e2e.harness import (
-    ADMIN,
     BASE,
     LONG,
     TLS,
     VERIFY,
-    Ledger,
-    Overlord,
     Run,
     generations,
 )
@@ -78,7 +78,7 @@ def test_tasks_on_hosts_and_a_spark_cluster_publish_to_s3_exactly_once(
         }
         # capacity 10: a group's two replicas and their successors, both groups on one host
         tls = ("--tls-cert", str(TLS.cert), "--tls-key", str(TLS.key))
-        ledger = Ledger(kafka.bootstrap_servers, [topic], rate=30).start()
+        ledger = Numbers(kafka.bootstrap_servers, [topic], rate=30).start()
         try:
             with (
                 httpx.Client(

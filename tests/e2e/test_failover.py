@@ -26,12 +26,14 @@ from typing import Any
 
 import httpx
 
-from supervisor import faults
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
 from supervisor.devstack.topics import create_topic
-from tests.conftest import wait_for
-from tests.e2e.harness import BASE, LONG, VERIFY, Ledger, Overlord, Run
+from supervisor.testkit import faults
+from supervisor.testkit.numbers import Numbers
+from supervisor.testkit.overlord import Overlord
+from supervisor.testkit.waits import wait_for
+from tests.e2e.harness import BASE, LONG, VERIFY, Run
 from tests.e2e.test_supervisor import SID
 from tests.e2e.test_supervisor import spec as numbers_spec
 
@@ -74,7 +76,7 @@ def test_the_leader_dies_at_every_step_and_nothing_is_lost_or_repeated(
     a.start()
     wait_for(a.leads, 30, "a to lead")
     b.start()
-    ledger = Ledger(kafka.bootstrap_servers, [topic], rate=40).start()
+    ledger = Numbers(kafka.bootstrap_servers, [topic], rate=40).start()
     leader, follower = a, b
     try:
         with httpx.Client(

@@ -24,13 +24,13 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
-from tests.conftest import wait_for
+from supervisor.testkit.numbers import Numbers
+from supervisor.testkit.overlord import Overlord
+from supervisor.testkit.waits import wait_for
 from tests.e2e.harness import (
     BASE,
     LONG,
     VERIFY,
-    Ledger,
-    Overlord,
     Run,
     ended_at,
     generations,
@@ -71,7 +71,7 @@ def run(
     create_topic(kafka.bootstrap_servers, topic, 3)
     overlord = Overlord(tmp_path, jar_cache, runtime=request.param)
     overlord.start()
-    ledger = Ledger(kafka.bootstrap_servers, [topic], rate=40).start()
+    ledger = Numbers(kafka.bootstrap_servers, [topic], rate=40).start()
     try:
         with httpx.Client(
             base_url=overlord.url, timeout=30, auth=overlord.auth, verify=VERIFY

@@ -16,9 +16,11 @@ from supervisor.controller.plan import groups_of
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
+from supervisor.testkit.numbers import Numbers
+from supervisor.testkit.overlord import Overlord
+from supervisor.testkit.waits import wait_for
 from tasks.partitions import task_group
-from tests.conftest import wait_for
-from tests.e2e.harness import BASE, LONG, VERIFY, Ledger, Overlord, Run, generations
+from tests.e2e.harness import BASE, LONG, VERIFY, Run, generations
 
 SID = "multi"
 
@@ -35,7 +37,7 @@ def test_a_topic_pattern_publishes_each_matching_record_once(
         create_topic(bootstrap, topic, partitions)
     overlord = Overlord(tmp_path, jar_cache)
     overlord.start()
-    ledger = Ledger(bootstrap, [a, b, decoy], rate=30, multi=True).start()
+    ledger = Numbers(bootstrap, [a, b, decoy], rate=30, multi=True).start()
     try:
         with httpx.Client(
             base_url=overlord.url, timeout=30, auth=overlord.auth, verify=VERIFY

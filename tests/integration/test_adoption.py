@@ -13,16 +13,10 @@ from sqlalchemy import select
 
 from supervisor.db.models import TaskRow
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.testkit.service import RunningService, db_rows, task_settings
+from supervisor.testkit.waits import wait_for
 from tasks.protocol import TOKEN_HEADER
-from tests.conftest import (
-    RunningService,
-    produce_words,
-    task_settings,
-    wait_for,
-    words_spec,
-    words_topic,
-)
-from tests.integration.test_api_supervisors import db_rows
+from tests.conftest import produce_words, words_spec, words_topic
 
 BASE = "/druid/indexer/v1/supervisor"
 

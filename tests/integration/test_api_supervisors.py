@@ -8,23 +8,12 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from supervisor.db.engine import make_engine
 from supervisor.db.models import AuditRow, CommittedOffsetsRow, IntentRow, SupervisorSpecRow
 from supervisor.schemas.secrets import MASK
-from tests.conftest import RunningService
+from supervisor.testkit.service import RunningService, db_rows
 from tests.specs import spec
 
 BASE = "/druid/indexer/v1/supervisor"
-
-
-def db_rows(service: RunningService, query: Any) -> list[Any]:
-    """Rows straight from the service's metadata DB."""
-    engine = make_engine(service.settings.metadata_url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.execute(query).all())
-    finally:
-        engine.dispose()
 
 
 def latest_stored_spec(service: RunningService) -> dict[str, Any]:

@@ -18,8 +18,7 @@ from sqlalchemy import select
 from supervisor.db.engine import make_engine, session_factory
 from supervisor.db.models import AuditRow, TaskRow
 from supervisor.settings import Settings
-from tests.conftest import RunningService
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.service import RunningService, db_rows
 from tests.specs import spec, task
 
 SUP = "/druid/indexer/v1/supervisor"

@@ -23,8 +23,8 @@ from supervisor.db.models import SegmentRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
-from tests.conftest import RunningService, overlord_with_tasks, wait_for
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
+from supervisor.testkit.waits import wait_for
 
 BASE = "/druid/indexer/v1/supervisor"
 SCALER = {

@@ -15,7 +15,8 @@ import pytest
 
 from supervisor.cli import main
 from supervisor.net import free_port, wait_for_port
-from tests.conftest import RunningService, wait_for
+from supervisor.testkit.service import RunningService
+from supervisor.testkit.waits import wait_for
 from tests.specs import spec
 
 

@@ -20,7 +20,8 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import free_port
-from tests.conftest import RunningService, overlord_with_tasks, wait_for
+from supervisor.testkit.service import RunningService, overlord_with_tasks
+from supervisor.testkit.waits import wait_for
 
 BASE = "/druid/indexer/v1/supervisor"
 

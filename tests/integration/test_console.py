@@ -20,13 +20,9 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
-from tests.conftest import (
-    RunningService,
-    overlord_with_tasks,
-    task_settings,
-    wait_for,
-    words_spec,
-)
+from supervisor.testkit.service import RunningService, overlord_with_tasks, task_settings
+from supervisor.testkit.waits import wait_for
+from tests.conftest import words_spec
 
 BASE = "/druid/indexer/v1/supervisor"
 

@@ -192,7 +192,7 @@ def test_registry_credentials_are_masked_kept_and_need_the_operators_leave(
     settings: Any,
 ) -> None:
     from supervisor.schemas.secrets import MASK
-    from tests.conftest import RunningService
+    from supervisor.testkit.service import RunningService
 
     body = spec("avro")
     decoder = {

@@ -26,9 +26,9 @@ from supervisor.db.models import SegmentRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.registry import LocalRegistry
 from supervisor.devstack.topics import create_topic, produce
+from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
+from supervisor.testkit.waits import wait_for
 from tests import wikipedia
-from tests.conftest import RunningService, overlord_with_tasks, wait_for
-from tests.integration.test_api_supervisors import db_rows
 
 TASKS = "/druid/indexer/v1"
 EVENTS = [wikipedia.event(i) for i in range(300)]

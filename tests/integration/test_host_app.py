@@ -21,9 +21,9 @@ from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
+from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
+from supervisor.testkit.waits import wait_for
 from tasks.protocol import TOKEN_HEADER
-from tests.conftest import RunningService, overlord_with_tasks, wait_for
-from tests.integration.test_api_supervisors import db_rows
 
 BASE = "/druid/indexer/v1/supervisor"
 

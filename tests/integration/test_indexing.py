@@ -21,10 +21,10 @@ from supervisor.db.repositories import SegmentRepository
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.services.publish import PublishService
+from supervisor.testkit.waits import wait_for
 from tasks.indexer import KafkaIndexer
 from tasks.indexer_state import ControlError
 from tasks.protocol import IndexKafkaTask, PublishAction, TaskState
-from tests.conftest import wait_for
 
 N_PER_PARTITION = 400
 CHANNELS = ["#en", "#fr", "#de"]

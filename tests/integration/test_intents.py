@@ -19,8 +19,9 @@ from supervisor.db.intents import IntentKind
 from supervisor.db.models import CommittedOffsetsRow, IntentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.services.supervisors import RESET_REASON
-from tests.conftest import RunningService, task_settings, wait_for, words_spec, words_topic
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.service import RunningService, db_rows, task_settings
+from supervisor.testkit.waits import wait_for
+from tests.conftest import words_spec, words_topic
 
 BASE = "/druid/indexer/v1/supervisor"
 SID = "intended"

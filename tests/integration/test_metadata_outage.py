@@ -16,20 +16,15 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from supervisor import faults
 from supervisor.db.models import LeaderLeaseRow, SegmentRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
 from supervisor.net import free_port
-from tests.conftest import (
-    RunningService,
-    task_host,
-    task_settings,
-    wait_for,
-    words_spec,
-    words_topic,
-)
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit import faults
+from supervisor.testkit.hosts import task_host
+from supervisor.testkit.service import RunningService, db_rows, task_settings
+from supervisor.testkit.waits import wait_for
+from tests.conftest import words_spec, words_topic
 
 BASE = "/druid/indexer/v1/supervisor"
 REFUSAL = {"error": "the metadata DB cannot be reached right now; try again"}
@@ -92,7 +87,6 @@ def test_a_launch_the_metadata_db_interrupted_starts_once_it_is_back(
     kafka: LocalKafka,
     jar_cache: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """bench/chaos.py seed 33: PostgreSQL stopped between recording a task and placing it on
     a task host (placing reads the hosts from the DB). The task stayed "running" without a
@@ -103,15 +97,13 @@ def test_a_launch_the_metadata_db_interrupted_starts_once_it_is_back(
     root.chmod(0o755)
     server = LocalPostgres(root / "pg").start()
     crashed = threading.Event()
-    recorded = faults.point
 
     def point(name: str) -> None:
         if name == faults.TASK_RECORDED and not crashed.is_set():
             crashed.set()
             server.crash()  # the task is recorded; placing it meets the DB away
-        recorded(name)
 
-    monkeypatch.setattr(faults, "point", point)
+    undo = faults.install(point)
     try:
         url = server.create_database("launch")
         topic = words_topic(kafka, "launch", 100)
@@ -152,5 +144,6 @@ def test_a_launch_the_metadata_db_interrupted_starts_once_it_is_back(
             leaders = db_rows(service, select(LeaderLeaseRow.epoch))
             assert leaders == [(1,)]  # one leader throughout: its monitor started the task
     finally:
+        undo()
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""bench/network.py, which bench/chaos.py cuts a task host off the overlords with: real
+"""supervisor/testkit/network.py, which bench/chaos.py cuts a task host off the overlords with: real
 namespaces, a real bridge, real servers on each side."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.network import Network, ip
 from supervisor.net import free_port
-from tests.conftest import wait_for
+from supervisor.testkit.network import Network, ip
+from supervisor.testkit.waits import wait_for
 
 # names and addresses of the tests' own: a chaos run's network (bench/chaos.py) may be up
 PREFIX, SUBNET = "sgt", "10.204.0.0/24"

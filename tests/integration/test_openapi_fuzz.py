@@ -16,7 +16,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import status_code_conformance
 
 from supervisor.settings import Settings
-from tests.conftest import RunningService
+from supervisor.testkit.service import RunningService
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = schemathesis.openapi.from_path(ROOT / "openapi.yaml")

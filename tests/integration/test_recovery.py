@@ -14,8 +14,7 @@ from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.models import TaskRow
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.settings import Settings
-from tests.conftest import RunningService
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.service import RunningService, db_rows
 
 
 def left_running(settings: Settings, task_id: str) -> None:

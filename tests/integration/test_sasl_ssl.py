@@ -19,8 +19,9 @@ from sqlalchemy import select
 from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
-from tests.conftest import overlord_with_tasks, wait_for, words_spec
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.service import db_rows, overlord_with_tasks
+from supervisor.testkit.waits import wait_for
+from tests.conftest import words_spec
 
 BASE = "/druid/indexer/v1/supervisor"
 COUNT = 300

@@ -16,7 +16,7 @@ from supervisor.db.repositories import _payloads
 from supervisor.lru import Lru
 from supervisor.schemas import spec as spec_module
 from supervisor.services import supervisors as supervisors_module
-from tests.conftest import RunningService
+from supervisor.testkit.service import RunningService
 from tests.specs import spec, task
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -195,7 +195,7 @@ def test_one_create_in_the_audit_log_for_racing_creates(service: RunningService)
     from sqlalchemy import select
 
     from supervisor.db.models import AuditRow
-    from tests.integration.test_api_supervisors import db_rows
+    from supervisor.testkit.service import db_rows
 
     clients = [httpx.Client(base_url=service.url, timeout=60) for _ in range(4)]
     try:

@@ -21,18 +21,10 @@ from sqlalchemy import select
 from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.net import free_port
-from tests.conftest import (
-    RunningService,
-    kill_tasks,
-    overlord_with_tasks,
-    produce_words,
-    task_host,
-    task_settings,
-    wait_for,
-    words_spec,
-    words_topic,
-)
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.hosts import kill_tasks, task_host
+from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks, task_settings
+from supervisor.testkit.waits import wait_for
+from tests.conftest import produce_words, words_spec, words_topic
 from tests.integration.test_console import text_of
 
 BASE = "/druid/indexer/v1/supervisor"

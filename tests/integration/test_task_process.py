@@ -17,10 +17,10 @@ from sqlalchemy import select
 from supervisor.db.models import CommittedOffsetsRow, IntentRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
+from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
+from supervisor.testkit.waits import wait_for
 from tasks.priority import PUBLISHING_NICENESS
 from tasks.protocol import EPOCH_HEADER, TOKEN_HEADER
-from tests.conftest import RunningService, overlord_with_tasks, wait_for
-from tests.integration.test_api_supervisors import db_rows
 
 TASKS = "/druid/indexer/v1"
 

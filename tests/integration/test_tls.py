@@ -12,7 +12,7 @@ import pytest
 
 from supervisor.cli import main
 from supervisor.devstack.certs import self_signed
-from tests.conftest import RunningService
+from supervisor.testkit.service import RunningService
 from tests.specs import spec
 
 

@@ -17,15 +17,9 @@ from supervisor.db.models import CommittedOffsetsRow, IntentRow, SegmentRow, Tas
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.postgres import LocalPostgres
 from supervisor.settings import Settings
-from tests.conftest import (
-    RunningService,
-    produce_words,
-    task_settings,
-    wait_for,
-    words_spec,
-    words_topic,
-)
-from tests.integration.test_api_supervisors import db_rows
+from supervisor.testkit.service import RunningService, db_rows, task_settings
+from supervisor.testkit.waits import wait_for
+from tests.conftest import produce_words, words_spec, words_topic
 
 BASE = "/druid/indexer/v1/supervisor"
 SID = "shared"
