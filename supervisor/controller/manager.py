@@ -13,14 +13,8 @@ from collections.abc import Iterable
 
 from supervisor.clock import Clock
 from supervisor.controller.observe import StreamReader
-from supervisor.controller.reconciler import (
-    AGAIN_S,
-    DEFAULT_PERIOD_S,
-    Done,
-    Reconciler,
-    RequeueAfter,
-    Retry,
-)
+from supervisor.controller.pacing import AGAIN_S, DEFAULT_PERIOD_S, Done, RequeueAfter, Retry
+from supervisor.controller.reconciler import Reconciler
 from supervisor.controller.workers import Workers
 from supervisor.controller.workqueue import WorkQueue
 from supervisor.db.engine import SessionFactory

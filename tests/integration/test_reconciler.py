@@ -15,14 +15,8 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.controller.observe import StreamError, StreamReader
-from supervisor.controller.reconciler import (
-    SLOT_WAIT_S,
-    SLOW_PASS_S,
-    Done,
-    Reconciler,
-    RequeueAfter,
-    Retry,
-)
+from supervisor.controller.pacing import SLOT_WAIT_S, Done, RequeueAfter, Retry
+from supervisor.controller.reconciler import SLOW_PASS_S, Reconciler
 from supervisor.db.intents import IntentKind, IntentRepository
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
@@ -416,7 +410,7 @@ def test_the_committed_offsets_are_mirrored_to_the_consumer_group_when_they_chan
     of Kafka until MIRROR_REFRESH_S has passed; Kafka away costs the mirror, not the pass,
     and the next pass tries again; a reset (no committed offsets) deletes the group (an empty
     mirror), and so does consumerGroupOffsets false."""
-    from supervisor.controller.reconciler import MIRROR_REFRESH_S
+    from supervisor.controller.mirror import MIRROR_REFRESH_S
 
     clock, stream, runner = Clock(), ScriptedStream(), RecordingRunner()
     submit(sessions, clock, "127.0.0.1:1")

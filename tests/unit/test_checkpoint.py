@@ -9,10 +9,8 @@ from collections.abc import Mapping
 
 from supervisor.clients.task_api import TaskApiError
 from supervisor.clock import utc_now
-from supervisor.controller.reconciler import Reconciler
-from supervisor.controller.requests import Pending
+from supervisor.controller.requests import Intents, Pending
 from supervisor.db.models import IntentRow
-from supervisor.model.status import StatusStore
 from supervisor.services.checkpoint import checkpoint_group
 
 
@@ -118,12 +116,12 @@ def test_a_checkpoint_no_replica_could_be_paused_for_stays_pending() -> None:
     paused_late = IntentRow(owner="s", kind="checkpoint", task_id="late", payload={})
     made = IntentRow(owner="s", kind="checkpoint", task_id="made", payload={})
     pending = Pending(checkpoints={"late": ({"0": 5}, [paused_late]), "made": ({"0": 7}, [made])})
-    reconciler = Reconciler(None, utc_now, None, None, StatusStore())  # type: ignore[arg-type]
+    intents = Intents(utc_now)
     executor = FakeExecutor(again={"late"})
-    assert reconciler._checkpoint(executor, pending, skip_groups=set())  # type: ignore[arg-type]
+    assert intents.checkpoint(executor, pending, skip_groups=set())  # type: ignore[arg-type]
     assert executor.asked == {"late": {"0": 5}, "made": {"0": 7}}
     assert paused_late.done_at is None
     assert made.done_at is not None and made.outcome == "checkpoint asked of the group"
     executor.again = set()
-    assert not reconciler._checkpoint(executor, pending, skip_groups=set())  # type: ignore[arg-type]
+    assert not intents.checkpoint(executor, pending, skip_groups=set())  # type: ignore[arg-type]
     assert paused_late.done_at is not None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.controller.reconciler import consumer_group
+from supervisor.controller.mirror import consumer_group
 from supervisor.settings import Settings, settings_problems
 
 
