@@ -19,7 +19,7 @@ from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
 from supervisor.services.leadership import Leadership
-from supervisor.services.tasks import UNSETTLED, TaskService
+from supervisor.services.task_life import UNSETTLED, TaskLife
 
 log = logging.getLogger(__name__)
 SWEEP_S = 5.0
@@ -62,21 +62,21 @@ class TaskMonitor:
         if settling:
             try:
                 with self.sessions() as session:
-                    TaskService(session, self.clock, self.runner, self.fence).settle(settling)
+                    TaskLife(session, self.clock, self.runner, self.fence).settle(settling)
             except BaseException:
                 UNSETTLED.give_back(settling)  # the DB still away: the next run tries again
                 raise
             self.manager.wake_tasks(settling)
         if self.unlaunched:
             with self.sessions() as session:
-                tasks = TaskService(session, self.clock, self.runner, self.fence)
+                tasks = TaskLife(session, self.clock, self.runner, self.fence)
                 tasks.start_unlaunched(self.unlaunched)
             self.manager.wake_tasks(self.unlaunched)
             self.unlaunched = []
         exits = self.runner.exited()
         if exits:
             with self.sessions() as session:
-                TaskService(session, self.clock, self.runner).record_exits(exits)
+                TaskLife(session, self.clock, self.runner).record_exits(exits)
             self.manager.wake_tasks([exited.task_id for exited in exits])
         now = time.monotonic()
         if self.sweep and now >= self.swept + SWEEP_S:
@@ -126,7 +126,7 @@ class LeaderDuties:
             try:
                 self.held.check()  # still this epoch's leader (not lost while electing)
                 with sessions() as session:  # tasks an earlier leader left running
-                    recovered = TaskService(session, app.clock, app.runner).recover()
+                    recovered = TaskLife(session, app.clock, app.runner).recover()
                 self.manager = SupervisorManager(
                     sessions,
                     app.clock,

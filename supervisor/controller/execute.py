@@ -19,7 +19,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import NoSlot, Runner
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
-from supervisor.services.tasks import TaskService
+from supervisor.services.task_life import TaskLife
 from tasks.logs import log_context
 from tasks.partitions import offsets_json
 from tasks.protocol import (
@@ -104,7 +104,7 @@ class Executor:
         self.clock = clock
         self.runner = runner
         self.fence = fence  # checked before each command, which carries its epoch
-        self.tasks = TaskService(session, clock, runner, fence)
+        self.tasks = TaskLife(session, clock, runner, fence)
         self.rolled: set[int] = set()  # groups given final end offsets by this executor
         # handoff intents by group, marked done in the commit of the group's rollover
         self.handoffs: Mapping[int, list[IntentRow]] = {}

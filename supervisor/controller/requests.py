@@ -18,7 +18,7 @@ from supervisor.db.intents import IntentKind, IntentRepository
 from supervisor.db.models import IntentRow
 from supervisor.model.views import Snapshot
 from supervisor.services.supervisors import RESET_REASON
-from supervisor.services.tasks import TaskService
+from supervisor.services.task_life import TaskLife
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Intents:
         asked.read = False
         return merge(IntentRepository(session).pending(owner))
 
-    def restart(self, tasks: TaskService, supervisor_id: str, pending: Pending) -> None:
+    def restart(self, tasks: TaskLife, supervisor_id: str, pending: Pending) -> None:
         """Before observing: kill what a reset restarts, and the tasks users shut down. Each
         intent is marked done in the commit that records the kills, so a repeat (the overlord
         died between the kills and that commit) finds the same tasks, none newer: no pass
@@ -106,7 +106,7 @@ class Intents:
             tasks.kill_running(supervisor_id, None if groups is None else set(groups), RESET_REASON)
         self.shut_down(tasks, pending)
 
-    def shut_down(self, tasks: TaskService, pending: Pending) -> None:
+    def shut_down(self, tasks: TaskLife, pending: Pending) -> None:
         """The tasks users shut down, each intent done in the commit of its kill."""
         now = self.clock()
         for task_id, rows in pending.shutdowns.items():

@@ -24,7 +24,7 @@ from typing import Any
 from supervisor.clients.task_api import TaskApiClient
 from supervisor.controller import execute
 from supervisor.services.publish import PublishService
-from supervisor.services.tasks import TaskService
+from supervisor.services.task_life import TaskLife
 from tasks.protocol import PublishOutcome
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ SEAMS: dict[str, Seam] = {
     PUBLISH_COMMITTED: Seam(
         PublishService, "publish", after=lambda result: result.outcome is PublishOutcome.PUBLISHED
     ),
-    TASK_RECORDED: Seam(TaskService, "record", after=lambda _row: True),
+    TASK_RECORDED: Seam(TaskLife, "record", after=lambda _row: True),
 }
 
 

@@ -108,7 +108,7 @@ def test_a_task_whose_launch_went_unrecorded_is_located_or_else_killed(
     from datetime import UTC, datetime
 
     from supervisor.db.models import TaskRow
-    from supervisor.services.tasks import TaskService
+    from supervisor.services.task_life import TaskLife
     from tasks.protocol import TaskStatusCode
 
     first = runner(tmp_path)
@@ -133,7 +133,7 @@ def test_a_task_whose_launch_went_unrecorded_is_located_or_else_killed(
     second = runner(tmp_path)  # the next overlord
     try:
         with sessions() as session:
-            recovered = TaskService(session, lambda: now, second).recover()
+            recovered = TaskLife(session, lambda: now, second).recover()
         assert recovered.adopted == ["found"]
         assert recovered.unlaunched == []
         lost.wait(10)  # killed
@@ -160,7 +160,7 @@ def test_a_task_recorded_but_never_started_is_started_by_the_next_leader(
 
     from supervisor.db.models import TaskRow
     from supervisor.runner.protocol import Launched
-    from supervisor.services.tasks import TaskService
+    from supervisor.services.task_life import TaskLife
     from tasks.protocol import IndexKafkaTask, TaskStatusCode
     from tests.specs import task
 
@@ -190,12 +190,12 @@ def test_a_task_recorded_but_never_started_is_started_by_the_next_leader(
         session.commit()
     second = Recording(Settings(work_dir=tmp_path / "work", deep_storage=tmp_path / "d"))
     with sessions() as session:
-        recovered = TaskService(session, lambda: now, second).recover()
+        recovered = TaskLife(session, lambda: now, second).recover()
     assert (recovered.adopted, recovered.unlaunched) == ([], ["unstarted"])
     assert second.launched == []  # not on the lease's thread: the monitor's first pass does it
     with sessions() as session:
-        TaskService(session, lambda: now, second).start_unlaunched(recovered.unlaunched)
-        TaskService(session, lambda: now, second).start_unlaunched(recovered.unlaunched)
+        TaskLife(session, lambda: now, second).start_unlaunched(recovered.unlaunched)
+        TaskLife(session, lambda: now, second).start_unlaunched(recovered.unlaunched)
     assert second.launched == ["unstarted"]  # once
     with sessions() as session:
         rows = {r.id: r for r in session.query(TaskRow)}
@@ -220,7 +220,7 @@ def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
     from supervisor.db.models import TaskRow
     from supervisor.leading import TaskMonitor
     from supervisor.runner.protocol import Launched
-    from supervisor.services.tasks import UNSETTLED, TaskService
+    from supervisor.services.task_life import UNSETTLED, TaskLife
     from tasks.protocol import IndexKafkaTask, TaskStatusCode
     from tests.specs import task
 
@@ -250,7 +250,7 @@ def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
     payload = IndexKafkaTask.model_validate(task("interrupted", {"bootstrap.servers": "b:9"}))
     with sessions() as session:
         try:
-            TaskService(session, lambda: now, first).launch(payload, wait_for_slot=True)
+            TaskLife(session, lambda: now, first).launch(payload, wait_for_slot=True)
         except OperationalError:
             pass
         else:
