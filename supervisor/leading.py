@@ -14,6 +14,7 @@ from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
 from supervisor.db.engine import UNREACHABLE, SessionFactory, unreachable_reason
 from supervisor.db.statuses import StatusRepository
+from supervisor.loop import Loop
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
@@ -25,8 +26,10 @@ log = logging.getLogger(__name__)
 SWEEP_S = 5.0
 
 
-class TaskMonitor:
+class TaskMonitor(Loop):
     """Records ended task processes in the DB, a few times a second, in a thread."""
+
+    name = "task-monitor"
 
     def __init__(
         self,
@@ -46,16 +49,8 @@ class TaskMonitor:
         self.swept = 0.0
         self.unlaunched = list(unlaunched or [])  # started by the first pass (see recover)
         self.fence = fence
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="task-monitor", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.thread.is_alive():
-            self.thread.join(10)
+        self.unreachable = False  # the metadata DB, since a run said so: said once, not each run
+        super().__init__(every_s=0.25)
 
     def run_once(self) -> None:
         settling = UNSETTLED.take()
@@ -85,22 +80,19 @@ class TaskMonitor:
             self.swept = now
             self.manager.sync()
 
-    def _run(self) -> None:
-        unreachable = False  # the metadata DB, since a pass said so: said once, not each pass
-        while not self.stopping.wait(0.25):
-            try:
-                self.run_once()
-            except UNREACHABLE as exc:
-                if not unreachable:
-                    reason = unreachable_reason(exc)
-                    log.warning("task monitor: the metadata DB cannot be reached: %s", reason)
-                unreachable = True
-            except Exception:
-                log.exception("task monitor pass failed")
-            else:
-                if unreachable:
-                    log.info("task monitor: the metadata DB answers again")
-                unreachable = False
+    def failed(self, exc: Exception) -> None:
+        if not isinstance(exc, UNREACHABLE):
+            log.exception("task monitor pass failed", exc_info=exc)
+            return
+        if not self.unreachable:
+            reason = unreachable_reason(exc)
+            log.warning("task monitor: the metadata DB cannot be reached: %s", reason)
+        self.unreachable = True
+
+    def succeeded(self) -> None:
+        if self.unreachable:
+            log.info("task monitor: the metadata DB answers again")
+        self.unreachable = False
 
 
 class LeaderDuties:

@@ -5,12 +5,12 @@ publishes deletes its own). The leader sweeps them away once the task no longer 
 from __future__ import annotations
 
 import logging
-import threading
 
 from sqlalchemy import select
 
 from supervisor.db.engine import SessionFactory
 from supervisor.db.models import TaskRow
+from supervisor.loop import Loop
 from tasks.protocol import TaskStatusCode
 from tasks.storage import Storage, StorageError
 
@@ -47,28 +47,19 @@ def sweep_task_files(storage: Storage, sessions: SessionFactory) -> list[str]:
     return swept
 
 
-class Sweeper:
+class Sweeper(Loop):
     """`sweep_task_files` every `every_s` while this overlord leads, in a thread of its own (a
     slow deep storage never holds up the recording of exits)."""
+
+    name = "storage-sweeper"
 
     def __init__(self, storage: Storage, sessions: SessionFactory, every_s: float = 60.0) -> None:
         self.storage = storage
         self.sessions = sessions
-        self.every_s = every_s
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="storage-sweeper", daemon=True)
+        super().__init__(every_s)
 
-    def start(self) -> None:
-        self.thread.start()
+    def run_once(self) -> None:
+        sweep_task_files(self.storage, self.sessions)
 
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.thread.is_alive():
-            self.thread.join(10)
-
-    def _run(self) -> None:
-        while not self.stopping.wait(self.every_s):
-            try:
-                sweep_task_files(self.storage, self.sessions)
-            except Exception:
-                log.exception("deep storage sweep failed")
+    def failed(self, exc: Exception) -> None:
+        log.exception("deep storage sweep failed", exc_info=exc)
