@@ -1,7 +1,7 @@
 """Admin clients: what the tasks of a host application cost the process and the broker when
 each asks where its partitions end through a client of its own, against one shared client.
 
-N readers (the tasks of a shared application, tasks/host_app.py: threads of one process),
+N readers (the tasks of a shared application, tasks/runtime/shared.py: threads of one process),
 each of its own one-partition topic on a real broker, ask for their partition's latest offset
 every `--every` seconds for `--seconds`, as a reading task does before each batch. Two ways, in
 this process one after the other:

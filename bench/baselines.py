@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import limit_job, rollup_edits  # noqa: E402
-from tasks.reader import CONSUMER_DEFAULTS  # noqa: E402
+from tasks.reading.reader import CONSUMER_DEFAULTS  # noqa: E402
 
 
 def streaming_job(
@@ -41,7 +41,7 @@ def streaming_job(
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(per_trigger))
         .option("kafka.isolation.level", "read_committed")
-        # the consumer setting Sluicegate's reader (and so the limit) uses: tasks/reader.py
+        # the consumer setting Sluicegate's reader (and so the limit) uses: tasks/reading/reader.py
         .option("kafka.fetch.max.wait.ms", CONSUMER_DEFAULTS["fetch.max.wait.ms"])
         .load()
     )
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--jar-cache", type=Path, required=True)
     args = parser.parse_args()
 
-    from tasks.spark import build_session, cluster_conf
+    from tasks.spark.session import build_session, cluster_conf
 
     # on a spark:// master: the machine's cores, as a Sluicegate task is given in the bench
     conf = cluster_conf(args.master, "127.0.0.1", os.cpu_count() or 2, "1g")

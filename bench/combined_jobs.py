@@ -1,10 +1,10 @@
 """Combined jobs: what one batch of each of N quiet tasks costs when their reads share Spark jobs.
 
-N topics of one partition on a real broker; N threads (the tasks of a shared application)
-each hand the combiner (tasks/combiner.py) a batch of `--records` records at once, round after
-round, and wait for its result; a round's time is from the hand-off to the last answer. No
-overlord, no control plane: only the combined jobs, as a shared application with `--cores`
-runs them (FAIR pools, its Python workers warmed as tasks/host_app.py warms them).
+N topics of one partition on a real broker; N threads (the tasks of a shared application) each hand
+the combiner (tasks/reading/combiner.py) a batch of `--records` records at once, round after round,
+and wait for its result; a round's time is from the hand-off to the last answer. No overlord, no
+control plane: only the combined jobs, as a shared application with `--cores` runs them (FAIR pools,
+its Python workers warmed as tasks/runtime/shared.py warms them).
 
 Two ways of running a combined job, in this process, on the same Spark session, rounds
 alternating between them:
@@ -13,7 +13,7 @@ alternating between them:
 - dataframe (the baseline, the product before): a DataFrame of the indexes through
   mapInArrow, the result rows an Arrow stream to the JVM and back.
 
-Both run the same worker code per slice (tasks/combiner.py `_combined`).
+Both run the same worker code per slice (tasks/reading/combiner.py `_combined`).
 
     .venv/bin/python bench/combined_jobs.py --tasks 100 --rounds 8
 
@@ -37,11 +37,11 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
 from supervisor.testkit.waits import median, percentile
-from tasks import direct_read
-from tasks.combiner import JobCombiner, _combined
-from tasks.host_app import _start_python_workers
-from tasks.spark import build_session
-from tasks.worker_batch import RESULT_SCHEMA, Metric, WorkerPlan, _result_schema
+from tasks.reading import direct_read
+from tasks.reading.combiner import JobCombiner, _combined
+from tasks.reading.worker_batch import RESULT_SCHEMA, Metric, WorkerPlan, _result_schema
+from tasks.runtime.shared import _start_python_workers
+from tasks.spark.session import build_session
 
 
 class DataFrameCombiner(JobCombiner):

@@ -86,7 +86,7 @@ def rollup_edits(frame: Any) -> Any:
 
 def limit_job(spark: Any, bootstrap: str, topic: str, end: dict[int | str, int], out: str) -> None:
     """The limit: one Spark batch job over the whole offset range, read, parse, roll up, write."""
-    from tasks.reader import read_range
+    from tasks.reading.reader import read_range
 
     frame = read_range(spark, bootstrap, topic, {p: 0 for p in end}, end)
     rollup_edits(frame).write.mode("overwrite").parquet(out)

@@ -9,14 +9,13 @@ each, or the one shared application with its JVM and Python workers). The level 
 freshness p99 is at most `--p99-limit` (15 s) and the memory at most `--memory-limit-gb`
 (16); the first level that does not pass ends the ramp.
 
-Both runtimes run in the same process, one after the other: `process` (a Spark driver process
-per task) and `shared` (one application per host, tasks/host_app.py, which bench/live.py starts
-with the service; the first level waits until its Spark runs, as a host's long-lived
-application would). After its last level
-each runtime's supervisors are terminated, and each task's report gives its first batch (from
-its first read to its first persist), its start (from its row's creation to its first
-persist) and its mean batch (persist seconds over persists): a first batch that costs what the
-later ones do is close to the mean.
+Both runtimes run in the same process, one after the other: `process` (a Spark driver process per
+task) and `shared` (one application per host, tasks/runtime/shared.py, which bench/live.py starts
+with the service; the first level waits until its Spark runs, as a host's long-lived application
+would). After its last level each runtime's supervisors are terminated, and each task's report gives
+its first batch (from its first read to its first persist), its start (from its row's creation to
+its first persist) and its mean batch (persist seconds over persists): a first batch that costs what
+the later ones do is close to the mean.
 
     .venv/bin/python bench/density.py
     .venv/bin/python bench/density.py --runtimes shared --levels 10,50,100,150 --window 30
@@ -176,8 +175,8 @@ def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
     """Seconds until the service's task host application (bench/live.py starts it with the
     service) has its Spark up: a host's application is long-lived, so the levels measure tasks
     on a running one, not its start."""
-    from tasks.host_app import API
     from tasks.protocol import TOKEN_HEADER
+    from tasks.runtime.shared import API
 
     home = stack.settings.work_dir / "host-app"
     began = time.monotonic()

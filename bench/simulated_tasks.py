@@ -1,6 +1,6 @@
 """Simulated tasks for bench/control_plane.py: one asyncio HTTP server, in a process of its
 own (so its CPU is not the service's), answers the control API of every simulated task on one
-port the way tasks/control.py does. A task reads at once; its offsets follow the simulated
+port the way tasks/runtime/control.py does. A task reads at once; its offsets follow the simulated
 stream (the same formula as bench/simulated.py); pause returns the current offsets; end
 offsets with finish=true make it "build" for `--publish-delay` seconds, publish one segment
 through the service's real publish endpoint (retrying while its predecessor publishes), and

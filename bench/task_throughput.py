@@ -42,12 +42,12 @@ from supervisor.devstack.kafka import LocalKafka  # noqa: E402
 from supervisor.services.publish import PublishService  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
 from tasks import pipeline  # noqa: E402
-from tasks.engines.choice import Engines  # noqa: E402
-from tasks.engines.python_workers import PythonWorkerEngine  # noqa: E402
-from tasks.indexer import KafkaIndexer  # noqa: E402
 from tasks.protocol import IndexKafkaTask, TaskState  # noqa: E402
-from tasks.reader import KafkaBatch, read_range  # noqa: E402
-from tasks.spark import build_session  # noqa: E402
+from tasks.reading.engines.choice import Engines  # noqa: E402
+from tasks.reading.engines.python_workers import PythonWorkerEngine  # noqa: E402
+from tasks.reading.reader import KafkaBatch, read_range  # noqa: E402
+from tasks.runtime.indexer import KafkaIndexer  # noqa: E402
+from tasks.spark.session import build_session  # noqa: E402
 
 TOPIC = "wiki-edits"
 

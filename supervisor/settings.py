@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     # Spark master of indexing tasks (local[*], spark://host:7077, ...)
     task_master: str = "local[*]"
     # Where a host's tasks run: `shared`, one long-lived Spark application per host with each
-    # task a thread of it (tasks/host_app.py); `process`, a Spark driver process per task.
+    # task a thread of it (tasks/runtime/shared.py); `process`, a Spark driver process per task.
     task_runtime: Literal["shared", "process"] = "shared"
     # On a spark:// master, each task's application takes at most this many executor cores
     # (spark.cores.max; a standalone application takes every free core otherwise) and this

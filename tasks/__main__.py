@@ -1,5 +1,5 @@
 import sys
 
-from tasks.main import main
+from tasks.runtime.process import main
 
 sys.exit(main())

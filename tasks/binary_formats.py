@@ -8,7 +8,7 @@ import base64
 import binascii
 from typing import Any
 
-from tasks.decoders import (
+from tasks.rows.decoders import (
     AVRO_DECODERS,
     PROTO_DECODERS,
     REGISTRY_CONFIG,

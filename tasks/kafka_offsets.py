@@ -89,7 +89,7 @@ def cluster_key(config: Mapping[str, str]) -> ClientKey:
 
 class SharedAdmins:
     """The admin clients of a process, one per cluster (an admin client's config), for the
-    readers that share them: the tasks of a host application (tasks/host_app.py) reading one
+    readers that share them: the tasks of a host application (tasks/runtime/shared.py) reading one
     cluster ask where their partitions end through one client, not a client each (with its
     threads and broker connections: four threads a client, some 800 at 200 tasks). Held
     weakly: a cluster's client goes with the last reader holding it. A reader that finds the

@@ -236,7 +236,7 @@ class TaskCounters(BaseModel):
     """Druid's task metrics as totals: persists and handoffs with their seconds, pauses."""
 
     persists: int = 0
-    fastPersists: int = 0  # written by the Python-worker engine (tasks/engines/)
+    fastPersists: int = 0  # written by the Python-worker engine (tasks/reading/engines/)
     directReads: int = 0  # of those, read by its own librdkafka consumers
     persistSeconds: float = 0.0
     handoffs: int = 0

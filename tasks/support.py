@@ -3,7 +3,8 @@ refused when it is submitted (a 400 naming each field), never silently ignored."
 
 from __future__ import annotations
 
-from tasks import aggregators, expression_parser, filters, granularity, parsing
+from tasks import granularity
+from tasks.rows import aggregators, expression_parser, filters, parsing
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.errors import FieldError
 from tasks.spec.io_config import InputFormat

@@ -58,7 +58,7 @@ def secure_kafka(tmp_path_factory: pytest.TempPathFactory, jar_cache: Path) -> I
 
 @pytest.fixture(scope="session")
 def spark(jar_cache: Path) -> Iterator[Any]:
-    from tasks.spark import build_session
+    from tasks.spark.session import build_session
 
     session = build_session(jar_cache, master="local[2]", app_name="sluicegate-tests")
     yield session

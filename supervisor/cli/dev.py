@@ -452,7 +452,7 @@ def resolve_jars() -> None:
 def _class_archive(cache: Path) -> None:
     """Build the driver's class archive; without one, drivers only start slower, so a failed
     build is reported (where its log is) and setup goes on."""
-    from tasks import class_archive
+    from tasks.spark import class_archive
 
     try:
         built = class_archive.build(cache)

@@ -40,7 +40,7 @@ def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:
 
 def local_session(master: str = "local[*]") -> Any:
     from supervisor.cli.common import load_settings
-    from tasks.spark import build_session
+    from tasks.spark.session import build_session
 
     return build_session(
         load_settings().jar_cache,

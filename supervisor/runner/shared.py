@@ -1,4 +1,4 @@
-"""Runs every task of this host inside one long-lived Spark application (tasks/host_app.py),
+"""Runs every task of this host inside one long-lived Spark application (tasks/runtime/shared.py),
 started on the first launch and kept: a task starts with no JVM start-up and costs a thread,
 not a driver. The application runs in a session of its own and outlives the overlord or task
 host that started it; `app.json` in its directory (pid, port, scheme) and its token file let
@@ -293,7 +293,7 @@ class SharedAppRunner:
         return sorted(t for t, entry in view.tasks.items() if entry.get("running"))
 
     def kill(self, task_id: str) -> bool:
-        """Fence and stop a running task (tasks/host_app.py); True if it was running. The
+        """Fence and stop a running task (tasks/runtime/shared.py); True if it was running. The
         killer records the outcome: `exited` never reports it."""
         with self.lock:
             app = self._known()

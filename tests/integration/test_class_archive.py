@@ -1,4 +1,4 @@
-"""The Spark driver's class archive (tasks/class_archive.py): built once from a training
+"""The Spark driver's class archive (tasks/spark/class_archive.py): built once from a training
 driver, then mapped by every driver build_session starts, on the real JVM."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tasks import class_archive
 from tasks.jars import JarsMissingError
+from tasks.spark import class_archive
 
 DRIVER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from tasks import class_archive
-    from tasks.spark import build_session
+    from tasks.spark import class_archive
+    from tasks.spark.session import build_session
 
     cache, log = Path(sys.argv[1]), sys.argv[2]
     if len(sys.argv) > 3:

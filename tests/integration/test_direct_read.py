@@ -1,6 +1,6 @@
-"""Batches read in Spark's Python workers with librdkafka (tasks/direct_read.py) against Spark's
-Kafka source, on the real broker: the same records of every range, transactions included, and
-the Kafka source wherever the direct read cannot promise that."""
+"""Batches read in Spark's Python workers with librdkafka (tasks/reading/direct_read.py) against
+Spark's Kafka source, on the real broker: the same records of every range, transactions included,
+and the Kafka source wherever the direct read cannot promise that."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from confluent_kafka.admin import AdminClient
 
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
-from tasks import direct_read
-from tasks.combiner import JobCombiner
-from tasks.engines.base import EngineName
-from tasks.engines.choice import Engines
-from tasks.engines.python_workers import PythonWorkerEngine
-from tasks.pipeline import RowPlan, process_batch
 from tasks.protocol import KafkaIndexTaskIOConfig
-from tasks.reader import GROUP_ID, KafkaBatch, read_range
+from tasks.reading import direct_read
+from tasks.reading.combiner import JobCombiner
+from tasks.reading.engines.base import EngineName
+from tasks.reading.engines.choice import Engines
+from tasks.reading.engines.python_workers import PythonWorkerEngine
+from tasks.reading.reader import GROUP_ID, KafkaBatch, read_range
+from tasks.rows.pipeline import RowPlan, process_batch
 
 SCHEMA = {
     "dataSource": "d",
@@ -185,8 +185,8 @@ def test_a_batch_persists_the_same_read_either_way(
 def test_batches_of_many_tasks_in_one_job_persist_what_each_job_alone_does(
     kafka: LocalKafka, spark: Any, tmp_path: Path
 ) -> None:
-    """The shared application's combined jobs (tasks/combiner.py): five tasks' batches, of two
-    topics and two plans, lined up and run as one job; each task gets its own counts and
+    """The shared application's combined jobs (tasks/reading/combiner.py): five tasks' batches, of
+    two topics and two plans, lined up and run as one job; each task gets its own counts and
     samples, and its persist holds what a job of its own writes."""
     first, second = _transactional_topic(kafka), _transactional_topic(kafka)
     other = {**SCHEMA, "dimensionsSpec": {"dimensions": ["word", {"type": "long", "name": "m"}]}}

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tasks.expressions import compile_expression, render
+from tasks.rows.expressions import compile_expression, render
 
 ROW = {
     "page": "Apache Kafka",

@@ -1,4 +1,4 @@
-"""Many tasks in one Spark application (task_runtime shared, tasks/host_app.py), on the real
+"""Many tasks in one Spark application (task_runtime shared, tasks/runtime/shared.py), on the real
 broker and Spark: every task of the host is a thread of one process serving every chat API on
 one port; a task with a bad spec fails alone; a killed task is fenced at once and replaced;
 the application SIGKILLed loses its tasks, which are replaced in a new one; every record is

@@ -22,9 +22,9 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.services.publish import PublishService
 from supervisor.testkit.waits import wait_for
-from tasks.indexer import KafkaIndexer
-from tasks.indexer_state import ControlError
 from tasks.protocol import IndexKafkaTask, PublishAction, TaskState
+from tasks.runtime.indexer import KafkaIndexer
+from tasks.runtime.indexer_state import ControlError
 
 N_PER_PARTITION = 400
 CHANNELS = ["#en", "#fr", "#de"]
@@ -509,7 +509,7 @@ def test_a_busy_task_reads_its_next_batch_at_once_despite_the_interval(
     all there was, before the batch ends: a busy batch always has a whole chunk after it,
     however loaded the machine (a steady producer fell behind on a loaded one: a small batch,
     then a 3 s wait, rightly)."""
-    from tasks.indexer import BUSY_BATCH_RECORDS
+    from tasks.runtime.indexer import BUSY_BATCH_RECORDS
 
     topic = f"busy-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, topic, 1)

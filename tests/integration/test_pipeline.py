@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tasks.pipeline import RowPlan, process_batch
+from tasks.rows.pipeline import RowPlan, process_batch
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.io_config import InputFormat
 

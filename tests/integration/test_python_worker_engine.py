@@ -1,5 +1,5 @@
-"""The Python-worker engine (tasks/engines/python_workers.py) against the Spark SQL engine
-(tasks/pipeline.py) on real Spark: the same Kafka-shaped rows through both must give the same
+"""The Python-worker engine (tasks/reading/engines/python_workers.py) against the Spark SQL engine
+(tasks/rows/pipeline.py) on real Spark: the same Kafka-shaped rows through both must give the same
 persist rows, counts and samples, or the Python-worker engine must hand the batch on."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tasks.engines.base import EngineName, FallBack
-from tasks.engines.choice import Engines
-from tasks.engines.python_workers import PythonWorkerEngine, unsupported
-from tasks.pipeline import RowPlan, process_batch
+from tasks.reading.engines.base import EngineName, FallBack
+from tasks.reading.engines.choice import Engines
+from tasks.reading.engines.python_workers import PythonWorkerEngine, unsupported
+from tasks.rows.pipeline import RowPlan, process_batch
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.io_config import InputFormat
 
@@ -268,7 +268,7 @@ def test_merging_by_interval_makes_the_segments_spark_does(
     the caller's thread (`inline`: a shared application's small sequences)."""
     import pyarrow.parquet as pq
 
-    from tasks.segments import SegmentContext, build_segments, build_segments_by_interval
+    from tasks.output.segments import SegmentContext, build_segments, build_segments_by_interval
 
     schema = {
         **WIKI,
@@ -321,7 +321,7 @@ def test_merging_by_interval_makes_the_segments_spark_does(
 def test_a_sequence_of_both_kinds_merges_with_spark(spark: Any, tmp_path: Path) -> None:
     """A batch handed to Spark makes its sequence's merge Spark's, which reads the fast
     persists beside it."""
-    from tasks.segments import SegmentContext
+    from tasks.output.segments import SegmentContext
 
     plan = plan_of(WIKI)
     engines = Engines(spark, plan)

@@ -13,7 +13,7 @@ from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import free_port
-from tasks.reader import GROUP_ID, read_range
+from tasks.reading.reader import GROUP_ID, read_range
 
 
 def _topic() -> str:
@@ -101,8 +101,8 @@ def test_spark_skips_transaction_markers_and_aborted_records(kafka: LocalKafka, 
 
 
 def test_reads_of_one_process_reuse_consumers_and_stay_exact(kafka: LocalKafka, spark) -> None:
-    """Every read of a process shares one group id (tasks.reader.GROUP_ID), so Spark hands each
-    batch the consumers the last one left: ranges after, before and inside earlier ones still
+    """Every read of a process shares one group id (tasks.reading.reader.GROUP_ID), so Spark hands
+    each batch the consumers the last one left: ranges after, before and inside earlier ones still
     read exactly their records, and no consumer group forms on the broker."""
     topic = _filled_topic(kafka, 2, 40)
     for start, end in [(10, 20), (20, 40), (0, 5), (5, 10), (12, 13), (39, 40)]:

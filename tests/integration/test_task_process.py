@@ -19,8 +19,8 @@ from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
 from supervisor.testkit.waits import wait_for
-from tasks.priority import PUBLISHING_NICENESS
 from tasks.protocol import EPOCH_HEADER, TOKEN_HEADER
+from tasks.runtime.priority import PUBLISHING_NICENESS
 
 TASKS = "/druid/indexer/v1"
 
@@ -158,7 +158,8 @@ def test_pause_set_end_offsets_resume_stops_exactly_there(kafka: LocalKafka, ove
         pid = service.app.state.context.runner.local.processes["t-open"].pid
         assert _autogroup_nice(pid) in (None, 0)
         assert control.post("/offsets/end", params={"finish": "true"}, json=end).json() == end
-        # its successors read from now on: the task steps back on the CPU (tasks/priority.py)
+        # its successors read from now on: the task steps back on the CPU
+        # (tasks/runtime/priority.py)
         assert _autogroup_nice(pid) in (None, PUBLISHING_NICENESS)
         assert os.getpriority(os.PRIO_PROCESS, pid) == PUBLISHING_NICENESS
         status = wait_for(

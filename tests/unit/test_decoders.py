@@ -11,8 +11,9 @@ from typing import Any
 import fastavro
 import pytest
 
-from tasks import binary_formats, decoders
-from tasks.decoders import AvroOcf, AvroStream, DecodeError, Protobuf, json_texts
+from tasks import binary_formats
+from tasks.rows import decoders
+from tasks.rows.decoders import AvroOcf, AvroStream, DecodeError, Protobuf, json_texts
 from tasks.spec.io_config import InputFormat
 from tests import wikipedia
 

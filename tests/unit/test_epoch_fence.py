@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.control import EpochFence
-from tasks.indexer_state import ControlError
+from tasks.runtime.control import EpochFence
+from tasks.runtime.indexer_state import ControlError
 
 
 def test_commands_of_an_older_epoch_are_refused_reads_are_not() -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from tasks.expression_parser import ExpressionError, Node, identifiers, parse
+from tasks.rows.expression_parser import ExpressionError, Node, identifiers, parse
 
 
 def test_precedence_and_associativity() -> None:

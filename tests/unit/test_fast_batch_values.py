@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tasks import granularity
-from tasks.json_values import GiveUp, iso_millis, time_reader
+from tasks.rows.json_values import GiveUp, iso_millis, time_reader
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

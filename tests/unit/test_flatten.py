@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.flatten import WILDCARD, Field, jq_steps, json_path_steps, parse
+from tasks.rows.flatten import WILDCARD, Field, jq_steps, json_path_steps, parse
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The shared application's own API (tasks/host_app.py) before its Spark has started: what it
+"""The shared application's own API (tasks/runtime/shared.py) before its Spark has started: what it
 refuses, with the status a caller can act on, and how a task's chat API is routed on its one
 port. (Its tasks reading and publishing on the real stack: tests/integration/test_host_app.py.)"""
 
@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from supervisor.net import free_port
-from tasks.control import ControlServer
-from tasks.host_app import API, Router, TaskHost, TaskLogs, create_host_api
 from tasks.protocol import TOKEN_HEADER
+from tasks.runtime.control import ControlServer
+from tasks.runtime.shared import API, Router, TaskHost, TaskLogs, create_host_api
 from tests.specs import task
 
 TOKEN = "host-secret"

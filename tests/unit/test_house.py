@@ -18,17 +18,17 @@ MODULES_OVER = {
     "supervisor/cli/dev.py": 510,
     "supervisor/runner/shared.py": 434,
     "supervisor/services/supervisors.py": 473,
-    "tasks/decoders.py": 687,
-    "tasks/host_app.py": 470,
-    "tasks/indexer.py": 544,
+    "tasks/rows/decoders.py": 687,
+    "tasks/runtime/shared.py": 470,
+    "tasks/runtime/indexer.py": 544,
 }
 FUNCTIONS_OVER = {
     "supervisor/app.py:create_app": 124,
     "supervisor/cli/worker.py:worker": 113,
     "supervisor/worker/api.py:create_worker_app": 82,
-    "tasks/control.py:create_control_app": 81,
-    "tasks/expressions.py:call": 107,
-    "tasks/segments.py:_writer": 82,
+    "tasks/runtime/control.py:create_control_app": 81,
+    "tasks/rows/expressions.py:call": 107,
+    "tasks/output/segments.py:_writer": 82,
 }
 
 

@@ -1,8 +1,8 @@
-"""The direction of imports: `supervisor/` may import `tasks/`, never the reverse; dev-only
-code (`supervisor/devstack`) is reached from the CLI and the testkit alone, the testkit from
-tests and benchmarks alone; the overlord's packages form no cycle; the routes, the clients and the
-models do not reach the metadata DB's tables; `bench/` never imports `tests/`. Every import
-counts, those inside functions too."""
+"""The direction of imports: `supervisor/` may import `tasks/`, never the reverse; dev-only code
+(`supervisor/devstack`) is reached from the CLI and the testkit alone, the testkit from tests
+and benchmarks alone; the overlord's packages form no cycle; the routes, the clients and the
+models do not reach the metadata DB's tables; the overlord imports only the public contract of
+`tasks/`; `bench/` never imports `tests/`. Every import counts, those inside functions too."""
 
 from __future__ import annotations
 
@@ -87,6 +87,41 @@ def test_dev_only_code_is_reached_from_the_cli_alone() -> None:
         and any(n.startswith("supervisor.cli") for n in imports(path))
     }
     assert into_cli == set()
+
+
+# The public contract of tasks/ that the overlord may import: its top-level modules (the task
+# protocol, partitions and offsets, deep storage, Kafka properties and offsets, logs, what the
+# pipeline supports and the checks of binary formats, granularities, jars) and the spec
+# models. What runs in a task lives in its subpackages (runtime, reading, rows, output, spark).
+# One exception: the CLI builds Spark sessions (`sluicegate sql`) and the driver's class
+# archive (`make setup`).
+SUBPACKAGES = ("runtime", "reading", "rows", "output", "spark")
+CLI_MAY_USE = ("tasks.spark",)
+
+
+def contract(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "tasks" and (len(parts) < 2 or parts[1] not in SUBPACKAGES)
+
+
+def test_the_overlord_imports_only_the_tasks_contract() -> None:
+    offenders = {
+        module: sorted(
+            n
+            for n in imports(path)
+            if n.split(".")[0] == "tasks"
+            and _exists(n)
+            and not contract(n)
+            and not (module.startswith("supervisor.cli") and n.startswith(CLI_MAY_USE))
+        )
+        for module, path in modules("supervisor")
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_contract_check_tells_the_contract_from_the_rest() -> None:
+    assert contract("tasks.protocol") and contract("tasks.spec.errors") and contract("tasks")
+    assert not contract("tasks.runtime.indexer") and not contract("tasks.rows")
 
 
 def test_the_testkit_is_reached_from_tests_and_benchmarks_alone() -> None:

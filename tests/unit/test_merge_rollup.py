@@ -1,5 +1,5 @@
-"""The merge's roll-up of sorted runs (tasks/segments.py) against a hash roll-up of the same
-rows (tasks/worker_batch.py rollup), on tables like a sequence's concatenated persists."""
+"""The merge's roll-up of sorted runs (tasks/output/segments.py) against a hash roll-up of the same
+rows (tasks/reading/worker_batch.py rollup), on tables like a sequence's concatenated persists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import random
 
 import pyarrow as pa
 
-from tasks import segments, worker_batch
+from tasks.output import segments
+from tasks.reading import worker_batch
 
 KEYS = ["__time", "channel", "n"]
 ORDER = [(key, "ascending", "at_start") for key in KEYS]

@@ -16,7 +16,7 @@ from tasks.partitions import (
     task_group,
 )
 from tasks.protocol import SequenceNumbers
-from tasks.reader import assign_json, offset_json
+from tasks.reading.reader import assign_json, offset_json
 from tests.unit.test_plan import snap
 
 

@@ -1,4 +1,4 @@
-"""tasks/priority.py on real processes: a child Python with a thread of its own and a child
+"""tasks/runtime/priority.py on real processes: a child Python with a thread of its own and a child
 of its own steps back; every one of them ends up nicer, and threads started afterwards too.
 (The test process itself is never reniced: that is one-way.)"""
 
@@ -12,14 +12,14 @@ import textwrap
 
 import pytest
 
-from tasks.priority import PUBLISHING_NICENESS, process_tree
+from tasks.runtime.priority import PUBLISHING_NICENESS, process_tree
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 
 CHILD = textwrap.dedent(
     """
     import json, os, subprocess, sys, threading, time
-    from tasks.priority import step_back
+    from tasks.runtime.priority import step_back
 
     grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     parked = threading.Event()

@@ -1,4 +1,4 @@
-"""tasks/python_worker.py: a worker's per-task importlib.invalidate_caches() reads a zip
+"""tasks/reading/python_worker.py: a worker's per-task importlib.invalidate_caches() reads a zip
 archive's directory again only when the archive changed, and its per-task full collection
 walks only what was made since the batches' modules were loaded."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tasks import python_worker
+from tasks.reading import python_worker
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="zipimporter invalidation is lazy there")
@@ -62,7 +62,7 @@ def test_an_unchanged_archive_is_not_read_again(
 
 FROZEN = """
 import gc, sys
-from tasks import python_worker
+from tasks.reading import python_worker
 before = len(gc.get_objects())
 python_worker.settle()
 missing = [name for name in python_worker.MODULES if name not in sys.modules]

@@ -1,5 +1,5 @@
-"""Druid's rowStats moving averages (tasks/rates.py): rates a second over 1, 5 and 15 minutes,
-weighed as Dropwizard's meters weigh them."""
+"""Druid's rowStats moving averages (tasks/runtime/rates.py): rates a second over 1, 5 and
+15 minutes, weighed as Dropwizard's meters weigh them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tasks.rates import TICK_S, WINDOWS, MovingRates
+from tasks.runtime.rates import TICK_S, WINDOWS, MovingRates
 
 NAMES = ["processed", "unparseable"]
 

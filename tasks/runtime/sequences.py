@@ -16,10 +16,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
-from tasks.engines.base import EngineName
-from tasks.engines.choice import Engines
+from tasks.output.segments import SegmentContext
 from tasks.partitions import Offsets, offsets_json
-from tasks.pipeline import RowPlan
 from tasks.protocol import (
     IndexKafkaTask,
     PublishAction,
@@ -27,7 +25,9 @@ from tasks.protocol import (
     PublishResult,
     SequenceNumbers,
 )
-from tasks.segments import SegmentContext
+from tasks.reading.engines.base import EngineName
+from tasks.reading.engines.choice import Engines
+from tasks.rows.pipeline import RowPlan
 from tasks.storage import Storage
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 It serves its control API at once (status STARTING), starts Spark, reads, publishes through the
 overlord, writes report.json into its work directory and exits 0 on SUCCESS, 1 on FAILED.
 (The `process` task runtime; by default tasks run as threads of their host's application,
-tasks/host_app.py.)
+tasks/runtime/shared.py.)
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tasks.control import ControlServer, create_control_app
 from tasks.logs import configure_logging
-from tasks.priority import step_back
 from tasks.protocol import IndexKafkaTask, TaskState
-from tasks.run import TaskRun, fields
+from tasks.runtime.control import ControlServer, create_control_app
+from tasks.runtime.priority import step_back
+from tasks.runtime.run import TaskRun, fields
 
 log = logging.getLogger("tasks")
 
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _start_spark(args: argparse.Namespace, name: str) -> Any:
-    from tasks.spark import build_session, cluster_conf
+    from tasks.spark.session import build_session, cluster_conf
 
     conf = cluster_conf(args.master, args.host, args.cores, args.executor_memory)
     return build_session(

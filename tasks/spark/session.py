@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tasks import class_archive
 from tasks.jars import jars, spark_kafka_bundle
+from tasks.spark import class_archive
 
 
 def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> dict[str, str]:
@@ -35,8 +35,8 @@ def build_session(
     use_class_archive: bool = True,
 ) -> Any:
     """Start (or reuse) a SparkSession that can read Kafka; no download happens at run time.
-    Its driver maps the installation's class archive when there is one (tasks/class_archive.py;
-    not when training one)."""
+    Its driver maps the installation's class archive when there is one
+    (tasks/spark/class_archive.py; not when training one)."""
     from pyspark.sql import SparkSession
 
     # Python workers must run the driver's interpreter (the venv), not whatever python3 is on
@@ -53,7 +53,7 @@ def build_session(
         .config("spark.sql.shuffle.partitions", "4")
         # a kafka inputFormat adds key/timestamp/header fields; they win over same-named ones
         .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-        # A batch's row counts ride along with its write (Dataset.observe, tasks/pipeline.py).
+        # A batch's row counts ride along with its write (Dataset.observe, tasks/rows/pipeline.py).
         # When no row of a batch is ingested (all filtered out or unparseable), adaptive
         # execution swapped the plan past the counted stage for an empty one, and the counts
         # never came: the task waited for them forever.
@@ -61,12 +61,13 @@ def build_session(
             "spark.sql.adaptive.optimizer.excludedRules",
             "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation",
         )
-        # a schemaless batch's cache lives for two scans (tasks/pipeline.py): compressing it
+        # a schemaless batch's cache lives for two scans (tasks/rows/pipeline.py): compressing it
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     conf = dict(conf or {})
-    # The driver JVM's options: ours (the class archive, tasks/class_archive.py) then the caller's.
+    # The driver JVM's options: ours (the class archive, tasks/spark/class_archive.py), then
+    # the caller's.
     java = ["-Dlog4j2.level=WARN"]
     if use_class_archive:
         java.append(class_archive.java_options(jar_cache))
@@ -76,8 +77,8 @@ def build_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    # Every read names this process's consumer group (tasks/reader.py: GROUP_ID, so consumers
-    # are reused) and the Kafka source warns of it on every batch: four lines a second.
+    # Every read names this process's consumer group (tasks/reading/reader.py: GROUP_ID, so
+    # consumers are reused) and the Kafka source warns of it on every batch: four lines a second.
     jvm: Any = session.sparkContext._jvm
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "org.apache.spark.sql.kafka010.KafkaSourceProvider",

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tasks.partitions import Offsets, offsets_json
-from tasks.pipeline import RowStats
 from tasks.protocol import TaskCounters, TaskMetrics, TaskReport, TaskState
+from tasks.rows.pipeline import RowStats
 
 
 class ControlError(Exception):

@@ -12,7 +12,7 @@ the size and mtime of every jar on the driver's classpath): a changed installati
 archive and starts as before until the next `resolve-jars` builds one. Only an archive whose
 header was written is built or kept. Deleting the folder turns the archive off.
 
-    python -m tasks.class_archive ARCHIVE JAR_CACHE   # the training run build() starts
+    python -m tasks.spark.class_archive ARCHIVE JAR_CACHE   # the training run build() starts
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from tasks.jars import (
     installed_spark_version,
@@ -116,7 +115,7 @@ def is_complete(path: Path) -> bool:
 def _run_training(partial: Path, jar_cache: Path, log: Path, timeout: float) -> None:
     """The training driver in a process group of its own, so that a timeout also stops its
     JVM before the scratch directory goes."""
-    command = [sys.executable, "-m", "tasks.class_archive", str(partial), str(jar_cache)]
+    command = [sys.executable, "-m", "tasks.spark.training", str(partial), str(jar_cache)]
     with log.open("wb") as output:
         process = subprocess.Popen(
             command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
@@ -156,42 +155,3 @@ def _java() -> Path | None:
     if found is None or not Path(found).exists():
         return None
     return Path(found).resolve()
-
-
-def _train(archive: Path, jar_cache: Path) -> None:
-    """Start a driver that dumps its classes at exit; run Python workers over Arrow, JSON
-    parsing, a roll-up, Parquet written and read (no Kafka: there is no broker here); stop it
-    and wait for its JVM to exit, which is when the archive is written."""
-    from tasks.spark import build_session
-
-    with tempfile.TemporaryDirectory() as work:
-        spark = build_session(
-            jar_cache,
-            master="local[2]",
-            app_name="sluicegate-class-archive",
-            conf={"spark.driver.extraJavaOptions": f'"-XX:ArchiveClassesAtExit={archive}"'},
-            use_class_archive=False,  # the JVM cannot dump over an archive it maps
-        )
-        gateway: Any = spark.sparkContext._gateway
-        jvm_process = gateway.proc  # spark-submit execs the JVM: this is the driver itself
-        records = spark.range(0, 1000, 1, 2).selectExpr(
-            "to_json(named_struct('t', id, 'page', concat('p', id % 7))) AS value"
-        )
-        parsed = records.selectExpr("from_json(value, 'map<string,string>') AS fields")
-        rolled = parsed.groupBy("fields.page").count()
-        rolled.write.parquet(f"{work}/rolled")
-        spark.read.parquet(f"{work}/rolled").collect()
-        spark.range(0, 4, 1, 4).mapInArrow(_passthrough, "id long").collect()
-        spark.stop()
-        jvm_process.stdin.close()  # the gateway exits when its stdin closes
-        code = jvm_process.wait(timeout=BUILD_TIMEOUT_S)
-        if code != 0:
-            raise RuntimeError(f"the training driver's JVM exited with {code}")
-
-
-def _passthrough(batches: Iterator[Any]) -> Iterator[Any]:
-    yield from batches
-
-
-if __name__ == "__main__":
-    _train(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -37,10 +37,10 @@ MODULES = (
     "pyarrow.compute",
     "pyarrow.fs",
     "pyarrow.parquet",
-    "tasks.combiner",
-    "tasks.direct_read",
-    "tasks.worker_batch",
-    "tasks.segments",
+    "tasks.reading.combiner",
+    "tasks.reading.direct_read",
+    "tasks.reading.worker_batch",
+    "tasks.output.segments",
 )
 _frozen = False
 

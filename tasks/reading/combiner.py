@@ -1,15 +1,14 @@
 """Many tasks' batches in one Spark job: the Python-worker engine's direct reads of every task
-of a shared application (tasks/host_app.py) that asks at about the same time run as one job.
+of a shared application (tasks/runtime/shared.py) that asks at about the same time run as one job.
 
 At low rates a task's batch is a few records, and its cost is the fixed cost of a Spark job
-(scheduling, the Python workers' round trip). A task hands its batch here (`collect`, the
-ranges it reads and the plan it writes its persist with) and waits; one thread runs a job
-whenever batches wait, over all of them: each Spark partition holds a slice of the ranges,
-groups them by batch and runs that batch's own worker function (tasks/worker_batch.py) on its
-ranges, writing that batch's persist; each result row names its batch, and the rows go back
-to the tasks that asked. Batches that arrive while a job runs go in the next one, so a host
-with a hundred quiet tasks runs a few jobs a second, not a hundred, and a lone task waits for
-nothing.
+(scheduling, the Python workers' round trip). A task hands its batch here (`collect`, the ranges it
+reads and the plan it writes its persist with) and waits; one thread runs a job whenever batches
+wait, over all of them: each Spark partition holds a slice of the ranges, groups them by batch and
+runs that batch's own worker function (tasks/reading/worker_batch.py) on its ranges, writing that
+batch's persist; each result row names its batch, and the rows go back to the tasks that asked.
+Batches that arrive while a job runs go in the next one, so a host with a hundred quiet tasks runs a
+few jobs a second, not a hundred, and a lone task waits for nothing.
 
 A job that fails (one batch's ranges broke a worker) is run again batch by batch, each in a
 job of its own, so only the batch that broke it fails; first the failed job's Spark tasks are
@@ -26,8 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks import direct_read
-from tasks.worker_batch import WorkerPlan, worker_function
+from tasks.reading import direct_read
+from tasks.reading.worker_batch import WorkerPlan, worker_function
 
 log = logging.getLogger(__name__)
 MAX_RANGES = 512  # in one job; the rest wait for the next

@@ -1,4 +1,4 @@
-"""Druid's expression language, the documented subset Sluicegate runs (tasks/expressions.py
+"""Druid's expression language, the documented subset Sluicegate runs (tasks/rows/expressions.py
 compiles it to Spark columns): tokens, a precedence-climbing parser and the syntax tree."""
 
 from __future__ import annotations

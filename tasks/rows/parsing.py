@@ -9,8 +9,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from tasks import binary_formats, flatten
-from tasks.decoders import BINARY_FORMATS
+from tasks import binary_formats
+from tasks.rows import flatten
+from tasks.rows.decoders import BINARY_FORMATS
 from tasks.spec.io_config import InputFormat
 
 SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka", *BINARY_FORMATS}
@@ -95,7 +96,7 @@ def decoded(frame: Any, input_format: InputFormat) -> Any:
     spec = json.dumps((binary(input_format) or input_format).to_json(), sort_keys=True)
 
     def decode_values(values: Any) -> Any:  # a pandas Series of bytes, in a Python worker
-        from tasks import decoders
+        from tasks.rows import decoders
 
         made = decoders.decoder(json.loads(spec))
         return values.map(

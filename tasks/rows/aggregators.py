@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tasks.columns import col
+from tasks.rows.columns import col
 from tasks.spec.data_schema import Aggregator
 
 _TYPES = {"long": "bigint", "double": "double", "float": "float", "string": "string"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Protocol
 
-from tasks.pipeline import BatchResult
+from tasks.output.segments import SegmentContext
 from tasks.protocol import SegmentDescriptor
-from tasks.reader import KafkaBatch
-from tasks.segments import SegmentContext
+from tasks.reading.reader import KafkaBatch
+from tasks.rows.pipeline import BatchResult
 
 
 class EngineName(StrEnum):

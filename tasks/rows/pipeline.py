@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks import aggregators, expressions, filters, granularity, parsing, timestamps
-from tasks.columns import cols
+from tasks import granularity
+from tasks.rows import aggregators, expressions, filters, parsing, timestamps
+from tasks.rows.columns import cols
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.io_config import InputFormat
 from tasks.storage import LOCAL, Storage, write_parquet

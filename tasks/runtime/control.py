@@ -22,10 +22,10 @@ import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from tasks.indexer import KafkaIndexer
-from tasks.indexer_state import ControlError
 from tasks.partitions import offsets_from_json, offsets_json
 from tasks.protocol import EPOCH_HEADER, LEADER_HEADER, TOKEN_HEADER
+from tasks.runtime.indexer import KafkaIndexer
+from tasks.runtime.indexer_state import ControlError
 
 log = logging.getLogger(__name__)
 PAUSE_WAIT_SECONDS = 2.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tasks.expression_parser import ExpressionError, Node, parse
+from tasks.rows.expression_parser import ExpressionError, Node, parse
 from tasks.spec.periods import parse_period
 
 Resolver = Callable[[str], Any]
@@ -237,7 +237,7 @@ class _Compiler:
     def _time(self, name: str, args: tuple[Node, ...]) -> Any:
         from pyspark.sql import functions as F
 
-        from tasks.timestamps import parse as parse_time
+        from tasks.rows.timestamps import parse as parse_time
 
         if name == "timestamp":
             fmt = str(self.literal(args[1])) if len(args) > 1 else "iso"

@@ -1,7 +1,7 @@
 """One task's run, wherever it runs: its indexer, its overlord client and its control API.
 
-A task process (tasks/main.py) holds one; a shared application (tasks/host_app.py) holds many,
-each on a thread of its own. Either way the task ends by leaving report.json in its work
+A task process (tasks/runtime/process.py) holds one; a shared application (tasks/runtime/shared.py)
+holds many, each on a thread of its own. Either way the task ends by leaving report.json in its work
 directory, which is what the runner reads.
 """
 
@@ -13,19 +13,19 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from tasks.control import EpochFence, TaskControl
-from tasks.indexer import KafkaIndexer
-from tasks.indexer_state import IndexerState
-from tasks.overlord import OverlordClient
 from tasks.partitions import Offsets, offsets_json
 from tasks.protocol import IndexKafkaTask, PublishAction, PublishOutcome, PublishResult, TaskState
+from tasks.runtime.control import EpochFence, TaskControl
+from tasks.runtime.indexer import KafkaIndexer
+from tasks.runtime.indexer_state import IndexerState
+from tasks.runtime.overlord import OverlordClient
 
 log = logging.getLogger("tasks")
 REPORT = "report.json"
 
 
 class TaskRun:
-    """`scope`: entered by every thread working for the task (tasks/indexer.py)."""
+    """`scope`: entered by every thread working for the task (tasks/runtime/indexer.py)."""
 
     def __init__(
         self,

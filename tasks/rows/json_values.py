@@ -1,5 +1,5 @@
-"""JSON values (as orjson gives them) read as the Spark pipeline (tasks/pipeline.py) reads
-them, for the Python-worker batch (tasks/worker_batch.py): timestamps to epoch millis, and
+"""JSON values (as orjson gives them) read as the Spark pipeline (tasks/rows/pipeline.py) reads
+them, for the Python-worker batch (tasks/reading/worker_batch.py): timestamps to epoch millis, and
 dimension and metric values to text, long or double; GiveUp where that cannot be promised."""
 
 from __future__ import annotations

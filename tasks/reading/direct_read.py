@@ -1,5 +1,5 @@
 """A micro-batch's exact offset ranges read inside Spark's Python workers with librdkafka
-(confluent-kafka), for the Python-worker batch (tasks/worker_batch.py): one Spark task per
+(confluent-kafka), for the Python-worker batch (tasks/reading/worker_batch.py): one Spark task per
 partition range, each consuming its range and handing the values on as Arrow record batches.
 
 Spark's Kafka source decodes every record into a row in the JVM, converts the rows to Arrow
@@ -26,7 +26,7 @@ from typing import Any
 
 from tasks.kafka_offsets import client_config
 from tasks.partitions import PartitionKey, split_key
-from tasks.reader import GROUP_ID
+from tasks.reading.reader import GROUP_ID
 
 log = logging.getLogger(__name__)
 CHUNK = 10_000  # records per Arrow batch handed on
@@ -64,7 +64,7 @@ def consumer_config(consumer_properties: Mapping[str, Any]) -> dict[str, Any]:
         "isolation.level": "read_committed",
         "auto.offset.reset": "error",
         "enable.partition.eof": True,
-        "fetch.wait.max.ms": 10,  # see tasks/reader.py CONSUMER_DEFAULTS
+        "fetch.wait.max.ms": 10,  # see tasks/reading/reader.py CONSUMER_DEFAULTS
         # prefetch a chunk ahead, not librdkafka's 100,000 messages: a range mostly ends
         # before the log does, and what was fetched past it is thrown away. A full queue makes
         # the fetcher wait fetch.queue.backoff.ms (1 s by default): with a chunk's queue that

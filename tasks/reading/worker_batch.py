@@ -1,16 +1,16 @@
-"""The Python-worker engine's work inside Spark's Python workers (tasks/engines/
+"""The Python-worker engine's work inside Spark's Python workers (tasks/reading/engines/
 python_workers.py runs it): JSON records are parsed, timed, typed and rolled up with orjson and
 Arrow, one mapInArrow and no shuffle, over partition ranges the workers read themselves with
-librdkafka (tasks/direct_read.py) or over Kafka rows from Spark's Kafka source; each worker
+librdkafka (tasks/reading/direct_read.py) or over Kafka rows from Spark's Kafka source; each worker
 writes its share of the persist as one Parquet file per segment interval, so that a sequence of
-such persists is merged interval by interval (tasks/segments.py build_segments_by_interval).
+such persists is merged interval by interval (tasks/output/segments.py build_segments_by_interval).
 
 A record the Spark SQL engine might read differently (a JSON number with a fraction for a
 string dimension, a number written as text for a metric, a timestamp outside the canonical
 `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` form, a record orjson rejects that starts like an object
 other than by ending too soon, bytes that are not UTF-8) makes the worker give up: it answers a
 `giveUp` row instead of its counts, and the batch goes to the Spark SQL engine
-(tasks/engines/choice.py).
+(tasks/reading/engines/choice.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import direct_read, granularity, python_worker
-from tasks.json_values import CONVERT, GiveUp, time_reader
+from tasks import granularity
+from tasks.reading import direct_read, python_worker
+from tasks.rows.json_values import CONVERT, GiveUp, time_reader
 from tasks.storage import LOCAL, Storage
 
 TIME_FORMATS = {"iso", "millis", "posix", "auto"}
@@ -73,7 +74,7 @@ def worker_function(
     work: WorkerPlan, reading: direct_read.Reading | None = None
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: over Kafka rows (value, partition, offset), or with `reading`
-    over the indexes of ranges that it reads itself (tasks/direct_read.py)."""
+    over the indexes of ranges that it reads itself (tasks/reading/direct_read.py)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import gc
@@ -209,7 +210,7 @@ def first_samples(samples: list[dict[str, Any]], limit: int) -> None:
 def _write(work: WorkerPlan, columns: list[Any], rows: int) -> None:
     """The worker's rows, rolled up per the plan, as one Parquet file per segment interval,
     named `<interval start>.<Spark partition>.parquet` (a retried task overwrites its own):
-    tasks/segments.py merges a sequence's files interval by interval."""
+    tasks/output/segments.py merges a sequence's files interval by interval."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark import TaskContext

@@ -1,7 +1,7 @@
 """The Python-worker engine: a batch parsed, typed, rolled up and written inside Spark's Python
-workers (tasks/worker_batch.py) in one mapInArrow with no shuffle, its ranges read by the
-workers themselves with librdkafka (tasks/direct_read.py) or handed to them as rows of Spark's
-Kafka source; a sequence's persists are merged interval by interval, again in the workers.
+workers (tasks/reading/worker_batch.py) in one mapInArrow with no shuffle, its ranges read by the
+workers themselves with librdkafka (tasks/reading/direct_read.py) or handed to them as rows of
+Spark's Kafka source; a sequence's persists are merged interval by interval, again in the workers.
 
 It yields the very persist, counts and samples the Spark SQL engine does, at a fraction of the
 CPU, for the plans and values where that can be guaranteed: `unsupported` names what of a plan
@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks import direct_read, granularity
-from tasks.combiner import JobCombiner
-from tasks.engines.base import EngineName, FallBack
-from tasks.pipeline import BatchResult, RowPlan, RowStats
+from tasks import granularity
+from tasks.output.segments import SegmentContext, build_segments_by_interval
 from tasks.protocol import SegmentDescriptor
-from tasks.reader import KafkaBatch
-from tasks.segments import SegmentContext, build_segments_by_interval
-from tasks.storage import LOCAL, Storage
-from tasks.worker_batch import (
+from tasks.reading import direct_read
+from tasks.reading.combiner import JobCombiner
+from tasks.reading.engines.base import EngineName, FallBack
+from tasks.reading.reader import KafkaBatch
+from tasks.reading.worker_batch import (
     DIMENSION_TYPES,
     METRIC_OPS,
     METRIC_TYPES,
@@ -33,6 +32,8 @@ from tasks.worker_batch import (
     worker_function,
     write_empty,
 )
+from tasks.rows.pipeline import BatchResult, RowPlan, RowStats
+from tasks.storage import LOCAL, Storage
 
 INLINE_MERGE_BYTES = 8 * 1024 * 1024  # a shared application's sequences up to this merge inline
 
@@ -190,7 +191,7 @@ class PythonWorkerEngine:
     ) -> list[SegmentDescriptor]:
         """Persists this engine wrote (split by interval) into segments, interval by interval.
         In a shared application a small sequence is merged on the task's own thread: a Spark
-        job for a few thousand rows costs more than the merge (tasks/segments.py)."""
+        job for a few thousand rows costs more than the merge (tasks/output/segments.py)."""
         inline = INLINE_MERGE_BYTES if self.combiner is not None else 0
         return build_segments_by_interval(
             self.spark, self.plan, persists, dims, context, max_rows, inline

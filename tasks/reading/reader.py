@@ -89,8 +89,8 @@ def read_range(
 @dataclass(frozen=True)
 class KafkaBatch:
     """One micro-batch of a task: [start, end) of each partition of its stream, read as its
-    ioConfig says. tasks/worker_batch.py reads it in the Python workers where it can
-    (tasks/direct_read.py), else through `frame()`."""
+    ioConfig says. tasks/reading/worker_batch.py reads it in the Python workers where it can
+    (tasks/reading/direct_read.py), else through `frame()`."""
 
     spark: Any
     io: KafkaIndexTaskIOConfig

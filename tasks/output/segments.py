@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import aggregators, granularity, python_worker, worker_batch
-from tasks.columns import cols
+from tasks import granularity
 from tasks.partitions import Offsets, offsets_json
-from tasks.pipeline import RowPlan, rollup
 from tasks.protocol import SegmentDescriptor, range_digest
+from tasks.reading import python_worker, worker_batch
+from tasks.rows import aggregators
+from tasks.rows.columns import cols
+from tasks.rows.pipeline import RowPlan, rollup
 from tasks.storage import LOCAL, Storage, read_parquet
 
 INTERVAL = "__interval"
@@ -213,7 +215,8 @@ def _metadata(context: SegmentContext) -> dict[str, str]:
 
 
 def interval_files(persists: list[str], storage: Storage = LOCAL) -> dict[int, list[str]]:
-    """The files of persists written by interval (tasks/worker_batch.py), by interval start."""
+    """The files of persists written by interval (tasks/reading/worker_batch.py), by
+    interval start."""
     files: dict[int, list[str]] = {}
     for persist in persists:
         for path in storage.files(persist):
@@ -232,10 +235,10 @@ def build_segments_by_interval(
     max_rows_per_segment: int,
     inline_bytes: int = 0,
 ) -> list[SegmentDescriptor]:
-    """Merge persists whose files are split by segment interval (tasks/worker_batch.py) into the
-    same segments build_segments makes, without a shuffle: one Spark job whose Python workers
-    each take whole intervals, read their files with Arrow, roll up, sort and write. When the
-    files add up to at most `inline_bytes`, the same merge runs here, on the caller's thread."""
+    """Merge persists whose files are split by segment interval (tasks/reading/worker_batch.py) into
+    the same segments build_segments makes, without a shuffle: one Spark job whose Python workers
+    each take whole intervals, read their files with Arrow, roll up, sort and write. When the files
+    add up to at most `inline_bytes`, the same merge runs here, on the caller's thread."""
     by_interval = sorted(interval_files(persists, context.storage).items())
     if not by_interval:
         return []

@@ -23,15 +23,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.combiner import JobCombiner
-from tasks.direct_read import ReadGiveUp, RefusedSettings
-from tasks.engines.base import BatchEngine, EngineName, FallBack
-from tasks.engines.python_workers import PythonWorkerEngine, unsupported
-from tasks.engines.spark_sql import SparkSqlEngine
-from tasks.pipeline import BatchResult, RowPlan
+from tasks.output.segments import SegmentContext
 from tasks.protocol import SegmentDescriptor
-from tasks.reader import KafkaBatch
-from tasks.segments import SegmentContext
+from tasks.reading.combiner import JobCombiner
+from tasks.reading.direct_read import ReadGiveUp, RefusedSettings
+from tasks.reading.engines.base import BatchEngine, EngineName, FallBack
+from tasks.reading.engines.python_workers import PythonWorkerEngine, unsupported
+from tasks.reading.engines.spark_sql import SparkSqlEngine
+from tasks.reading.reader import KafkaBatch
+from tasks.rows.pipeline import BatchResult, RowPlan
 from tasks.storage import LOCAL, Storage
 
 log = logging.getLogger(__name__)

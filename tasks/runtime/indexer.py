@@ -1,6 +1,6 @@
-"""The reading loop of a Kafka indexing task: micro-batches over exact offset ranges into
-persists, grouped in sequences that are published in order (tasks/sequences.py). Control calls
-(pause, end offsets, stop) arrive from other threads; the loop applies them between batches."""
+"""The reading loop of a Kafka indexing task: micro-batches over exact offset ranges into persists,
+grouped in sequences that are published in order (tasks/runtime/sequences.py). Control calls (pause,
+end offsets, stop) arrive from other threads; the loop applies them between batches."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from tasks.combiner import JobCombiner
-from tasks.engines.base import EngineName
-from tasks.engines.choice import Engines
-from tasks.indexer_state import ControlError, IndexerState
 from tasks.kafka_offsets import KAFKA_ERRORS, OffsetReader, transient
 from tasks.partitions import Offsets, PartitionKey, offsets_json, sorted_keys
-from tasks.pipeline import RowPlan, RowStats
 from tasks.protocol import IndexKafkaTask, TaskState
-from tasks.rates import MovingRates
-from tasks.reader import KafkaBatch
-from tasks.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
+from tasks.reading.combiner import JobCombiner
+from tasks.reading.engines.base import EngineName
+from tasks.reading.engines.choice import Engines
+from tasks.reading.reader import KafkaBatch
+from tasks.rows.pipeline import RowPlan, RowStats
+from tasks.runtime.indexer_state import ControlError, IndexerState
+from tasks.runtime.rates import MovingRates
+from tasks.runtime.sequences import Publisher, Sequence, SequencePublisher, TaskFailedError
 from tasks.spec.periods import duration_millis
 from tasks.spec.tuning_config import DEFAULT_MAX_TOTAL_ROWS
 from tasks.storage import LOCAL, Storage, parse
@@ -55,7 +55,7 @@ class KafkaIndexer:
     ) -> None:
         """`on_last_stretch` runs once, when the task is given its final end offsets (its
         successors start reading then) or else when its reading ends: a task process steps
-        back on the CPU there (tasks/priority.py); in-process users need not.
+        back on the CPU there (tasks/runtime/priority.py); in-process users need not.
 
         Persists go to the task's work directory, or to deep storage (under
         `_tasks/<task id>/`, deleted once published) when it is S3 or `shared_persists` says
@@ -63,8 +63,8 @@ class KafkaIndexer:
 
         `scope` is entered by each thread that works for the task besides the caller's (the
         sequence publisher): a shared application gives it the task's Spark job group, pool
-        and log context there (tasks/host_app.py), and a `combiner` that runs its batches'
-        reads in jobs shared with its other tasks (tasks/combiner.py).
+        and log context there (tasks/runtime/shared.py), and a `combiner` that runs its batches'
+        reads in jobs shared with its other tasks (tasks/reading/combiner.py).
 
         `min_batch_interval_s`: after a quiet batch (fewer than BUSY_BATCH_RECORDS records)
         the next starts at least this long after it, unless the sequence has its end (a

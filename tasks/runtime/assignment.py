@@ -1,4 +1,4 @@
-"""The body that hands a task to the host's application that runs it (tasks/host_app.py):
+"""The body that hands a task to the host's application that runs it (tasks/runtime/shared.py):
 `{"payload": <the task>, "token": <its token>, ...}`, and its check of the runner's token."""
 
 from __future__ import annotations

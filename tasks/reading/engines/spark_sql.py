@@ -1,16 +1,16 @@
 """The Spark SQL engine: Spark's Kafka source reads the range, the row pipeline in Spark SQL
-(tasks/pipeline.py) parses and rolls it up, and a shuffle merges persists into segments. It
+(tasks/rows/pipeline.py) parses and rolls it up, and a shuffle merges persists into segments. It
 runs every plan the task accepts and reads anything the Kafka source reads."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tasks.engines.base import EngineName
-from tasks.pipeline import BatchResult, RowPlan, process_batch
+from tasks.output.segments import SegmentContext, build_segments
 from tasks.protocol import SegmentDescriptor
-from tasks.reader import KafkaBatch
-from tasks.segments import SegmentContext, build_segments
+from tasks.reading.engines.base import EngineName
+from tasks.reading.reader import KafkaBatch
+from tasks.rows.pipeline import BatchResult, RowPlan, process_batch
 from tasks.storage import LOCAL, Storage
 
 

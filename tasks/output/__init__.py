@@ -1,0 +1,1 @@
+"""What a task writes: persists merged into segments in deep storage."""

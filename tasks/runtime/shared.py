@@ -1,0 +1,470 @@
+"""`python -m tasks.host_app`: one long-lived Spark application that runs many indexing tasks,
+as Druid's Indexer process runs many tasks in one JVM where its MiddleManager ran a JVM each.
+
+The process serves one port: every task's chat API under /druid/worker/v1/chat/{taskId}/ (the
+app a task process serves, tasks/runtime/control.py) and the runner's API under /sluicegate/host/v1/
+(the host's own token): assign a task, list the tasks and how they ended, kill one. Spark
+starts once, when the process does; a task is a thread with its own Spark job group and FAIR
+scheduler pool (both its id), its own work directory (persists, task.log, report.json),
+overlord client, sequences and publish. A task's failure is its own: its report and exit code
+say why and the application goes on.
+
+A killed task is fenced at once: its chat API answers 404, no publish call of it starts in
+this process (one already sent may commit, as one sent just before a SIGKILL may: the
+publish transaction's offset check keeps either exactly once), its Spark jobs are cancelled,
+and its thread unwinds behind. The process runs in a session of its own, so it outlives
+the overlord that started it; a new overlord adopts it with its tasks
+(supervisor/runner/shared.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Header, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from tasks.logs import configure_logging, log_context
+from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskState
+from tasks.reading.combiner import JobCombiner
+from tasks.runtime.assignment import error, read_assignment
+from tasks.runtime.assignment import refused as token_refused
+from tasks.runtime.control import ControlServer, TaskControl, create_control_app
+from tasks.runtime.run import TaskRun, fields
+
+log = logging.getLogger("tasks.host")
+CHAT_PREFIX = "/druid/worker/v1/chat/"
+API = "/sluicegate/host/v1"
+TASK_LOG = "task.log"
+# A task's batch that is not full waits this long after the one before (tasks/runtime/indexer.py): a
+# host of many quiet tasks writes a persist per task a second, not one per poll.
+MIN_BATCH_INTERVAL_S = 1.0
+READS_POOL, TASKS_POOL = "reads", "tasks"  # FAIR scheduler pools
+# Every task's chat calls run on the API's threads, and a pause holds one while the task ends
+# its batch (up to tasks/control.PAUSE_WAIT_SECONDS): with the default 40, a hundred tasks'
+# metrics and offsets calls queued behind a few dozen pauses and the overlord's probes timed out.
+CHAT_THREADS = 512
+
+
+class TaskLogs(logging.Handler):
+    """Each task's lines also go to its own task.log (found by the log context's task field,
+    which every thread working for a task sets)."""
+
+    def __init__(self, formatter: logging.Formatter | None) -> None:
+        super().__init__()
+        self.setFormatter(formatter)
+        self.files: dict[str, Any] = {}
+        self.files_lock = threading.Lock()
+
+    def open(self, task_id: str, path: Path) -> None:
+        with self.files_lock:
+            self.files[task_id] = path.open("a", encoding="utf-8")
+
+    def close_task(self, task_id: str) -> None:
+        with self.files_lock:
+            stream = self.files.pop(task_id, None)
+        if stream is not None:
+            stream.close()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        task_id = getattr(record, "task", None)
+        if task_id is None:
+            return
+        with self.files_lock:
+            stream = self.files.get(str(task_id))
+            if stream is None:
+                return
+            try:
+                stream.write(self.format(record) + "\n")
+                stream.flush()
+            except Exception:
+                self.handleError(record)
+
+
+class Hosted:
+    """A task of this application: its run, its thread and, once ended, its exit code."""
+
+    def __init__(self, run: TaskRun, thread: threading.Thread) -> None:
+        self.run: TaskRun | None = run  # None once ended
+        self.thread = thread
+        self.exit_code: int | None = None
+        self.killed = False
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "running": self.exit_code is None and not self.killed,
+            "exitCode": self.exit_code,
+            "killed": self.killed,
+        }
+
+
+class TaskHost:
+    """The tasks of this application, and the Spark session they share."""
+
+    def __init__(self, args: argparse.Namespace, logs: TaskLogs) -> None:
+        self.args = args
+        self.logs = logs
+        self.tasks: dict[str, Hosted] = {}
+        self.starting: set[str] = set()  # ids being assigned (outside the lock)
+        self.lock = threading.Lock()
+        self.spark: Any = None
+        self.spark_error: str | None = None
+        self.spark_ready = threading.Event()
+        self.combiner: JobCombiner | None = None
+
+    # ---- Spark -----------------------------------------------------------------------------
+
+    def start_spark(self) -> None:
+        from tasks.spark.session import build_session, cluster_conf
+
+        began = time.monotonic()
+        try:
+            conf = cluster_conf(
+                self.args.master, self.args.host, self.args.cores, self.args.executor_memory
+            )
+            # the reads (the combiner's jobs) in a pool of their own beside the tasks' own jobs
+            # (merges, batches on the Spark SQL engine): a long merge does not hold them up
+            conf["spark.scheduler.mode"] = "FAIR"
+            self.spark = build_session(
+                self.args.jar_cache,
+                master=self.args.master,
+                app_name=f"sluicegate-host-{self.args.port}",
+                conf=conf,
+            )
+            jvm: Any = self.spark.sparkContext._jvm
+            # the two pools take FAIR's defaults (no allocation file): not a warning each
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                "org.apache.spark.scheduler.FairSchedulableBuilder",
+                jvm.org.apache.logging.log4j.Level.ERROR,
+            )
+            _start_python_workers(self.spark)
+            self.combiner = JobCombiner(self.spark, pool=READS_POOL)
+            log.info("Spark started in %.1f s", time.monotonic() - began)
+        except Exception as exc:  # every task assigned fails with this reason
+            log.exception("Spark did not start")
+            self.spark_error = f"Spark did not start: {type(exc).__name__}: {exc}"
+        finally:
+            self.spark_ready.set()
+
+    @contextmanager
+    def scope(self, task: IndexKafkaTask) -> Iterator[None]:
+        """What a thread working for `task` runs in: its log fields, Spark job group and pool."""
+        with log_context(**fields(task)):
+            if self.spark is not None:
+                context = self.spark.sparkContext
+                context.setJobGroup(task.id, f"task {task.id}", interruptOnCancel=True)
+                context.setLocalProperty("spark.scheduler.pool", TASKS_POOL)
+            try:
+                yield
+            finally:
+                if self.spark is not None:
+                    self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
+
+    # ---- tasks -----------------------------------------------------------------------------
+
+    def chat_control(self, task_id: str) -> TaskControl | None:
+        with self.lock:
+            hosted = self.tasks.get(task_id)
+            if hosted is None or hosted.killed or hosted.run is None:
+                return None  # gone, as a task process's port is once it ends
+            return hosted.run.control
+
+    def assign(self, task: IndexKafkaTask, token: str, overlord: str) -> None:
+        """Start the task on a thread of its own, publishing through `overlord` (the one that
+        assigned it; a leader's calls move it). Duplicate when this host has it already,
+        Refused when it cannot be started (its reason)."""
+        work = self.args.tasks_dir / task.id
+        with self.lock:
+            if task.id in self.tasks or task.id in self.starting:
+                raise Duplicate(f"task {task.id} is already assigned here")
+            self.starting.add(task.id)
+        try:
+            try:
+                work.mkdir(parents=True, exist_ok=True)
+                self.logs.open(task.id, work / TASK_LOG)
+                run = TaskRun(
+                    task,
+                    token,
+                    overlord,
+                    work,
+                    self.args.deep_storage,
+                    shared_persists=self.args.master.startswith("spark://"),
+                    scope=lambda: self.scope(task),
+                )
+            except Exception as exc:  # its settings (a Kafka client refused them), its disk
+                self.logs.close_task(task.id)
+                raise Refused(f"task {task.id} cannot start: {type(exc).__name__}: {exc}") from exc
+            thread = threading.Thread(
+                target=self._run, args=(task.id,), name=f"task-{task.id}", daemon=True
+            )
+            with self.lock:
+                self.tasks[task.id] = Hosted(run, thread)
+        finally:
+            with self.lock:
+                self.starting.discard(task.id)
+        thread.start()
+
+    def _run(self, task_id: str) -> None:
+        with self.lock:
+            hosted = self.tasks[task_id]
+            run = hosted.run
+        assert run is not None
+        code = 1
+        try:
+            with log_context(**fields(run.task)):
+                run.log_start()
+                self.spark_ready.wait()
+                if self.spark_error is not None:
+                    run.kill(self.spark_error)
+                run.indexer.combiner = self.combiner  # its reads share jobs with the others
+                run.indexer.min_batch_interval_s = MIN_BATCH_INTERVAL_S
+                with self.scope(run.task):
+                    final = run.execute(self.spark)
+                code = 0 if final.status is TaskState.SUCCESS else 1
+        except Exception:  # its report says why when it could write one
+            log.exception("task %s ended with an error", task_id)
+        finally:
+            # nothing of it goes on once it has ended (a failed task's publisher may be merging)
+            run.kill("the task has ended")
+            self._cancel_jobs(task_id)
+            with self.lock:
+                hosted.exit_code = code
+                hosted.run = None  # its Kafka client, app and state go (its report stays)
+            self.logs.close_task(task_id)
+
+    def kill(self, task_id: str) -> bool:
+        """Fence and stop a running task; True if it was running."""
+        with self.lock:
+            hosted = self.tasks.get(task_id)
+            if hosted is None or hosted.killed or hosted.run is None:
+                return False
+            hosted.killed = True  # its chat API is gone from now on
+            run = hosted.run
+        run.kill("killed by the overlord")
+        self._cancel_jobs(task_id)
+        log.info("task %s killed", task_id)
+        return True
+
+    def _cancel_jobs(self, task_id: str) -> None:
+        """Cancel the task's Spark jobs that still run (its job group)."""
+        if self.spark is None:
+            return
+        context = self.spark.sparkContext
+        tracker = context.statusTracker()
+        if set(tracker.getJobIdsForGroup(task_id)) & set(tracker.getActiveJobsIds()):
+            context.cancelJobGroup(task_id)
+
+    def forget(self, task_id: str) -> bool:
+        with self.lock:
+            hosted = self.tasks.get(task_id)
+            if hosted is None or (hosted.exit_code is None and not hosted.killed):
+                return False
+            del self.tasks[task_id]
+            return True
+
+    def views(self) -> dict[str, dict[str, Any]]:
+        with self.lock:
+            return {task_id: hosted.view() for task_id, hosted in self.tasks.items()}
+
+    def stop_all(self, timeout: float = 30.0) -> None:
+        """A graceful stop of every task (SIGTERM): each publishes what it read."""
+        with self.lock:
+            runs = [h for h in self.tasks.values() if h.run is not None and not h.killed]
+            indexers = [h.run.indexer for h in runs if h.run is not None]
+        for indexer in indexers:
+            indexer.stop()
+        deadline = time.monotonic() + timeout
+        for hosted in runs:
+            hosted.thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _start_python_workers(spark: Any) -> None:
+    """One job over every core that imports what the tasks' batches run in Spark's Python
+    workers: the first task's first batch then costs what its later ones do."""
+
+    def load(batches: Iterator[Any]) -> Iterator[Any]:
+        from tasks.reading import python_worker
+
+        # loads the modules of the batches (the first direct read's confluent_kafka alone took
+        # ~0.3 s, pyarrow's pandas shim ~0.5 s) and freezes them out of the worker's collections
+        python_worker.settle()
+        yield from batches
+
+    context = spark.sparkContext
+    cores = max(1, int(context.defaultParallelism))
+    # the combiner's RDD jobs and the DataFrame jobs of the Spark SQL engine's batches run in
+    # Python workers of their own (a combined job's first batches took 3.7 s with only the
+    # DataFrame's loaded)
+    context.parallelize(range(cores), cores).mapPartitions(load).collect()
+    spark.range(0, cores, 1, cores).mapInArrow(load, "id long").collect()
+
+
+class Duplicate(ValueError):
+    """The task is assigned here already."""
+
+
+class Refused(ValueError):
+    """The task cannot be started here."""
+
+
+@asynccontextmanager
+async def _chat_threads(_app: FastAPI) -> AsyncIterator[None]:
+    anyio.to_thread.current_default_thread_limiter().total_tokens = CHAT_THREADS
+    yield
+
+
+def create_host_api(host: TaskHost, token: str) -> FastAPI:
+    app = FastAPI(
+        title="Sluicegate task host application",
+        openapi_url=None,
+        docs_url=None,
+        lifespan=_chat_threads,
+    )
+
+    def refused(given: str | None) -> JSONResponse | None:
+        return token_refused(given, token, "missing or wrong host token")
+
+    @app.get(f"{API}/tasks", response_model=None)
+    def tasks(
+        given: str | None = Header(default=None, alias=TOKEN_HEADER),
+    ) -> JSONResponse | dict[str, Any]:
+        denied = refused(given)
+        if denied is not None:
+            return denied
+        spark = "STARTING" if not host.spark_ready.is_set() else host.spark_error or "READY"
+        return {"spark": spark, "tasks": host.views()}
+
+    @app.post(f"{API}/tasks", response_model=None)
+    async def assign(
+        request: Request, given: str | None = Header(default=None, alias=TOKEN_HEADER)
+    ) -> JSONResponse | dict[str, str]:
+        denied = refused(given)
+        if denied is not None:
+            return denied
+        read = await read_assignment(request)
+        if isinstance(read, JSONResponse):
+            return read
+        task, body = read
+        overlord = body.get("overlord", host.args.overlord)
+        if not isinstance(overlord, str) or not overlord.startswith(("http://", "https://")):
+            return error(400, "overlord: an http:// or https:// URL")
+        try:  # off the event loop: building a task's run takes a while
+            await run_in_threadpool(host.assign, task, body["token"], overlord)
+        except Duplicate as exc:
+            return error(409, str(exc))
+        except Refused as exc:
+            return error(400, str(exc))
+        return {"task": task.id}
+
+    @app.post(f"{API}/tasks/{{task_id}}/kill", response_model=None)
+    def kill(
+        task_id: str, given: str | None = Header(default=None, alias=TOKEN_HEADER)
+    ) -> JSONResponse | dict[str, bool]:
+        denied = refused(given)
+        if denied is not None:
+            return denied
+        return {"killed": host.kill(task_id)}
+
+    @app.delete(f"{API}/tasks/{{task_id}}", response_model=None)
+    def forget(
+        task_id: str, given: str | None = Header(default=None, alias=TOKEN_HEADER)
+    ) -> JSONResponse | dict[str, bool]:
+        denied = refused(given)
+        if denied is not None:
+            return denied
+        return {"forgotten": host.forget(task_id)}
+
+    return app
+
+
+class Router:
+    """The one port's ASGI app: the chat API of every task of the host (one app, which finds
+    the task a call names), the rest to the host's own API."""
+
+    def __init__(self, host: TaskHost, api: FastAPI) -> None:
+        self.api = api
+        self.chat = create_control_app(host.chat_control)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        await (self.chat if path.startswith(CHAT_PREFIX) else self.api)(scope, receive, send)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tasks.host_app")
+    parser.add_argument("--overlord", required=True)
+    parser.add_argument("--token-file", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tasks-dir", type=Path, required=True, help="tasks' work directories")
+    parser.add_argument("--deep-storage", required=True, help="a directory or s3://bucket/prefix")
+    parser.add_argument("--jar-cache", type=Path, required=True)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--cores", type=int, default=1, help="on a spark:// master: its cores")
+    parser.add_argument("--executor-memory", default="1g")
+    parser.add_argument("--tls-cert", type=Path)
+    parser.add_argument("--tls-key", type=Path)
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    token = args.token_file.read_text().strip()
+    configure_logging("info", args.log_format, {})
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per publish call otherwise
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per task thread's end
+    root = logging.getLogger()
+    logs = TaskLogs(root.handlers[0].formatter)
+    for handler_filter in root.handlers[0].filters:
+        logs.addFilter(handler_filter)
+    root.addHandler(logs)
+    host = TaskHost(args, logs)
+    stopping = threading.Event()
+
+    def _stop(_signum: int, _frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    control = ControlServer(
+        Router(host, create_host_api(host, token)),
+        args.host,
+        args.port,
+        args.tls_cert,
+        args.tls_key,
+    )
+    control.start()
+    log.info("task host application serves %s:%s", args.host, args.port)
+    host.start_spark()
+    if host.spark_error is not None:  # its tasks fail with the reason; the next launch starts anew
+        time.sleep(2.0)
+        host.stop_all(10.0)
+        control.stop()
+        return 1
+    while not stopping.wait(1.0):
+        pass
+    log.info("stopping: every task publishes what it read")
+    host.stop_all()
+    if host.combiner is not None:
+        host.combiner.close()
+    control.stop()
+    if host.spark is not None:
+        host.spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
