@@ -15,6 +15,7 @@ from pathlib import Path
 from supervisor.net import free_port
 from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
+from supervisor.runner.spawn import runtime_args, spawn
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask, TaskReport
 
@@ -41,55 +42,15 @@ class LocalProcessRunner:
         return (self.settings.work_dir / "tasks" / task_id).resolve()
 
     def _command(self, work: Path, payload: Path, token_file: Path, port: int) -> list[str]:
-        tls = self.settings
-        served = (
-            ["--tls-cert", str(tls.tls_cert.resolve()), "--tls-key", str(tls.tls_key.resolve())]
-            if tls.tls_cert is not None and tls.tls_key is not None
-            else []
-        )
+        args = runtime_args(self.settings, self.host, port, token_file)
         return [
-            sys.executable,
-            "-m",
-            "tasks",
-            "--payload",
-            str(payload),
-            "--overlord",
-            self.settings.advertised_url(),
-            "--token-file",
-            str(token_file),
-            "--host",
-            self.host,
-            "--port",
-            str(port),
-            "--work-dir",
-            str(work),
-            "--deep-storage",
-            self.settings.storage().location,
-            "--jar-cache",
-            str(self.settings.jar_cache),
-            "--master",
-            self.settings.task_master,
-            "--cores",
-            str(self.settings.task_cores),
-            "--executor-memory",
-            self.settings.task_executor_memory,
-            "--publish-niceness",
-            str(self.settings.publish_niceness),
-            "--log-format",
-            self.settings.log_format,
-            *served,
+            *(sys.executable, "-m", "tasks", *args.argv()),
+            *("--payload", str(payload), "--work-dir", str(work)),
+            *("--publish-niceness", str(self.settings.publish_niceness)),
         ]
 
     def _popen(self, command: list[str], work: Path, log_path: Path) -> subprocess.Popen[bytes]:
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=work,
-            )
+        process = spawn(command, work, log_path)
         (work / "pid").write_text(str(process.pid))
         return process
 

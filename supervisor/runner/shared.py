@@ -30,6 +30,7 @@ import httpx
 from supervisor.net import free_port
 from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
+from supervisor.runner.spawn import runtime_args, spawn
 from supervisor.settings import Settings
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskReport
 
@@ -120,49 +121,10 @@ class SharedAppRunner:
         write_private(self.dir / "token", token)
         port = free_port(self.host)
         settings = self.settings
-        command = [
-            sys.executable,
-            "-m",
-            "tasks.host_app",
-            "--overlord",
-            settings.advertised_url(),
-            "--token-file",
-            str(self.dir / "token"),
-            "--host",
-            self.host,
-            "--port",
-            str(port),
-            "--tasks-dir",
-            str(self.tasks_dir),
-            "--deep-storage",
-            settings.storage().location,
-            "--jar-cache",
-            str(settings.jar_cache),
-            "--master",
-            settings.task_master,
-            "--cores",
-            str(settings.task_cores),
-            "--executor-memory",
-            settings.task_executor_memory,
-            "--log-format",
-            settings.log_format,
-        ]
-        if settings.tls_cert is not None and settings.tls_key is not None:
-            command += [
-                "--tls-cert",
-                str(settings.tls_cert.resolve()),
-                "--tls-key",
-                str(settings.tls_key.resolve()),
-            ]
-        with (self.dir / "app.log").open("ab") as out:
-            self.child = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=self.dir,
-            )
+        args = runtime_args(settings, self.host, port, self.dir / "token")
+        command = [sys.executable, "-m", "tasks.host_app", *args.argv()]
+        command += ["--tasks-dir", str(self.tasks_dir)]
+        self.child = spawn(command, self.dir, self.dir / "app.log")
         app = _App(self.child.pid, port, settings.scheme, token)
         write_private(
             self.dir / "app.json",

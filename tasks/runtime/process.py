@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from tasks import runtime_args
 from tasks.logs import configure_logging
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.runtime.control import ControlServer, create_control_app
@@ -27,25 +28,9 @@ log = logging.getLogger("tasks")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tasks")
+    parser = runtime_args.parser("python -m tasks")
     parser.add_argument("--payload", type=Path, required=True)
-    parser.add_argument("--overlord", required=True)
-    parser.add_argument("--token-file", type=Path, required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text")
-    parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
-    parser.add_argument("--deep-storage", required=True, help="a directory or s3://bucket/prefix")
-    parser.add_argument("--jar-cache", type=Path, required=True)
-    parser.add_argument("--master", default="local[*]")
-    parser.add_argument(
-        "--cores", type=int, default=1, help="on a spark:// master: the application's cores"
-    )
-    parser.add_argument(
-        "--executor-memory", default="1g", help="on a spark:// master: memory per executor"
-    )
-    parser.add_argument("--tls-cert", type=Path, help="serve the chat API over TLS (PEM)")
-    parser.add_argument("--tls-key", type=Path)
     parser.add_argument(
         "--publish-niceness",
         type=int,

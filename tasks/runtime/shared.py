@@ -36,6 +36,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from tasks import runtime_args
 from tasks.logs import configure_logging, log_context
 from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskState
 from tasks.reading.combiner import JobCombiner
@@ -403,20 +404,8 @@ class Router:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tasks.host_app")
-    parser.add_argument("--overlord", required=True)
-    parser.add_argument("--token-file", type=Path, required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    parser = runtime_args.parser("python -m tasks.host_app")
     parser.add_argument("--tasks-dir", type=Path, required=True, help="tasks' work directories")
-    parser.add_argument("--deep-storage", required=True, help="a directory or s3://bucket/prefix")
-    parser.add_argument("--jar-cache", type=Path, required=True)
-    parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--cores", type=int, default=1, help="on a spark:// master: its cores")
-    parser.add_argument("--executor-memory", default="1g")
-    parser.add_argument("--tls-cert", type=Path)
-    parser.add_argument("--tls-key", type=Path)
-    parser.add_argument("--log-format", choices=("text", "json"), default="text")
     return parser.parse_args(argv)
 
 

@@ -1,0 +1,44 @@
+"""How a runner starts a task runtime's process: its arguments from the settings (one
+definition for both runtimes, tasks/runtime_args.py), in a session of its own (it outlives
+the overlord, which adopts it when it comes back), its output appended to a log."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from supervisor.settings import Settings
+from tasks.runtime_args import RuntimeArgs
+
+
+def runtime_args(settings: Settings, host: str, port: int, token_file: Path) -> RuntimeArgs:
+    cert, key = settings.tls_cert, settings.tls_key
+    tls = (cert.resolve(), key.resolve()) if cert is not None and key is not None else (None, None)
+    return RuntimeArgs(
+        overlord=settings.advertised_url(),
+        token_file=token_file,
+        port=port,
+        deep_storage=settings.storage().location,
+        jar_cache=settings.jar_cache,
+        host=host,
+        master=settings.task_master,
+        cores=settings.task_cores,
+        executor_memory=settings.task_executor_memory,
+        tls_cert=tls[0],
+        tls_key=tls[1],
+        log_format=settings.log_format,
+    )
+
+
+def spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """The process, in a session (and process group) of its own, its stdout and stderr
+    appended to `log_path`."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=cwd,
+        )

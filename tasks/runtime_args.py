@@ -1,0 +1,62 @@
+"""The arguments both task runtimes take, one definition for the overlord that starts them
+and the processes that parse them: `python -m tasks` (a process per task) and `python -m
+tasks.host_app` (a host's shared application). What only one runtime takes it adds itself."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RuntimeArgs:
+    overlord: str  # where its tasks publish (the leader's URL; they follow redirects)
+    token_file: Path  # the token its callers must show (the task's, or the application's)
+    port: int  # where it serves its API
+    deep_storage: str  # a directory or s3://bucket/prefix
+    jar_cache: Path
+    host: str = "127.0.0.1"
+    master: str = "local[*]"
+    cores: int = 1  # on a spark:// master: the application's cores
+    executor_memory: str = "1g"  # on a spark:// master: memory per executor
+    tls_cert: Path | None = None  # serve over TLS (PEM)
+    tls_key: Path | None = None
+    log_format: str = "text"
+
+    def argv(self) -> list[str]:
+        served = (
+            ["--tls-cert", str(self.tls_cert), "--tls-key", str(self.tls_key)]
+            if self.tls_cert is not None and self.tls_key is not None
+            else []
+        )
+        return [
+            *("--overlord", self.overlord, "--token-file", str(self.token_file)),
+            *("--host", self.host, "--port", str(self.port)),
+            *("--deep-storage", self.deep_storage, "--jar-cache", str(self.jar_cache)),
+            *("--master", self.master, "--cores", str(self.cores)),
+            *("--executor-memory", self.executor_memory, "--log-format", self.log_format),
+            *served,
+        ]
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    """A parser of RuntimeArgs' options; a runtime adds its own."""
+    found = argparse.ArgumentParser(prog=prog)
+    found.add_argument("--overlord", required=True)
+    found.add_argument("--token-file", type=Path, required=True)
+    found.add_argument("--host", default="127.0.0.1")
+    found.add_argument("--port", type=int, required=True)
+    found.add_argument("--deep-storage", required=True, help="a directory or s3://bucket/prefix")
+    found.add_argument("--jar-cache", type=Path, required=True)
+    found.add_argument("--master", default="local[*]")
+    found.add_argument(
+        "--cores", type=int, default=1, help="on a spark:// master: the application's cores"
+    )
+    found.add_argument(
+        "--executor-memory", default="1g", help="on a spark:// master: memory per executor"
+    )
+    found.add_argument("--tls-cert", type=Path, help="serve over TLS (PEM)")
+    found.add_argument("--tls-key", type=Path)
+    found.add_argument("--log-format", choices=("text", "json"), default="text")
+    return found

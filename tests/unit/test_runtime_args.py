@@ -1,0 +1,44 @@
+"""One definition of the task runtimes' arguments (tasks/runtime_args.py): what a runner
+writes from its settings (supervisor/runner/spawn.py) is what each runtime reads back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from supervisor.runner.spawn import runtime_args
+from supervisor.settings import Settings
+from tasks.runtime import process, shared
+from tasks.runtime_args import RuntimeArgs
+
+
+def common(namespace: object) -> RuntimeArgs:
+    return RuntimeArgs(**{name: getattr(namespace, name) for name in RuntimeArgs.__annotations__})
+
+
+def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    settings = Settings(
+        deep_storage=tmp_path / "deep",
+        work_dir=tmp_path / "work",
+        task_master="spark://10.0.0.1:7077",
+        task_cores=3,
+        task_executor_memory="2g",
+        tls_cert=cert,
+        tls_key=key,
+        log_format="json",
+        publish_niceness=5,
+    )
+    args = runtime_args(settings, "10.0.0.2", 4100, tmp_path / "token")
+    assert args.tls_cert == cert.resolve() and args.cores == 3 and args.host == "10.0.0.2"
+    extra = ["--payload", "p.json", "--work-dir", "w", "--publish-niceness", "5"]
+    read = process.parse_args([*args.argv(), *extra])
+    assert common(read) == args and read.publish_niceness == 5
+    read = shared.parse_args([*args.argv(), "--tasks-dir", "t"])
+    assert common(read) == args and read.tasks_dir == Path("t")
+
+
+def test_without_tls_no_certificate_is_passed(tmp_path: Path) -> None:
+    settings = Settings(deep_storage=tmp_path / "deep", work_dir=tmp_path / "work")
+    args = runtime_args(settings, "127.0.0.1", 4100, tmp_path / "token")
+    assert "--tls-cert" not in args.argv()
+    assert common(shared.parse_args([*args.argv(), "--tasks-dir", "t"])) == args
