@@ -175,8 +175,8 @@ def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
     """Seconds until the service's task host application (bench/live.py starts it with the
     service) has its Spark up: a host's application is long-lived, so the levels measure tasks
     on a running one, not its start."""
+    from tasks.host_protocol import API
     from tasks.protocol import TOKEN_HEADER
-    from tasks.runtime.shared import API
 
     home = stack.settings.work_dir / "host-app"
     began = time.monotonic()

@@ -8,14 +8,9 @@ import base64
 import binascii
 from typing import Any
 
-from tasks.rows.decoders import (
-    AVRO_DECODERS,
-    PROTO_DECODERS,
-    REGISTRY_CONFIG,
-    avro_schema,
-    descriptor_set,
-    message_type,
-)
+from tasks.rows.avro import avro_schema
+from tasks.rows.decoding import AVRO_DECODERS, PROTO_DECODERS, REGISTRY_CONFIG
+from tasks.rows.protobuf import descriptor_set, message_type
 
 
 def _registry(decoder: dict[str, Any], path: str) -> list[tuple[str, str]]:

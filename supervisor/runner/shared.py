@@ -23,19 +23,17 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
-
+from supervisor.clients.host_app_api import HostApp, HostAppClient
 from supervisor.net import free_port
 from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.spawn import runtime_args, spawn
 from supervisor.settings import Settings
-from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskReport
+from tasks.host_protocol import Assignment, HostedTask
+from tasks.protocol import IndexKafkaTask, TaskReport
 
 HOST = "127.0.0.1"
-API = "/sluicegate/host/v1"
 START_TIMEOUT_S = 60.0
 # Assignments sent to the application at once: each builds a task's run (its Kafka client, its
 # chat app) on the application's GIL beside its running tasks; sixty at once (a wave of passes
@@ -46,17 +44,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class _App:
-    pid: int
-    port: int
-    scheme: str
-    token: str
-
-
-@dataclass(frozen=True)
 class _View:
     asked_at: float  # monotonic, before the request went out
-    tasks: dict[str, dict[str, Any]]
+    tasks: dict[str, HostedTask]
 
 
 def _alive(pid: int) -> bool:
@@ -73,11 +63,11 @@ class SharedAppRunner:
         self.lock = threading.Lock()  # the fields below; never held across a call or a start
         self.start_lock = threading.Lock()  # one start of the application at a time
         self.preparing = False
-        self.app: _App | None = None
+        self.app: HostApp | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.watched: dict[str, float] = {}  # task id -> when launched or adopted (monotonic)
         self.view: _View | None = None
-        self.http = httpx.Client(timeout=10.0)
+        self.client = HostAppClient(host)
         self.assigning = threading.BoundedSemaphore(ASSIGNS_AT_ONCE)
 
     def work_dir(self, task_id: str) -> Path:
@@ -85,7 +75,7 @@ class SharedAppRunner:
 
     # ---- the application -------------------------------------------------------------------
 
-    def _known(self) -> _App | None:
+    def _known(self) -> HostApp | None:
         """Under the lock: the application, if one runs (ours, or one an earlier overlord left)."""
         if self.app is not None and _alive(self.app.pid):
             return self.app
@@ -93,7 +83,7 @@ class SharedAppRunner:
         try:
             saved = json.loads((self.dir / "app.json").read_text())
             token = (self.dir / "token").read_text().strip()
-            app = _App(int(saved["pid"]), int(saved["port"]), str(saved["scheme"]), token)
+            app = HostApp(int(saved["pid"]), int(saved["port"]), str(saved["scheme"]), token)
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if not _alive(app.pid):
@@ -101,7 +91,7 @@ class SharedAppRunner:
         self.app = app
         return app
 
-    def _ensure(self) -> _App:
+    def _ensure(self) -> HostApp:
         """The running application, started now if none runs."""
         with self.start_lock:
             with self.lock:
@@ -113,7 +103,7 @@ class SharedAppRunner:
                 self.app = app
             return app
 
-    def _start(self) -> _App:
+    def _start(self) -> HostApp:
         """Under the start lock: a new application, once it answers."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +115,7 @@ class SharedAppRunner:
         command = [sys.executable, "-m", "tasks.host_app", *args.argv()]
         command += ["--tasks-dir", str(self.tasks_dir)]
         self.child = spawn(command, self.dir, self.dir / "app.log")
-        app = _App(self.child.pid, port, settings.scheme, token)
+        app = HostApp(self.child.pid, port, settings.scheme, token)
         write_private(
             self.dir / "app.json",
             json.dumps({"pid": app.pid, "port": port, "scheme": app.scheme}),
@@ -134,11 +124,11 @@ class SharedAppRunner:
         log.info("task host application started (pid %s, port %s)", app.pid, port)
         return app
 
-    def _wait_until_serving(self, app: _App) -> None:
+    def _wait_until_serving(self, app: HostApp) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
-                self._call(app, "GET", "/tasks")
+                self.client.tasks(app)
                 return
             except OSError:
                 if self.child is not None and self.child.poll() is not None:
@@ -150,17 +140,6 @@ class SharedAppRunner:
                     raise
                 time.sleep(0.05)
 
-    def _call(self, app: _App, method: str, path: str, **kwargs: Any) -> Any:
-        """The application's answer; OSError when it cannot be had."""
-        url = f"{app.scheme}://{self.host}:{app.port}{API}{path}"
-        try:
-            response = self.http.request(method, url, headers={TOKEN_HEADER: app.token}, **kwargs)
-        except httpx.HTTPError as exc:
-            raise OSError(f"task host application: {type(exc).__name__}: {exc}") from None
-        if response.status_code >= 400:
-            raise OSError(f"task host application: {response.status_code} {response.text[:200]}")
-        return response.json()
-
     def _tasks(self) -> _View | None:
         """The application's tasks now; None when no application runs, OSError when one
         runs but did not answer."""
@@ -169,8 +148,7 @@ class SharedAppRunner:
         if app is None:
             return None
         asked_at = time.monotonic()
-        answer = self._call(app, "GET", "/tasks")
-        view = _View(asked_at, dict(answer.get("tasks") or {}))
+        view = _View(asked_at, self.client.tasks(app))
         with self.lock:
             self.view = view
         return view
@@ -206,19 +184,19 @@ class SharedAppRunner:
         write_private(work / "token", token)
         with self.lock:  # running while assigned: a list asked for meanwhile may lack it
             self.watched[task_id] = math.inf  # (and no release stops the application now)
-        app: _App | None = None
+        app: HostApp | None = None
         try:
             app = self._ensure()
-            body = {"payload": payload, "token": token, "overlord": self.settings.advertised_url()}
+            body = Assignment(payload=task, token=token, overlord=self.settings.advertised_url())
             with self.assigning:
-                self._call(app, "POST", "/tasks", json=body)
+                self.client.assign(app, body)
         except OSError:
             with self.lock:
                 self.watched.pop(task_id, None)
             if app is not None:
                 with suppress(OSError):  # an assignment whose answer was lost must not run on
-                    self._call(app, "POST", f"/tasks/{task_id}/kill")
-                    self._call(app, "DELETE", f"/tasks/{task_id}")
+                    self.client.kill(app, task_id)
+                    self.client.forget(app, task_id)
             raise
         with self.lock:
             if task_id in self.watched:
@@ -242,7 +220,7 @@ class SharedAppRunner:
         entry = view.tasks.get(task_id)
         if entry is None:  # not there yet when the list was asked for
             return launched >= view.asked_at
-        return bool(entry.get("running"))
+        return entry.running
 
     def running(self) -> list[str]:
         try:
@@ -252,7 +230,7 @@ class SharedAppRunner:
                 return sorted(self.watched)
         if view is None:
             return []
-        return sorted(t for t, entry in view.tasks.items() if entry.get("running"))
+        return sorted(t for t, entry in view.tasks.items() if entry.running)
 
     def kill(self, task_id: str) -> bool:
         """Fence and stop a running task (tasks/runtime/shared.py); True if it was running. The
@@ -263,7 +241,7 @@ class SharedAppRunner:
         if app is None:
             return False  # gone with the application: `exited` reports it
         try:
-            killed = bool(self._call(app, "POST", f"/tasks/{task_id}/kill").get("killed"))
+            killed = self.client.kill(app, task_id)
         except OSError as exc:  # still watched: its end is reported when the application says
             log.warning("task %s: kill not confirmed: %s", task_id, exc)
             return False
@@ -272,7 +250,7 @@ class SharedAppRunner:
         with self.lock:
             self.watched.pop(task_id, None)
         with suppress(OSError):  # else forgotten when the application ends
-            self._call(app, "DELETE", f"/tasks/{task_id}")
+            self.client.forget(app, task_id)
         return True
 
     def adopt(self, task_id: str) -> bool:
@@ -281,7 +259,8 @@ class SharedAppRunner:
         except OSError as exc:
             log.warning("task %s not adopted: %s", task_id, exc)
             return False
-        if view is None or not view.tasks.get(task_id, {}).get("running"):
+        entry = None if view is None else view.tasks.get(task_id)
+        if entry is None or not entry.running:
             return False
         with self.lock:
             self.watched[task_id] = time.monotonic()
@@ -317,7 +296,7 @@ class SharedAppRunner:
                 if since == math.inf:
                     continue  # being assigned: its launch answers for it
                 entry = None if view is None else view.tasks.get(task_id)
-                if entry is not None and entry.get("exitCode") is None:
+                if entry is not None and entry.exitCode is None:
                     continue  # running
                 if entry is None and view is not None and since >= view.asked_at:
                     continue  # launched after the list was asked for
@@ -326,7 +305,7 @@ class SharedAppRunner:
                     reason = "its task host application is gone"
                     done.append(Exited(task_id, None, self.report(task_id), reason))
                 else:
-                    done.append(Exited(task_id, int(entry["exitCode"]), self.report(task_id)))
+                    done.append(Exited(task_id, entry.exitCode, self.report(task_id)))
             app = self.app
             # ended and no longer anyone's (reported, killed, or ended before an adoption)
             forget = [e.task_id for e in done if e.exit_code is not None]
@@ -334,14 +313,14 @@ class SharedAppRunner:
                 forget += [
                     task_id
                     for task_id, entry in view.tasks.items()
-                    if entry.get("exitCode") is not None
+                    if entry.exitCode is not None
                     and task_id not in self.watched
                     and task_id not in forget
                 ]
         for task_id in forget:
             if app is not None:
                 with suppress(OSError):  # else forgotten when the application ends
-                    self._call(app, "DELETE", f"/tasks/{task_id}")
+                    self.client.forget(app, task_id)
         return done
 
     def release(self) -> None:
@@ -361,7 +340,7 @@ class SharedAppRunner:
             with self.lock:
                 if view is None or self._assigning():
                     return
-                if any(entry.get("running") for entry in view.tasks.values()):
+                if any(entry.running for entry in view.tasks.values()):
                     return
                 self.app, self.view = None, None
             log.info("task host application stopped (pid %s): no task runs here", app.pid)
@@ -369,7 +348,7 @@ class SharedAppRunner:
             with suppress(ProcessLookupError):
                 os.killpg(app.pid, signal.SIGKILL)
 
-    def _signal(self, app: _App, sig: int, wait_s: float) -> None:
+    def _signal(self, app: HostApp, sig: int, wait_s: float) -> None:
         """Signal the application's process group; wait up to `wait_s` for it to end."""
         with suppress(ProcessLookupError):
             os.killpg(app.pid, sig)

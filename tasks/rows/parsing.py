@@ -11,7 +11,7 @@ from typing import Any
 
 from tasks import binary_formats
 from tasks.rows import flatten
-from tasks.rows.decoders import BINARY_FORMATS
+from tasks.rows.decoding import BINARY_FORMATS
 from tasks.spec.io_config import InputFormat
 
 SUPPORTED = {"json", "csv", "tsv", "delimited", "kafka", *BINARY_FORMATS}

@@ -1,16 +1,15 @@
-"""The body that hands a task to the host's application that runs it (tasks/runtime/shared.py):
-`{"payload": <the task>, "token": <its token>, ...}`, and its check of the runner's token."""
+"""How the host's application (tasks/runtime/shared.py) reads the body that hands it a task
+(tasks/host_protocol.py Assignment), and its check of the runner's token."""
 
 from __future__ import annotations
 
 import hmac
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from tasks.protocol import IndexKafkaTask
+from tasks.host_protocol import Assignment
 from tasks.spec.names import task_id_problem
 
 
@@ -25,8 +24,8 @@ def refused(given: str | None, token: str, message: str) -> JSONResponse | None:
     return None
 
 
-async def read_assignment(request: Request) -> tuple[IndexKafkaTask, dict[str, Any]] | JSONResponse:
-    """The task and the whole body, checked; or the 400 that names what is wrong."""
+async def read_assignment(request: Request) -> Assignment | JSONResponse:
+    """The assignment, checked; or the 400 that names what is wrong."""
     try:
         body = await request.json()
     except (ValueError, RecursionError):
@@ -34,10 +33,11 @@ async def read_assignment(request: Request) -> tuple[IndexKafkaTask, dict[str, A
     if not isinstance(body, dict) or not isinstance(body.get("token"), str):
         return error(400, "token: a string is required")
     try:
-        task = IndexKafkaTask.model_validate(body.get("payload"))
+        assignment = Assignment.model_validate(body)
     except ValidationError as exc:
-        return error(400, f"payload: {exc}")
-    problem = task_id_problem(task.id)
+        where = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else "body"
+        return error(400, f"{where}: {exc}")
+    problem = task_id_problem(assignment.payload.id)
     if problem is not None:
         return error(400, f"payload.id: {problem}")
-    return task, body
+    return assignment

@@ -25,38 +25,29 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import anyio.to_thread
-from fastapi import FastAPI, Header, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-
 from tasks import runtime_args
+from tasks.host_protocol import (
+    HostedTask,
+)
 from tasks.logs import configure_logging, log_context
-from tasks.protocol import TOKEN_HEADER, IndexKafkaTask, TaskState
+from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reading.combiner import JobCombiner
-from tasks.runtime.assignment import error, read_assignment
-from tasks.runtime.assignment import refused as token_refused
-from tasks.runtime.control import ControlServer, TaskControl, create_control_app
+from tasks.runtime.control import ControlServer, TaskControl
+from tasks.runtime.host_api import Duplicate, Refused, Router, create_host_api
 from tasks.runtime.run import TaskRun, fields
 
 log = logging.getLogger("tasks.host")
-CHAT_PREFIX = "/druid/worker/v1/chat/"
-API = "/sluicegate/host/v1"
 TASK_LOG = "task.log"
 # A task's batch that is not full waits this long after the one before (tasks/runtime/indexer.py): a
 # host of many quiet tasks writes a persist per task a second, not one per poll.
 MIN_BATCH_INTERVAL_S = 1.0
 READS_POOL, TASKS_POOL = "reads", "tasks"  # FAIR scheduler pools
-# Every task's chat calls run on the API's threads, and a pause holds one while the task ends
-# its batch (up to tasks/control.PAUSE_WAIT_SECONDS): with the default 40, a hundred tasks'
-# metrics and offsets calls queued behind a few dozen pauses and the overlord's probes timed out.
-CHAT_THREADS = 512
 
 
 class TaskLogs(logging.Handler):
@@ -103,12 +94,12 @@ class Hosted:
         self.exit_code: int | None = None
         self.killed = False
 
-    def view(self) -> dict[str, Any]:
-        return {
-            "running": self.exit_code is None and not self.killed,
-            "exitCode": self.exit_code,
-            "killed": self.killed,
-        }
+    def view(self) -> HostedTask:
+        return HostedTask(
+            running=self.exit_code is None and not self.killed,
+            exitCode=self.exit_code,
+            killed=self.killed,
+        )
 
 
 class TaskHost:
@@ -275,7 +266,7 @@ class TaskHost:
             del self.tasks[task_id]
             return True
 
-    def views(self) -> dict[str, dict[str, Any]]:
+    def views(self) -> dict[str, HostedTask]:
         with self.lock:
             return {task_id: hosted.view() for task_id, hosted in self.tasks.items()}
 
@@ -310,97 +301,6 @@ def _start_python_workers(spark: Any) -> None:
     # DataFrame's loaded)
     context.parallelize(range(cores), cores).mapPartitions(load).collect()
     spark.range(0, cores, 1, cores).mapInArrow(load, "id long").collect()
-
-
-class Duplicate(ValueError):
-    """The task is assigned here already."""
-
-
-class Refused(ValueError):
-    """The task cannot be started here."""
-
-
-@asynccontextmanager
-async def _chat_threads(_app: FastAPI) -> AsyncIterator[None]:
-    anyio.to_thread.current_default_thread_limiter().total_tokens = CHAT_THREADS
-    yield
-
-
-def create_host_api(host: TaskHost, token: str) -> FastAPI:
-    app = FastAPI(
-        title="Sluicegate task host application",
-        openapi_url=None,
-        docs_url=None,
-        lifespan=_chat_threads,
-    )
-
-    def refused(given: str | None) -> JSONResponse | None:
-        return token_refused(given, token, "missing or wrong host token")
-
-    @app.get(f"{API}/tasks", response_model=None)
-    def tasks(
-        given: str | None = Header(default=None, alias=TOKEN_HEADER),
-    ) -> JSONResponse | dict[str, Any]:
-        denied = refused(given)
-        if denied is not None:
-            return denied
-        spark = "STARTING" if not host.spark_ready.is_set() else host.spark_error or "READY"
-        return {"spark": spark, "tasks": host.views()}
-
-    @app.post(f"{API}/tasks", response_model=None)
-    async def assign(
-        request: Request, given: str | None = Header(default=None, alias=TOKEN_HEADER)
-    ) -> JSONResponse | dict[str, str]:
-        denied = refused(given)
-        if denied is not None:
-            return denied
-        read = await read_assignment(request)
-        if isinstance(read, JSONResponse):
-            return read
-        task, body = read
-        overlord = body.get("overlord", host.args.overlord)
-        if not isinstance(overlord, str) or not overlord.startswith(("http://", "https://")):
-            return error(400, "overlord: an http:// or https:// URL")
-        try:  # off the event loop: building a task's run takes a while
-            await run_in_threadpool(host.assign, task, body["token"], overlord)
-        except Duplicate as exc:
-            return error(409, str(exc))
-        except Refused as exc:
-            return error(400, str(exc))
-        return {"task": task.id}
-
-    @app.post(f"{API}/tasks/{{task_id}}/kill", response_model=None)
-    def kill(
-        task_id: str, given: str | None = Header(default=None, alias=TOKEN_HEADER)
-    ) -> JSONResponse | dict[str, bool]:
-        denied = refused(given)
-        if denied is not None:
-            return denied
-        return {"killed": host.kill(task_id)}
-
-    @app.delete(f"{API}/tasks/{{task_id}}", response_model=None)
-    def forget(
-        task_id: str, given: str | None = Header(default=None, alias=TOKEN_HEADER)
-    ) -> JSONResponse | dict[str, bool]:
-        denied = refused(given)
-        if denied is not None:
-            return denied
-        return {"forgotten": host.forget(task_id)}
-
-    return app
-
-
-class Router:
-    """The one port's ASGI app: the chat API of every task of the host (one app, which finds
-    the task a call names), the rest to the host's own API."""
-
-    def __init__(self, host: TaskHost, api: FastAPI) -> None:
-        self.api = api
-        self.chat = create_control_app(host.chat_control)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        await (self.chat if path.startswith(CHAT_PREFIX) else self.api)(scope, receive, send)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -12,8 +12,11 @@ import fastavro
 import pytest
 
 from tasks import binary_formats
-from tasks.rows import decoders
-from tasks.rows.decoders import AvroOcf, AvroStream, DecodeError, Protobuf, json_texts
+from tasks.rows import protobuf
+from tasks.rows.avro import AvroOcf, AvroStream
+from tasks.rows.decoders import json_texts
+from tasks.rows.decoding import DecodeError
+from tasks.rows.protobuf import Protobuf
 from tasks.spec.io_config import InputFormat
 from tests import wikipedia
 
@@ -233,10 +236,10 @@ def test_protobuf_from_a_descriptor_file_and_inline() -> None:
 
 
 def test_confluent_message_indexes() -> None:
-    assert decoders._message_path(b"\x00rest") == ([0], b"rest")
-    assert decoders._message_path(b"\x04\x02\x00rest") == ([1, 0], b"rest")
+    assert protobuf._message_path(b"\x00rest") == ([0], b"rest")
+    assert protobuf._message_path(b"\x04\x02\x00rest") == ([1, 0], b"rest")
     with pytest.raises(DecodeError):
-        decoders._message_path(b"\x04\x02")
+        protobuf._message_path(b"\x04\x02")
 
 
 def test_json_texts_say_why_a_record_is_unparseable() -> None:

@@ -13,9 +13,11 @@ import httpx
 import pytest
 
 from supervisor.net import free_port
+from tasks.host_protocol import API
 from tasks.protocol import TOKEN_HEADER
 from tasks.runtime.control import ControlServer
-from tasks.runtime.shared import API, Router, TaskHost, TaskLogs, create_host_api
+from tasks.runtime.host_api import Router, create_host_api
+from tasks.runtime.shared import TaskHost, TaskLogs
 from tests.specs import task
 
 TOKEN = "host-secret"
