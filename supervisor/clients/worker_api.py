@@ -3,13 +3,17 @@ WorkerApiError; an unreachable host has status_code None."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from supervisor.db.models import WorkerRow
+from supervisor.schemas.worker import Placement, Shutdown, WorkerState
+from tasks.protocol import IndexKafkaTask, TaskReport
 
 TIMEOUT_S = 5.0
+M = TypeVar("M", bound=BaseModel)
 ASSIGN_TIMEOUT_S = 30.0
 
 
@@ -51,42 +55,41 @@ class WorkerClient:
             )
         return response
 
-    def assign(self, payload: dict[str, Any]) -> tuple[str, int, str, str, str]:
-        """Start a task there: where it serves its chat API (host, port, scheme), its log's
-        path and its token."""
-        answer = self._call(
-            "POST", "/druid-internal/v1/worker/assignTask", json=payload, timeout=ASSIGN_TIMEOUT_S
-        ).json()
+    def _read(self, response: httpx.Response, answer: type[M]) -> M:
         try:
-            return (
-                str(answer["host"]),
-                int(answer["port"]),
-                str(answer["scheme"]),
-                str(answer["logPath"]),
-                str(answer["token"]),
-            )
-        except (KeyError, TypeError, ValueError):
+            return answer.model_validate(response.json())
+        except (ValueError, ValidationError):
             raise WorkerApiError(200, f"task host {self.host}: a malformed answer") from None
 
-    def state(self) -> dict[str, Any]:
-        answer = self._call("GET", "/druid-internal/v1/worker").json()
-        if not isinstance(answer, dict):
-            raise WorkerApiError(200, f"task host {self.host}: a malformed state")
-        return answer
+    def assign(self, task: IndexKafkaTask) -> Placement:
+        """Start a task there: where it serves its chat API, its log's path and its token."""
+        answer = self._call(
+            "POST",
+            "/druid-internal/v1/worker/assignTask",
+            json=task.to_json(),
+            timeout=ASSIGN_TIMEOUT_S,
+        )
+        return self._read(answer, Placement)
+
+    def state(self) -> WorkerState:
+        return self._read(self._call("GET", "/druid-internal/v1/worker"), WorkerState)
 
     def shutdown(self, task_id: str) -> bool:
-        answer = self._call("POST", f"/druid/worker/v1/task/{task_id}/shutdown").json()
-        return bool(answer.get("killed"))
+        answer = self._call("POST", f"/druid/worker/v1/task/{task_id}/shutdown")
+        return self._read(answer, Shutdown).killed
 
-    def report(self, task_id: str) -> dict[str, Any] | None:
+    def report(self, task_id: str) -> TaskReport | None:
+        """Its report; None when it left none there (or none that reads as one)."""
         try:
             answer = self._call("GET", f"/druid-internal/v1/worker/task/{task_id}/report")
         except WorkerApiError as exc:
             if exc.status_code == 404:
                 return None
             raise
-        found = answer.json()
-        return found if isinstance(found, dict) else None
+        try:
+            return TaskReport.model_validate(answer.json())
+        except (ValueError, ValidationError):
+            return None
 
     def log(self, task_id: str) -> str | None:
         try:

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from pydantic import ValidationError
 from sqlalchemy import select
 
 from supervisor.clients.worker_api import WorkerApiError, WorkerClient
@@ -103,7 +102,6 @@ class ClusterRunner:
         if not alive:
             raise NoSlot(f"no task host is alive and enabled ({len(hosts)} registered)")
         ranked = self._rank(task, alive, placed)
-        payload = task.to_json()
         failures = []
         for row in ranked[:3]:
             with self.lock:  # the slot is taken before the call: launches at once never share it
@@ -112,7 +110,7 @@ class ClusterRunner:
                 # the task for gone
                 self.placed_at[task.id] = math.inf
             try:
-                host, port, scheme, log_path, token = self._client(row).assign(payload)
+                where = self._client(row).assign(task)
             except WorkerApiError as exc:
                 with self.lock:
                     self.placed.pop(task.id, None)
@@ -123,7 +121,14 @@ class ClusterRunner:
                 continue
             with self.lock:
                 self.placed_at[task.id] = time.monotonic()
-            return Launched(host, port, log_path, token, scheme, worker=row.host)
+            return Launched(
+                where.host,
+                where.port,
+                where.logPath,
+                where.token,
+                where.scheme,
+                worker=row.host,
+            )
         raise OSError("; ".join(failures))
 
     def _rank(
@@ -232,7 +237,7 @@ class ClusterRunner:
 
     def _fetch_report(self, row: WorkerRow, task_id: str) -> TaskReport | None:
         try:
-            return _report(self._client(row).report(task_id))
+            return self._client(row).report(task_id)
         except WorkerApiError:
             return None
 
@@ -266,8 +271,8 @@ class ClusterRunner:
             except WorkerApiError as exc:
                 log.debug("task host %s not synced: %s", row.host, exc)
                 continue
-            running = {str(t) for t in state.get("running", [])}
-            exits = {str(e.get("task")): e for e in state.get("exited", []) if isinstance(e, dict)}
+            running = set(state.running)
+            exits = {e.task: e for e in state.exited}
             with self.lock:
                 self.running[row.host] = running
                 self.synced_at[row.host] = asked
@@ -284,9 +289,7 @@ class ClusterRunner:
                     reason = None if report else f"task host {row.host} no longer runs it"
                     ended.append(Exited(task_id, None, report, reason))
                 else:
-                    code = exit_.get("exitCode")
-                    report = _report(exit_.get("report"))
-                    ended.append(Exited(task_id, code if isinstance(code, int) else None, report))
+                    ended.append(Exited(task_id, exit_.exitCode, exit_.report))
             with self.lock:
                 for exited in ended:
                     if exited.task_id in self.placed:  # (a task killed meanwhile is not)
@@ -339,12 +342,3 @@ class ClusterRunner:
             ids = list(self.placed)
         for task_id in ids:
             self.kill(task_id)
-
-
-def _report(raw: object) -> TaskReport | None:
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return TaskReport.model_validate(raw)
-    except ValidationError:
-        return None

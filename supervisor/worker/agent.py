@@ -15,6 +15,7 @@ from typing import Any
 from supervisor.runner import HostRunner, host_runner
 from supervisor.runner.files import write_private
 from supervisor.runner.protocol import Exited, Launched
+from supervisor.schemas.worker import WorkerExit, WorkerState
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask
 
@@ -172,21 +173,17 @@ class WorkerAgent:
             self.assigned.add(task.id)
         return runner.launch(task)
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> WorkerState:
         """What runs here and what has ended (with reports), for the overlord's sync."""
         runner = self._runner()
         self._collect()
         running = runner.running()
         with self.lock:
             exits = [
-                {
-                    "task": e.task_id,
-                    "exitCode": e.exit_code,
-                    "report": None if e.report is None else e.report.model_dump(mode="json"),
-                }
+                WorkerExit(task=e.task_id, exitCode=e.exit_code, report=e.report)
                 for e in self.exits.values()
             ]
-        return {"host": self.identity.name, "running": running, "exited": exits}
+        return WorkerState(host=self.identity.name, running=running, exited=exits)
 
     def _collect(self) -> None:
         for exited in self._runner().exited():

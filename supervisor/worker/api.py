@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 
+from supervisor.schemas.worker import Placement, Shutdown
 from supervisor.worker.agent import WorkerAgent
 from tasks.protocol import IndexKafkaTask
 from tasks.spec.names import task_id_problem
@@ -46,11 +47,11 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 
     @guarded.get("/druid/worker/v1/tasks")
     def running() -> list[str]:
-        return list(agent.state()["running"])
+        return agent.state().running
 
     @guarded.post("/druid/worker/v1/task/{task_id}/shutdown")
     def shutdown(task_id: str) -> dict[str, Any]:
-        return {"task": task_id, "killed": agent.kill(known_id(task_id))}
+        return Shutdown(task=task_id, killed=agent.kill(known_id(task_id))).model_dump()
 
     @guarded.get("/druid/worker/v1/task/{task_id}/log")
     def task_log(task_id: str) -> PlainTextResponse:
@@ -65,7 +66,7 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 
     @guarded.get("/druid-internal/v1/worker")
     def state() -> dict[str, Any]:
-        return agent.state()
+        return agent.state().model_dump(mode="json")
 
     @guarded.get("/druid-internal/v1/worker/task/{task_id}/report")
     def report(task_id: str) -> Any:
@@ -76,28 +77,32 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 
     @guarded.post("/druid-internal/v1/worker/assignTask")
     async def assign(request: Request) -> JSONResponse:
-        try:
-            task = IndexKafkaTask.model_validate_json(await request.body())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=400)
-        try:
-            launched = await run_in_threadpool(agent.assign, task)
-        except FileExistsError:
-            return JSONResponse({"error": f"task {task.id} was assigned here already"}, 409)
-        except OSError as exc:
-            return JSONResponse({"error": f"the task could not be started: {exc}"}, 503)
-        return JSONResponse(
-            {
-                "task": task.id,
-                "host": launched.host,
-                "port": launched.port,
-                "scheme": launched.scheme,
-                "logPath": launched.log_path,
-                "token": launched.token,
-            }
-        )
+        return await _assign(agent, request)
 
     app.include_router(guarded)
     return app
+
+
+async def _assign(agent: WorkerAgent, request: Request) -> JSONResponse:
+    """Start the task the body holds; where it serves (Placement), or why not."""
+    try:
+        task = IndexKafkaTask.model_validate_json(await request.body())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=400)
+    try:
+        launched = await run_in_threadpool(agent.assign, task)
+    except FileExistsError:
+        return JSONResponse({"error": f"task {task.id} was assigned here already"}, 409)
+    except OSError as exc:
+        return JSONResponse({"error": f"the task could not be started: {exc}"}, 503)
+    placed = Placement(
+        task=task.id,
+        host=launched.host,
+        port=launched.port,
+        scheme=launched.scheme,
+        logPath=launched.log_path,
+        token=launched.token,
+    )
+    return JSONResponse(placed.model_dump())

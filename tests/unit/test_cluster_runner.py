@@ -43,10 +43,11 @@ class FakeHost:
             task_id = json.loads(request.content)["id"]
             self.running.append(task_id)
             host, port = self.name.split(":")
-            answer = {"host": host, "port": int(port) + 1, "scheme": "http"}
+            answer = {"task": task_id, "host": host, "port": int(port) + 1, "scheme": "http"}
             return httpx.Response(200, json={**answer, "logPath": "l", "token": "t"})
         if path == "/druid-internal/v1/worker":
-            return httpx.Response(200, json={"running": self.running, "exited": self.exited})
+            state = {"host": self.name, "running": self.running, "exited": self.exited}
+            return httpx.Response(200, json=state)
         if path.endswith("/shutdown"):
             task_id = path.split("/")[-2]
             self.shutdowns.append(task_id)

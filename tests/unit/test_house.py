@@ -22,7 +22,6 @@ MODULES_OVER = {
 FUNCTIONS_OVER = {
     "supervisor/app.py:create_app": 124,
     "supervisor/cli/worker.py:worker": 113,
-    "supervisor/worker/api.py:create_worker_app": 82,
     "tasks/runtime/control.py:create_control_app": 81,
     "tasks/rows/expressions.py:call": 107,
     "tasks/output/segments.py:_writer": 82,

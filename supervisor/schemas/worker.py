@@ -1,0 +1,55 @@
+"""The messages of a task host's API (supervisor/worker/api.py) that the leader's runner
+reads (supervisor/clients/worker_api.py): one definition for both sides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError, field_validator
+
+from tasks.protocol import TaskReport
+
+
+class Placement(BaseModel):
+    """POST /druid-internal/v1/worker/assignTask: where the task serves its chat API, its
+    log's path and its token."""
+
+    task: str
+    host: str
+    port: int
+    scheme: str
+    logPath: str
+    token: str
+
+
+class WorkerExit(BaseModel):
+    """A task that ended on the host: its exit code (None when unknown) and its report (None
+    when it left none, or none that reads as one)."""
+
+    task: str
+    exitCode: int | None = None
+    report: TaskReport | None = None
+
+    @field_validator("report", mode="wrap")
+    @classmethod
+    def _readable(cls, value: Any, handler: Any) -> TaskReport | None:
+        try:
+            found: TaskReport | None = handler(value)
+        except ValidationError:
+            return None
+        return found
+
+
+class WorkerState(BaseModel):
+    """GET /druid-internal/v1/worker: what runs on the host and what ended (the sync)."""
+
+    host: str
+    running: list[str]
+    exited: list[WorkerExit]
+
+
+class Shutdown(BaseModel):
+    """POST /druid/worker/v1/task/{id}/shutdown: whether a running task was killed."""
+
+    task: str
+    killed: bool
