@@ -14,7 +14,14 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.controller.execute import Executor
-from supervisor.db.intents import IntentKind, IntentRepository
+from supervisor.db.intents import (
+    Checkpoint,
+    Handoff,
+    IntentRepository,
+    Restart,
+    Shutdown,
+    intent_of,
+)
 from supervisor.db.models import IntentRow
 from supervisor.model.views import Snapshot
 from supervisor.services.supervisors import RESET_REASON
@@ -44,21 +51,19 @@ def merge(rows: Iterable[IntentRow]) -> Pending:
     checkpoints: dict[str, tuple[Mapping[str, int], list[IntentRow]]] = {}
     shutdowns: dict[str, list[IntentRow]] = {}
     for row in rows:
-        kind = row.kind
-        if kind == IntentKind.HANDOFF:
-            handoffs.setdefault(int(row.payload["group"]), []).append(row)
-        elif kind == IntentKind.RESTART:
+        intent = intent_of(row)
+        if isinstance(intent, Handoff):
+            handoffs.setdefault(intent.group, []).append(row)
+        elif isinstance(intent, Restart):
             restarts.append(row)
-            named = row.payload.get("groups")
-            if named is None or groups is None:
+            if intent.groups is None or groups is None:
                 groups = None
             else:
-                groups |= {int(g) for g in named}
-        elif kind == IntentKind.CHECKPOINT and row.task_id is not None:
+                groups |= set(intent.groups)
+        elif isinstance(intent, Checkpoint) and row.task_id is not None:
             earlier = checkpoints.get(row.task_id, ({}, []))[1]
-            start = {str(p): int(o) for p, o in row.payload["start"].items()}
-            checkpoints[row.task_id] = (start, [*earlier, row])
-        elif kind == IntentKind.SHUTDOWN and row.task_id is not None:
+            checkpoints[row.task_id] = (intent.start, [*earlier, row])
+        elif isinstance(intent, Shutdown) and row.task_id is not None:
             shutdowns.setdefault(row.task_id, []).append(row)
     return Pending(
         handoffs,

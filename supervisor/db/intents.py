@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Literal
 
+from pydantic import BaseModel, Field, TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -21,10 +22,48 @@ STANDALONE = ""  # the owner of intents about a task that has no supervisor (ids
 
 
 class IntentKind(StrEnum):
-    HANDOFF = "handoff"  # payload {"group": g}: roll the group over early (best effort)
-    RESTART = "restart"  # payload {"groups": [g, ...] | None}: a reset moved their offsets
-    CHECKPOINT = "checkpoint"  # task_id, payload {"start": {...}}: close that sequence
-    SHUTDOWN = "shutdown"  # task_id: a user asked the task to be killed
+    HANDOFF = "handoff"
+    RESTART = "restart"
+    CHECKPOINT = "checkpoint"
+    SHUTDOWN = "shutdown"
+
+
+class Handoff(BaseModel):
+    """Roll the group over early (best effort)."""
+
+    kind: Literal[IntentKind.HANDOFF] = IntentKind.HANDOFF
+    group: int
+
+
+class Restart(BaseModel):
+    """A reset moved the offsets of these groups (None: every group): kill what reads them."""
+
+    kind: Literal[IntentKind.RESTART] = IntentKind.RESTART
+    groups: list[int] | None
+
+
+class Checkpoint(BaseModel):
+    """The intent's task asks its sequence that starts at `start` to be closed."""
+
+    kind: Literal[IntentKind.CHECKPOINT] = IntentKind.CHECKPOINT
+    start: dict[str, int]
+
+
+class Shutdown(BaseModel):
+    """A user asked the intent's task to be killed."""
+
+    kind: Literal[IntentKind.SHUTDOWN] = IntentKind.SHUTDOWN
+
+
+# What an intent asks: its row's kind column and payload (the rest of the model), read back
+# as one of these.
+Intent = Annotated[Handoff | Restart | Checkpoint | Shutdown, Field(discriminator="kind")]
+_INTENT: TypeAdapter[Handoff | Restart | Checkpoint | Shutdown] = TypeAdapter(Intent)
+
+
+def intent_of(row: IntentRow) -> Handoff | Restart | Checkpoint | Shutdown:
+    """What the row asks; ValidationError when its payload is not what its kind holds."""
+    return _INTENT.validate_python({**row.payload, "kind": row.kind})
 
 
 class IntentRepository:
@@ -34,8 +73,7 @@ class IntentRepository:
     def add(
         self,
         owner: str,
-        kind: IntentKind,
-        payload: dict[str, Any],
+        intent: Handoff | Restart | Checkpoint | Shutdown,
         now: datetime,
         *,
         task_id: str | None = None,
@@ -45,9 +83,9 @@ class IntentRepository:
     ) -> IntentRow:
         row = IntentRow(
             owner=owner,
-            kind=str(kind),
+            kind=str(intent.kind),
             task_id=task_id,
-            payload=payload,
+            payload=intent.model_dump(mode="json", exclude={"kind"}),
             author=author,
             comment=comment,
             remote_address=remote_address,

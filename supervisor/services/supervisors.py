@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
-from supervisor.db.intents import IntentKind, IntentRepository
+from supervisor.db.intents import Checkpoint, Handoff, IntentRepository, Restart, Shutdown
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import (
     AUTOSCALER,
@@ -310,7 +310,7 @@ class SupervisorService:
             {},
             now,
         )
-        intend(self.session, supervisor_id, IntentKind.RESTART, {"groups": None}, actor, now)
+        intend(self.session, supervisor_id, Restart(groups=None), actor, now)
 
     def request_handoff(self, supervisor_id: str, groups: list[int], actor: Actor) -> None:
         """taskGroups/handoff: one intent per group, each done when its group rolls over (or
@@ -318,7 +318,7 @@ class SupervisorService:
         self._require(supervisor_id)
         now = self.clock()
         for group in sorted(set(groups)):
-            intend(self.session, supervisor_id, IntentKind.HANDOFF, {"group": group}, actor, now)
+            intend(self.session, supervisor_id, Handoff(group=group), actor, now)
 
     def reset_offsets(self, supervisor_id: str, body: object, actor: Actor) -> list[int]:
         """Merge the given offsets into the committed ones; the partitions' groups restart.
@@ -350,15 +350,14 @@ class SupervisorService:
         spec = stored_spec(row.id, row.payload)
         task_count = effective_task_count(spec, scaled.task_count if scaled else None)
         groups = sorted({task_group(parse_key(p), task_count) for p in offsets})
-        intend(self.session, supervisor_id, IntentKind.RESTART, {"groups": groups}, actor, now)
+        intend(self.session, supervisor_id, Restart(groups=groups), actor, now)
         return groups
 
 
 def intend(
     session: Session,
     owner: str,
-    kind: IntentKind,
-    payload: dict[str, Any],
+    intent: Handoff | Restart | Checkpoint | Shutdown,
     actor: Actor,
     now: datetime,
     task_id: str | None = None,
@@ -366,8 +365,7 @@ def intend(
     """Write an intent for `owner`'s pass, with who asked (in the caller's transaction)."""
     IntentRepository(session).add(
         owner,
-        kind,
-        payload,
+        intent,
         now,
         task_id=task_id,
         author=actor.author,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clients.worker_api import WorkerApiError, WorkerClient
 from supervisor.clock import Clock, druid_timestamp
-from supervisor.db.intents import STANDALONE, IntentKind
+from supervisor.db.intents import STANDALONE, Checkpoint, Shutdown
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
@@ -254,14 +254,13 @@ class TaskService:
         if row.status != TaskStatusCode.RUNNING:
             return None
         owner = row.supervisor_id or STANDALONE
-        intend(self.session, owner, IntentKind.SHUTDOWN, {}, actor, self.clock(), task_id)
+        intend(self.session, owner, Shutdown(), actor, self.clock(), task_id)
         return owner
 
     def request_checkpoint(self, row: TaskRow, start: dict[str, int]) -> str:
         """A task's checkpoint request, as an intent for its supervisor's pass (or the pass
         of the tasks with none). Returns whose pass that is."""
         owner = row.supervisor_id or STANDALONE
-        payload = {"start": dict(start)}
         asker = Actor(author=row.id)
-        intend(self.session, owner, IntentKind.CHECKPOINT, payload, asker, self.clock(), row.id)
+        intend(self.session, owner, Checkpoint(start=start), asker, self.clock(), row.id)
         return owner

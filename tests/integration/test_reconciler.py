@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from supervisor.controller.observe import StreamError, StreamReader
 from supervisor.controller.pacing import SLOT_WAIT_S, Done, RequeueAfter, Retry
 from supervisor.controller.reconciler import SLOW_PASS_S, Reconciler
-from supervisor.db.intents import IntentKind, IntentRepository
+from supervisor.db.intents import Checkpoint, IntentRepository
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import OffsetsRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
@@ -303,10 +303,8 @@ def test_checkpoints_between_full_passes_are_made_by_light_passes(
     def ask() -> None:
         [task_id] = runner.launched
         with sessions() as session:
-            start = {"start": {"0": 0, "1": 0, "2": 0}}
-            IntentRepository(session).add(
-                "events", IntentKind.CHECKPOINT, start, clock(), task_id=task_id
-            )
+            start = Checkpoint(start={"0": 0, "1": 0, "2": 0})
+            IntentRepository(session).add("events", start, clock(), task_id=task_id)
             session.commit()
         reconciler.hint("events")
 

@@ -46,3 +46,26 @@ def test_named_restarts_add_up_and_the_newest_checkpoint_of_a_task_wins() -> Non
     assert (start, asking) == ({"0": 9}, rows[2:4])
     assert pending.shutdowns == {"t2": rows[4:]}
     assert merge([]) == Pending()
+
+
+def test_an_intent_is_stored_as_its_kind_and_payload_and_read_back_as_its_model() -> None:
+    from pydantic import ValidationError
+
+    from supervisor.db.intents import Checkpoint, Handoff, Restart, Shutdown, intent_of
+
+    for intent, payload in [
+        (Handoff(group=2), {"group": 2}),
+        (Restart(groups=None), {"groups": None}),
+        (Restart(groups=[0, 3]), {"groups": [0, 3]}),
+        (Checkpoint(start={"0": 5}), {"start": {"0": 5}}),
+        (Shutdown(), {}),
+    ]:
+        stored = intent.model_dump(mode="json", exclude={"kind"})
+        assert stored == payload
+        assert intent_of(row(intent.kind, stored)) == intent
+    try:
+        intent_of(row(IntentKind.HANDOFF, {"groups": [1]}))
+    except ValidationError as exc:
+        assert "group" in str(exc)
+    else:
+        raise AssertionError("a handoff without its group was read")
