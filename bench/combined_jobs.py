@@ -39,7 +39,13 @@ from supervisor.settings import Settings
 from supervisor.testkit.waits import median, percentile
 from tasks.reading import direct_read
 from tasks.reading.combiner import JobCombiner, _combined
-from tasks.reading.worker_batch import RESULT_SCHEMA, Metric, WorkerPlan, _result_schema
+from tasks.reading.worker_batch import (
+    RESULT_SCHEMA,
+    Metric,
+    ResultKind,
+    WorkerPlan,
+    _result_schema,
+)
 from tasks.runtime.shared import _start_python_workers
 from tasks.spark.session import build_session
 
@@ -103,7 +109,7 @@ def one_round(
         began = time.monotonic()
         rows = combiner.collect(plan(out / f"{start}-{n}"), reading)
         waits[n] = time.monotonic() - began
-        stats = [r for r in rows if r["kind"] == "stats"]
+        stats = [r for r in rows if r["kind"] == ResultKind.STATS]
         assert sum(r["processed"] for r in stats) == args.records, rows
 
     threads = [threading.Thread(target=task, args=(n,)) for n in range(len(topics))]

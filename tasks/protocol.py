@@ -267,3 +267,31 @@ class TaskReport(BaseModel):
     firstReadAt: str | None = None
     firstPersistAt: str | None = None
     pausedAt: str | None = None
+
+
+class _StoredIo(BaseModel):
+    startSequenceNumbers: SequenceNumbers
+
+
+class StoredTask(BaseModel):
+    """What the overlord reads of a stored task payload (IndexKafkaTask.to_json()) on every
+    pass and in every task list, without validating the whole task again: the same field
+    names, so a renamed one fails here too."""
+
+    groupId: str | None = None
+    ioConfig: _StoredIo
+    context: dict[str, Any] = Field(default_factory=dict)
+
+    def start_offsets(self) -> Offsets:
+        return self.ioConfig.startSequenceNumbers.offsets()
+
+    @property
+    def identity(self) -> str:
+        return str(self.context.get("identity", ""))
+
+    @staticmethod
+    def group_id(payload: dict[str, Any]) -> str | None:
+        """Its groupId alone, read without validating the rest (a task list, up to 100,000
+        rows, reads it of each)."""
+        found = payload.get("groupId")
+        return found if isinstance(found, str) else None

@@ -13,7 +13,7 @@ from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SpecVersion
 from supervisor.schemas.spec import SupervisorSpec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, order
-from tasks.protocol import TaskStatusCode
+from tasks.protocol import StoredTask, TaskStatusCode
 from tasks.spec.periods import duration_millis
 
 
@@ -99,13 +99,12 @@ def _offsets(raw: dict[str, Any] | None) -> Offsets | None:
 
 
 def task_view(row: TaskRow) -> TaskView:
-    io = row.payload["ioConfig"]
-    start = _offsets(io["startSequenceNumbers"]["partitionSequenceNumberMap"]) or {}
+    stored = StoredTask.model_validate(row.payload)
     return TaskView(
         id=row.id,
         group=row.group_id or 0,
-        identity=str(row.payload.get("context", {}).get("identity", "")),
-        start=start,
+        identity=stored.identity,
+        start=stored.start_offsets(),
         status=TaskStatusCode(row.status),
         created_at=row.created_at,
         end=_offsets(row.end_offsets),

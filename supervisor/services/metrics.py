@@ -30,9 +30,11 @@ from supervisor.db.repositories import OffsetsRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.model.status import SupervisorStatus
 from supervisor.schemas.kafka_access import KafkaAccess
+from supervisor.schemas.spec import stored_spec
 from supervisor.services.status import partition_lag
 from tasks.kafka_offsets import OffsetReader
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, sorted_keys
+from tasks.spec.io_config import KafkaIOConfig
 
 PUBLISH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 ROW_COUNTERS = {  # task rowStats field -> Druid metric
@@ -201,11 +203,11 @@ class Metrics:
             if not readable(row.datasource):
                 continue
             loop = status(row.supervisor_id)
-            io = row.payload["spec"]["ioConfig"]
+            io = stored_spec(row.id, row.payload).spec.ioConfig
             labels = {
                 "supervisor": row.supervisor_id,
                 "datasource": row.datasource,
-                "stream": io.get("topic") or io.get("topicPattern"),
+                "stream": str(io.topic or io.topicPattern),
             }
             _supervisor(families, session, loop, labels, io, self.access)
             totals = self.finished.totals(session, row.supervisor_id)
@@ -293,7 +295,7 @@ def _supervisor(
     session: Session,
     loop: SupervisorStatus | None,
     labels: dict[str, Any],
-    io: dict[str, Any],
+    io: KafkaIOConfig,
     access: KafkaAccess,
 ) -> None:
     if loop is None:  # no loop runs (supervisors off): nothing observed yet
@@ -302,8 +304,8 @@ def _supervisor(
     committed = offsets_from_json(OffsetsRepository(session).offsets(supervisor_id) or {})
     lag = partition_lag(committed, loop.current, loop.latest)
     _lag_family(families, "", lag, labels)
-    stream = str(io.get("topic") or io.get("topicPattern") or "")
-    behind = time_lag(access.service_config(io["consumerProperties"]), stream, loop.latest, lag)
+    stream = str(io.topic or io.topicPattern or "")
+    behind = time_lag(access.service_config(io.consumerProperties), stream, loop.latest, lag)
     _lag_family(families, "/time", behind, labels)
     families["supervisor/healthy"].add(1 if loop.healthy else 0, **labels)
     families["supervisor/state"].add(

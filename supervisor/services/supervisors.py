@@ -324,9 +324,9 @@ class SupervisorService:
         """Merge the given offsets into the committed ones; the partitions' groups restart.
         Returns the task group ids whose tasks must be killed."""
         row = self._require(supervisor_id)
-        io = row.payload["spec"]["ioConfig"]
-        stream = io.get("topic") or io.get("topicPattern") or ""
-        offsets = _reset_offsets_body(body, stream, pattern="topicPattern" in io)
+        io = stored_spec(row.id, row.payload).spec.ioConfig
+        stream = str(io.topic or io.topicPattern)
+        offsets = _reset_offsets_body(body, stream, pattern=io.topicPattern is not None)
         repo = OffsetsRepository(self.session)
         now = self.clock()
         stored = repo.get(supervisor_id)

@@ -28,7 +28,7 @@ from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import PROPERTIES, mask_task
 from supervisor.services.supervisors import Actor, intend
 from supervisor.services.task_life import TaskLife
-from tasks.protocol import IndexKafkaTask, TaskStatusCode
+from tasks.protocol import IndexKafkaTask, StoredTask, TaskStatusCode
 from tasks.spec import legacy_parser
 from tasks.spec.errors import FieldError, SpecError, from_validation_error
 from tasks.support import unsupported
@@ -79,7 +79,7 @@ def status_of(row: TaskRow, now: datetime) -> dict[str, object]:
     duration = int(((row.updated_at if finished else now) - row.created_at).total_seconds() * 1000)
     return {
         "id": row.id,
-        "groupId": row.payload.get("groupId") or row.id,
+        "groupId": StoredTask.group_id(row.payload) or row.id,
         "type": row.type,
         "createdTime": druid_timestamp(row.created_at),
         "queueInsertionTime": druid_timestamp(row.created_at),

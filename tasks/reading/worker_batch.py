@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from tasks import granularity
@@ -41,6 +42,47 @@ RESULT_FIELDS = (
     ("processedBytes", "int64"),
 )
 _SPARK_TYPES = {"string": "string", "int32": "int", "int64": "long"}
+
+
+class ResultKind(StrEnum):
+    """What a worker's result row is: its counts, a sampled unparseable record, or why it
+    gave up (on a value: the batch goes to the Spark SQL engine; on a read: the task retries)."""
+
+    STATS = "stats"
+    SAMPLE = "sample"
+    GIVE_UP = "giveUp"
+    READ_GIVE_UP = "readGiveUp"
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """A worker's result row (RESULT_FIELDS), as the driver reads it back."""
+
+    kind: ResultKind
+    partition: int | None
+    offset: int | None
+    input: str | None
+    message: str | None
+    processed: int
+    unparseable: int
+    thrownAway: int
+    processedBytes: int
+
+    @classmethod
+    def of(cls, row: Any) -> WorkerResult:
+        """From a collected Spark Row (or a dict) of RESULT_SCHEMA."""
+        values = {name: row[name] for name, _ in RESULT_FIELDS}
+        return cls(**{**values, "kind": ResultKind(values["kind"])})
+
+    def sample(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "input": self.input,
+            "message": self.message,
+        }
+
+
 RESULT_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in RESULT_FIELDS)
 
 
@@ -92,7 +134,7 @@ def worker_function(
         try:
             yield from _run(work, batches)
         except (GiveUp, direct_read.ReadGiveUp) as exc:
-            kind = "giveUp" if isinstance(exc, GiveUp) else "readGiveUp"
+            kind = ResultKind.GIVE_UP if isinstance(exc, GiveUp) else ResultKind.READ_GIVE_UP
             yield pa.RecordBatch.from_pylist(
                 [_result(kind, message=str(exc))], schema=_result_schema()
             )
@@ -109,9 +151,9 @@ def _result_schema() -> Any:
     return pa.schema([(name, getattr(pa, kind)()) for name, kind in RESULT_FIELDS])
 
 
-def _result(kind: str, **fields: Any) -> dict[str, Any]:
+def _result(kind: ResultKind, **fields: Any) -> dict[str, Any]:
     counts = ("processed", "unparseable", "thrownAway", "processedBytes")
-    return {"kind": kind, **{name: 0 for name in counts}, **fields}
+    return {"kind": str(kind), **{name: 0 for name in counts}, **fields}
 
 
 def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
@@ -141,7 +183,9 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
             raise GiveUp("a record that is not UTF-8") from exc
         partition, offset = _where(batch, index)
         samples.append(
-            _result("sample", partition=partition, offset=offset, input=text, message=message)
+            _result(
+                ResultKind.SAMPLE, partition=partition, offset=offset, input=text, message=message
+            )
         )
         if len(samples) > 2 * work.max_samples:
             first_samples(samples, work.max_samples)
@@ -181,7 +225,7 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
     _write(work, [transposed[-1], *transposed[:-1]], len(rows))
     first_samples(samples, work.max_samples)
     yield pa.RecordBatch.from_pylist(
-        [_result("stats", **counts), *samples], schema=_result_schema()
+        [_result(ResultKind.STATS, **counts), *samples], schema=_result_schema()
     )
 
 

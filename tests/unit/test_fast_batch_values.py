@@ -81,3 +81,21 @@ def test_bucket_start_holds_the_moment_and_ends_at_the_next(name: str) -> None:
         assert granularity.bucket_start(start, name) == start
     monday = millis(datetime(2026, 11, 23, tzinfo=UTC))
     assert granularity.bucket_start(monday + 5 * 86_400_000, "week") == monday
+
+
+def test_a_worker_result_row_reads_back_as_its_model() -> None:
+    from tasks.reading.worker_batch import RESULT_FIELDS, ResultKind, WorkerResult, _result
+
+    assert [f for f, _ in RESULT_FIELDS] == list(WorkerResult.__dataclass_fields__)
+    row = {f: None for f, _ in RESULT_FIELDS} | _result(ResultKind.STATS, processed=3)
+    read = WorkerResult.of(row)
+    assert (read.kind, read.processed, read.unparseable) == (ResultKind.STATS, 3, 0)
+    sample = {f: None for f, _ in RESULT_FIELDS} | _result(
+        ResultKind.SAMPLE, partition=1, offset=7, input="x", message="bad"
+    )
+    assert WorkerResult.of(sample).sample() == {
+        "partition": 1,
+        "offset": 7,
+        "input": "x",
+        "message": "bad",
+    }

@@ -27,7 +27,9 @@ from tasks.reading.worker_batch import (
     RESULT_SCHEMA,
     TIME_FORMATS,
     Metric,
+    ResultKind,
     WorkerPlan,
+    WorkerResult,
     first_samples,
     worker_function,
     write_empty,
@@ -149,40 +151,38 @@ class PythonWorkerEngine:
             else:
                 frame = direct_read.ranges_frame(self.spark, records.ranges)
                 rows = frame.mapInArrow(worker_function(work, records), RESULT_SCHEMA).collect()
-            unread = [r["message"] for r in rows if r["kind"] == "readGiveUp"]
+            results = [WorkerResult.of(r) for r in rows]
+            unread = [r.message for r in results if r.kind is ResultKind.READ_GIVE_UP]
             if unread:
-                raise direct_read.ReadGiveUp(unread[0])
+                raise direct_read.ReadGiveUp(str(unread[0]))
         else:
             rows = (
                 records.select("value", "partition", "offset")
                 .mapInArrow(worker_function(work), RESULT_SCHEMA)
                 .collect()
             )
-        return self._outcome(work, rows)
+            results = [WorkerResult.of(r) for r in rows]
+        return self._outcome(work, results)
 
-    def _outcome(self, work: WorkerPlan, rows: list[Any]) -> BatchResult:
+    def _outcome(self, work: WorkerPlan, results: list[WorkerResult]) -> BatchResult:
         """The batch's counts and samples from the workers' result rows."""
-        gave_up = [r["message"] for r in rows if r["kind"] == "giveUp"]
+        gave_up = [r.message for r in results if r.kind is ResultKind.GIVE_UP]
         if gave_up:
-            raise FallBack(gave_up[0])
+            raise FallBack(str(gave_up[0]))
         stats = RowStats()
-        for row in rows:
-            if row["kind"] == "stats":
+        for result in results:
+            if result.kind is ResultKind.STATS:
                 stats.add(
                     RowStats(
-                        processed=row["processed"],
-                        processedBytes=row["processedBytes"],
-                        unparseable=row["unparseable"],
-                        thrownAway=row["thrownAway"],
+                        processed=result.processed,
+                        processedBytes=result.processedBytes,
+                        unparseable=result.unparseable,
+                        thrownAway=result.thrownAway,
                     )
                 )
         if not work.storage.files(work.persist_path):  # no Kafka partition had a row
             write_empty(work)
-        samples = [
-            {name: r[name] for name in ("partition", "offset", "input", "message")}
-            for r in rows
-            if r["kind"] == "sample"
-        ]
+        samples = [r.sample() for r in results if r.kind is ResultKind.SAMPLE]
         first_samples(samples, work.max_samples)
         return BatchResult(stats, samples, self.plan.declared_dimensions())
 
