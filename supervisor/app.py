@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from supervisor import __version__
-from supervisor.api import basic_security, coordinator, leader, supervisors, tasks, workers
-from supervisor.api.auth import Authentication, may_read, needs
+from supervisor.api import (
+    basic_security,
+    coordinator,
+    leader,
+    service,
+    supervisors,
+    tasks,
+    workers,
+)
+from supervisor.api.auth import Authentication
 from supervisor.api.context import AppContext
 from supervisor.api.documented import documented
 from supervisor.api.guard import RequestGuard
@@ -27,12 +35,11 @@ from supervisor.clock import Clock, utc_now
 from supervisor.db.engine import SessionFactory, make_engine, migrate, session_factory
 from supervisor.errors import DomainError
 from supervisor.leading import LeaderDuties
-from supervisor.model.access import Action, ResourceType
 from supervisor.runner import host_runner
 from supervisor.runner.cluster import ClusterRunner
 from supervisor.services.authentication import ADMIN, Authenticator, ensure_admin
 from supervisor.services.leadership import Leadership, LeaseHeld
-from supervisor.services.metrics import Metrics, exposition
+from supervisor.services.metrics import Metrics
 from supervisor.settings import Settings
 from tasks.spec.errors import SpecError
 
@@ -85,24 +92,12 @@ def _start_authentication(context: AppContext, sessions: SessionFactory) -> None
     context.authenticator = Authenticator(sessions, settings.auth_cache_s)
 
 
-def create_app(
-    settings: Settings | None = None,
-    clock: Clock = utc_now,
-    leadership: Leadership | None = None,
-) -> FastAPI:
-    """The service. `leadership`: the leader lease, already taken (by `sluicegate serve` on
-    SQLite, so that a refusal is its one-line error); taken or followed at start-up otherwise.
-
-    On SQLite the overlord is the only one: it takes the lease (waiting out one a dead
-    overlord left) or refuses to start. On a shared metadata DB (PostgreSQL) it leads if the
-    lease is free and follows otherwise, taking over when the leader's lease runs out."""
-    settings = settings or Settings()
-
-    local = host_runner(settings)
-    context = AppContext(settings, clock, local)
-    # tasks go to the task hosts registered in the metadata DB, else run here
-    context.runner = ClusterRunner(settings, local, lambda: context.sessions, clock)
-    context.metrics = Metrics(context.kafka_access)
+def _lifespan(
+    context: AppContext, leadership: Leadership | None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start-up (migrations, authentication, the lease: leading or following) and shut-down
+    (the lease given back; the tasks killed or left to the next overlord)."""
+    settings = context.settings
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -120,18 +115,7 @@ def create_app(
         held.on_elected, held.on_lost = duties.start, duties.stop
         context.leadership = held
         try:
-            if held.leading:
-                epoch: int | None = held.epoch
-            elif context.shared:
-                epoch = held.campaign()
-            else:
-                epoch = held.acquire()
-            if epoch is not None:
-                duties.start(epoch)
-            if not context.shared and not held.leading:  # lost while starting
-                raise LeaseHeld("the leader lease was lost while the service started")
-            if not held.leading:
-                log.info("following: reads are answered here, writes go to the leader")
+            _lead_or_follow(context, held, duties)
         except BaseException as exc:
             log.error("not starting: %s", exc)
             held.halt()
@@ -152,22 +136,28 @@ def create_app(
                 context.runner.release()
             engine.dispose()
 
-    app = FastAPI(
-        title="Sluicegate",
-        version=__version__,
-        description="Kafka topics ingested into Parquet segments exactly once, "
-        "driven through Apache Druid's supervisor API.",
-        lifespan=lifespan,
-    )
-    app.state.context = context
-    app.openapi = lambda: documented(app)  # type: ignore[method-assign]
-    _install_error_handlers(app)
-    app.include_router(supervisors.router)
-    app.include_router(tasks.router)
-    app.include_router(coordinator.router)
-    app.include_router(leader.router)
-    app.include_router(basic_security.router)
-    app.include_router(workers.router)
+    return lifespan
+
+
+def _lead_or_follow(context: AppContext, held: Leadership, duties: LeaderDuties) -> None:
+    if held.leading:
+        epoch: int | None = held.epoch
+    elif context.shared:
+        epoch = held.campaign()
+    else:
+        epoch = held.acquire()
+    if epoch is not None:
+        duties.start(epoch)
+    if not context.shared and not held.leading:  # lost while starting
+        raise LeaseHeld("the leader lease was lost while the service started")
+    if not held.leading:
+        log.info("following: reads are answered here, writes go to the leader")
+
+
+def _install_middleware(app: FastAPI, context: AppContext) -> None:
+    """Outermost last: the request guard, CORS when origins are allowed, authentication, the
+    follower's redirect."""
+    settings = context.settings
     app.add_middleware(FollowerRedirect, context=context)
     app.add_middleware(Authentication, context=context)
     origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]
@@ -180,32 +170,38 @@ def create_app(
             allow_headers=["*"],
         )
     app.add_middleware(RequestGuard, settings=settings)  # outermost: before any work
-    app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
 
-    @app.get("/status/health", tags=["service"], summary="Liveness of the service")
-    def health() -> bool:
-        return True
 
-    state_read = [Depends(needs(ResourceType.STATE, "STATE", Action.READ))]
+def create_app(
+    settings: Settings | None = None,
+    clock: Clock = utc_now,
+    leadership: Leadership | None = None,
+) -> FastAPI:
+    """The service. `leadership`: the leader lease, already taken (by `sluicegate serve` on
+    SQLite, so that a refusal is its one-line error); taken or followed at start-up otherwise.
 
-    @app.get(
-        "/metrics",
-        tags=["service"],
-        dependencies=state_read,
-        summary="Druid's ingestion metrics in Prometheus' text format (OpenMetrics when the "
-        "Accept header asks for it)",
-        response_class=PlainTextResponse,
+    On SQLite the overlord is the only one: it takes the lease (waiting out one a dead
+    overlord left) or refuses to start. On a shared metadata DB (PostgreSQL) it leads if the
+    lease is free and follows otherwise, taking over when the leader's lease runs out."""
+    settings = settings or Settings()
+    local = host_runner(settings)
+    context = AppContext(settings, clock, local)
+    # tasks go to the task hosts registered in the metadata DB, else run here
+    context.runner = ClusterRunner(settings, local, lambda: context.sessions, clock)
+    context.metrics = Metrics(context.kafka_access)
+    app = FastAPI(
+        title="Sluicegate",
+        version=__version__,
+        description="Kafka topics ingested into Parquet segments exactly once, "
+        "driven through Apache Druid's supervisor API.",
+        lifespan=_lifespan(context, leadership),
     )
-    def metrics(request: Request) -> Response:
-        with context.sessions() as session:
-            families = context.metrics.scrape(
-                session, context.statuses_of(session), may_read(request)
-            )
-        body, content_type = exposition(families, request.headers.get("accept"))
-        return Response(body, media_type=content_type)
-
-    @app.get("/status", tags=["service"], summary="Version of the service", dependencies=state_read)
-    def status() -> dict[str, str]:
-        return {"version": __version__}
-
+    app.state.context = context
+    app.openapi = lambda: documented(app)  # type: ignore[method-assign]
+    _install_error_handlers(app)
+    for api in (supervisors, tasks, coordinator, leader, basic_security, workers):
+        app.include_router(api.router)
+    _install_middleware(app, context)
+    app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
+    app.include_router(service.router)
     return app

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import click
@@ -25,6 +25,12 @@ from supervisor.cli.client import (
     ServiceError,
     credentials,
 )
+
+if TYPE_CHECKING:  # the CLI starts fast: what a worker needs is imported when it runs
+    import uvicorn
+
+    from supervisor.settings import Settings
+    from supervisor.worker.agent import Send, WorkerAgent
 
 DEFAULT_PORT = 8091  # Druid's MiddleManager port
 
@@ -103,26 +109,11 @@ def worker(
     import uvicorn
 
     from supervisor.cli.common import load_settings
-    from supervisor.worker.agent import (
-        REGISTER,
-        HeartbeatRefused,
-        Identity,
-        Send,
-        WorkerAgent,
-        any_of,
-    )
+    from supervisor.worker.agent import Identity, WorkerAgent, any_of
     from supervisor.worker.api import create_worker_app
     from tasks.logs import configure_logging
-    from tasks.storage import StorageError
 
-    urls = [url.strip() for url in overlord.split(",") if url.strip()]
-    for url in urls or [overlord]:
-        if urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc:
-            raise CliError(f"--overlord {url!r}: an http:// or https:// URL", EXIT_USAGE)
-    if (tls_cert is None) != (tls_key is None):
-        raise CliError("--tls-cert and --tls-key: give both or neither", EXIT_USAGE)
-    _check_master(master)
-    _check_port(host, port)
+    urls = _checked(overlord, tls_cert, tls_key, master, host, port)
     settings = load_settings(
         work_dir=work_dir,
         task_master=master,
@@ -134,20 +125,9 @@ def worker(
     settings.work_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(settings.log_level, settings.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat otherwise
-    version = _version()
-    identity = Identity(host, port, settings.scheme, capacity, version)
+    identity = Identity(host, port, settings.scheme, capacity, _version())
     clients = [ServiceClient(url, timeout=10, auth=credentials(user)) for url in urls]
-
-    def sender(client: ServiceClient) -> Send:
-        def send(heartbeat: dict[str, Any]) -> Any:
-            try:
-                return client.post(REGISTER, heartbeat)
-            except ServiceError as exc:
-                raise HeartbeatRefused(exc.message, exc.status_code) from None
-
-        return send
-
-    agent = WorkerAgent(identity, settings, any_of([sender(c) for c in clients]))
+    agent = WorkerAgent(identity, settings, any_of([_sender(c) for c in clients]))
     config = uvicorn.Config(
         create_worker_app(agent),
         host=host,
@@ -157,7 +137,46 @@ def worker(
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
     )
-    server = uvicorn.Server(config)
+    try:
+        stopped = _serve(uvicorn.Server(config), agent, settings, f"with {overlord}")
+    finally:
+        for client in clients:
+            client.close()
+    if stopped:
+        click.echo("task host stopped (its tasks go on)")
+
+
+def _checked(
+    overlord: str, tls_cert: Path | None, tls_key: Path | None, master: str, host: str, port: int
+) -> list[str]:
+    """The overlords' URLs, once every option is found good (a one-line error otherwise)."""
+    urls = [url.strip() for url in overlord.split(",") if url.strip()]
+    for url in urls or [overlord]:
+        if urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc:
+            raise CliError(f"--overlord {url!r}: an http:// or https:// URL", EXIT_USAGE)
+    if (tls_cert is None) != (tls_key is None):
+        raise CliError("--tls-cert and --tls-key: give both or neither", EXIT_USAGE)
+    _check_master(master)
+    _check_port(host, port)
+    return urls
+
+
+def _sender(client: ServiceClient) -> Send:
+    from supervisor.worker.agent import REGISTER, HeartbeatRefused
+
+    def send(heartbeat: dict[str, Any]) -> Any:
+        try:
+            return client.post(REGISTER, heartbeat)
+        except ServiceError as exc:
+            raise HeartbeatRefused(exc.message, exc.status_code) from None
+
+    return send
+
+
+def _serve(server: uvicorn.Server, agent: WorkerAgent, settings: Settings, whom: str) -> bool:
+    """Serve the host's API, register and heartbeat until SIGINT or SIGTERM (True) or the
+    server ends (False)."""
+    identity = agent.identity
     serving = threading.Thread(target=server.run, name="worker-api", daemon=True)
     stopping: list[int] = []
 
@@ -172,21 +191,13 @@ def worker(
         while not server.started and serving.is_alive() and time.monotonic() < deadline:
             time.sleep(0.02)
         if not server.started:
-            raise CliError(f"the task host's API did not start on {host}:{port}", 1)
-        try:
-            agent.register()
-        except HeartbeatRefused as exc:
-            code = EXIT_UNREACHABLE if exc.status_code is None else 1
-            raise CliError(f"cannot register with the overlord: {exc.message}", code) from None
-        try:
-            settings.storage().check()
-        except StorageError as exc:
-            raise CliError(f"the overlord's {exc}", 1) from None
+            raise CliError(f"the task host's API did not start on {identity.name}", 1)
+        _register(agent, settings)
         agent.start()
         click.echo(
-            f"task host {identity.name} registered with {overlord} (capacity {capacity}, "
-            f"Spark {master}, deep storage {settings.storage().location}); Ctrl-C stops it, "
-            "its tasks keep running"
+            f"task host {identity.name} registered {whom} (capacity {identity.capacity}, "
+            f"Spark {settings.task_master}, deep storage {settings.storage().location}); "
+            "Ctrl-C stops it, its tasks keep running"
         )
         while serving.is_alive() and not stopping:
             serving.join(0.5)
@@ -194,12 +205,24 @@ def worker(
         server.should_exit = True
         serving.join(10)
         agent.stop()
-        for client in clients:
-            client.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if stopping:
-        click.echo("task host stopped (its tasks go on)")
+    return bool(stopping)
+
+
+def _register(agent: WorkerAgent, settings: Settings) -> None:
+    from supervisor.worker.agent import HeartbeatRefused
+    from tasks.storage import StorageError
+
+    try:
+        agent.register()
+    except HeartbeatRefused as exc:
+        code = EXIT_UNREACHABLE if exc.status_code is None else 1
+        raise CliError(f"cannot register with the overlord: {exc.message}", code) from None
+    try:
+        settings.storage().check()
+    except StorageError as exc:
+        raise CliError(f"the overlord's {exc}", 1) from None
 
 
 def _check_master(master: str) -> None:

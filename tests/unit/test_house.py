@@ -21,8 +21,6 @@ MODULES_OVER = {
     "tasks/runtime/indexer.py": 544,
 }
 FUNCTIONS_OVER = {
-    "supervisor/app.py:create_app": 124,
-    "supervisor/cli/worker.py:worker": 113,
     "tasks/runtime/control.py:create_control_app": 81,
     "tasks/rows/expressions.py:call": 107,
     "tasks/output/segments.py:_writer": 82,
