@@ -57,6 +57,27 @@ class SegmentContext:
         return f"{self.deep_storage}/{self.datasource}/{interval}/{self.version}/{self.task_id}"
 
 
+def _open_chunk(
+    context: SegmentContext,
+    metadata: dict[str, str],
+    schema: Any,
+    start: int,
+    end: int,
+    chunk: int,
+) -> tuple[str, Any]:
+    """A segment's Parquet file (its path, and its writer), its footer naming the segment."""
+    import pyarrow.parquet as pq
+
+    directory = context.directory(start, end)
+    context.storage.make_dirs(directory)
+    path = f"{directory}/{chunk}.parquet"
+    segment_meta = {**metadata, "sluicegate.segmentId": context.segment_id(start, end, chunk)}
+    footer = {k.encode(): v.encode() for k, v in segment_meta.items()}
+    with_footer = schema.with_metadata({**(schema.metadata or {}), **footer})
+    filesystem = context.storage.filesystem()
+    return path, pq.ParquetWriter(path, with_footer, compression="zstd", filesystem=filesystem)
+
+
 def _writer(
     context: SegmentContext,
     plan_granularity: str,
@@ -71,11 +92,9 @@ def _writer(
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         python_worker.settle()
         storage = context.storage
-        fs = storage.filesystem()
 
         open_key: tuple[int, int] | None = None
         writer: Any = None
@@ -116,20 +135,9 @@ def _writer(
                             yield finish()
                         open_key, rows = key, 0
                         end = granularity.bucket_end(value, plan_granularity)
-                        directory = context.directory(value, end)
-                        storage.make_dirs(directory)
-                        path = f"{directory}/{chunk}.parquet"
-                        segment_meta = {
-                            **metadata,
-                            "sluicegate.segmentId": context.segment_id(value, end, chunk),
-                        }
-                        schema = body.schema.with_metadata(
-                            {
-                                **(body.schema.metadata or {}),
-                                **{k.encode(): v.encode() for k, v in segment_meta.items()},
-                            }
+                        path, writer = _open_chunk(
+                            context, metadata, body.schema, value, end, chunk
                         )
-                        writer = pq.ParquetWriter(path, schema, compression="zstd", filesystem=fs)
                     part = body.slice(index, take)
                     writer.write_table(part.replace_schema_metadata(writer.schema.metadata))
                     rows += take

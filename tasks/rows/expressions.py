@@ -27,6 +27,16 @@ def compile_expression(text: str, field: Resolver) -> Any:
     return _Compiler(field).value(parse(text))
 
 
+# how many arguments each function of fixed arity takes
+ARITY = {
+    **dict.fromkeys(("upper", "lower", "strlen", "trim", "ltrim", "rtrim", "isnull", "notnull"), 1),
+    **dict.fromkeys(("abs", "ceil", "floor", "sqrt", "exp", "log", "log10"), 1),
+    **dict.fromkeys(("nvl", "pow", "div", "contains_string", "like", "regexp_like"), 2),
+    **dict.fromkeys(("cast", "timestamp_floor"), 2),
+    **dict.fromkeys(("if", "replace", "lpad", "rpad"), 3),
+}
+
+
 class _Compiler:
     def __init__(self, field: Resolver) -> None:
         self.field = field
@@ -109,44 +119,22 @@ class _Compiler:
         return {"+": a + b, "-": a - b, "*": a * b}[op]
 
     def call(self, name: str, args: tuple[Node, ...]) -> Any:
+        if name in ARITY and len(args) != ARITY[name]:
+            raise ExpressionError(f"{name}() takes {ARITY[name]} arguments, got {len(args)}")
+        for family in (self._text_call, self._logic_call, self._number_call):
+            found = family(name, args)
+            if found is not None:
+                return found
+        return self._time(name, args)
+
+    def _text(self, node: Node) -> Any:
+        return self.value(node).cast("string")
+
+    def _text_call(self, name: str, args: tuple[Node, ...]) -> Any | None:
+        """The string functions; None for a name of another family."""
         from pyspark.sql import functions as F
 
-        v, n, b = self.value, self.number, self.boolean
-
-        def text(node: Node) -> Any:
-            return v(node).cast("string")
-
-        need = {
-            "upper": 1,
-            "lower": 1,
-            "strlen": 1,
-            "trim": 1,
-            "ltrim": 1,
-            "rtrim": 1,
-            "isnull": 1,
-            "notnull": 1,
-            "abs": 1,
-            "ceil": 1,
-            "floor": 1,
-            "sqrt": 1,
-            "exp": 1,
-            "log": 1,
-            "log10": 1,
-            "nvl": 2,
-            "pow": 2,
-            "div": 2,
-            "contains_string": 2,
-            "like": 2,
-            "regexp_like": 2,
-            "cast": 2,
-            "if": 3,
-            "replace": 3,
-            "lpad": 3,
-            "rpad": 3,
-            "timestamp_floor": 2,
-        }
-        if name in need and len(args) != need[name]:
-            raise ExpressionError(f"{name}() takes {need[name]} arguments, got {len(args)}")
+        text = self._text
         if name == "concat":
             return F.concat(*[text(a) for a in args])
         if name in ("upper", "lower", "trim", "ltrim", "rtrim"):
@@ -176,6 +164,13 @@ class _Compiler:
             return F.coalesce(text(args[0]).rlike(str(self.literal(args[1]))), F.lit(False))
         if name == "like":
             return F.coalesce(text(args[0]).like(str(self.literal(args[1]))), F.lit(False))
+        return None
+
+    def _logic_call(self, name: str, args: tuple[Node, ...]) -> Any | None:
+        """Conditionals and null tests; None for a name of another family."""
+        from pyspark.sql import functions as F
+
+        v, b = self.value, self.boolean
         if name == "if":
             return F.when(b(args[0]), v(args[1])).otherwise(v(args[2]))
         if name == "nvl":
@@ -192,6 +187,13 @@ class _Compiler:
             return self._case(pairs, v(rest[-1]) if len(rest) % 2 else None)
         if name in ("isnull", "notnull"):
             return v(args[0]).isNull() if name == "isnull" else v(args[0]).isNotNull()
+        return None
+
+    def _number_call(self, name: str, args: tuple[Node, ...]) -> Any | None:
+        """Arithmetic functions and casts; None for a name of another family."""
+        from pyspark.sql import functions as F
+
+        n = self.number
         if name in ("abs", "ceil", "floor", "sqrt", "exp", "log10"):
             return getattr(F, name)(n(args[0]))
         if name == "log":
@@ -210,11 +212,11 @@ class _Compiler:
             kind = str(self.literal(args[1])).upper()
             if kind not in target:
                 raise ExpressionError(f"cast() to {kind} is not supported")
-            source = v(args[0])
+            source = self.value(args[0])
             if kind == "LONG" and args[0].kind in ("ident", "string"):
                 source = source.try_cast("double")
             return source.try_cast(target[kind])
-        return self._time(name, args)
+        return None
 
     @staticmethod
     def literal(node: Node) -> Any:

@@ -98,6 +98,85 @@ class TaskControl:
     fence: EpochFence
 
 
+CHAT = APIRouter(prefix="/druid/worker/v1/chat/{taskId}")  # every task's chat API
+
+
+@CHAT.get("/status")
+def status(indexer: Task) -> str:
+    return str(indexer.snapshot().status)
+
+
+@CHAT.get("/time/start")
+def start_time(indexer: Task) -> str | None:
+    started = indexer.snapshot().started_at
+    if started is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(started))
+
+
+@CHAT.get("/offsets/current")
+def current_offsets(indexer: Task) -> dict[str, int]:
+    return offsets_json(indexer.snapshot().current)
+
+
+@CHAT.get("/offsets/end")
+def end_offsets(indexer: Task) -> dict[str, int]:
+    return offsets_json(indexer.snapshot().end)
+
+
+@CHAT.post("/offsets/end")
+def set_end_offsets(
+    indexer: Task, body: dict[str, int], finish: bool = Query(True)
+) -> dict[str, int]:
+    try:
+        offsets = offsets_from_json(body)
+    except ValueError:
+        raise ControlError(400, "end offsets are a map of partition to offset") from None
+    return offsets_json(indexer.set_end_offsets(offsets, finish))
+
+
+@CHAT.post("/pause", response_model=None)
+def pause(indexer: Task) -> JSONResponse | dict[str, int]:
+    offsets = indexer.pause(PAUSE_WAIT_SECONDS)
+    if offsets is None:
+        return JSONResponse(status_code=202, content={"status": "pausing"})
+    return offsets_json(offsets)
+
+
+@CHAT.post("/resume")
+def resume(indexer: Task) -> dict[str, str]:
+    indexer.resume()
+    return {"status": str(indexer.snapshot().status)}
+
+
+@CHAT.get("/checkpoints")
+def checkpoints(indexer: Task) -> dict[str, dict[str, int]]:
+    return indexer.checkpoints()
+
+
+@CHAT.get("/rowStats")
+def row_stats(indexer: Task) -> dict[str, Any]:
+    return indexer.row_stats()
+
+
+@CHAT.get("/metrics")
+def metrics(indexer: Task) -> dict[str, Any]:
+    """Row counts, task counters (persists, handoffs, pauses) and the current offsets in
+    one answer: what a supervisor's loop asks every running task on every pass."""
+    return indexer.snapshot().metrics().model_dump()
+
+
+@CHAT.get("/unparseableEvents")
+def unparseable_events(indexer: Task) -> dict[str, Any]:
+    return {"buildSegments": indexer.snapshot().samples}
+
+
+@CHAT.post("/stop")
+def stop(indexer: Task) -> dict[str, str]:
+    indexer.stop()
+    return {"status": "stopping"}
+
+
 def create_control_app(find: Callable[[str], TaskControl | None]) -> FastAPI:
     """The chat API of every task `find` knows (None: no such task here, a 404). A task
     process serves its one task with it, a shared application all of its tasks: one app for
@@ -111,73 +190,7 @@ def create_control_app(find: Callable[[str], TaskControl | None]) -> FastAPI:
         return _error(exc.status_code, exc.message)
 
     app.state.find = find
-    router = APIRouter(prefix="/druid/worker/v1/chat/{taskId}")
-
-    @router.get("/status")
-    def status(indexer: Task) -> str:
-        return str(indexer.snapshot().status)
-
-    @router.get("/time/start")
-    def start_time(indexer: Task) -> str | None:
-        started = indexer.snapshot().started_at
-        if started is None:
-            return None
-        return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(started))
-
-    @router.get("/offsets/current")
-    def current_offsets(indexer: Task) -> dict[str, int]:
-        return offsets_json(indexer.snapshot().current)
-
-    @router.get("/offsets/end")
-    def end_offsets(indexer: Task) -> dict[str, int]:
-        return offsets_json(indexer.snapshot().end)
-
-    @router.post("/offsets/end")
-    def set_end_offsets(
-        indexer: Task, body: dict[str, int], finish: bool = Query(True)
-    ) -> dict[str, int]:
-        try:
-            offsets = offsets_from_json(body)
-        except ValueError:
-            raise ControlError(400, "end offsets are a map of partition to offset") from None
-        return offsets_json(indexer.set_end_offsets(offsets, finish))
-
-    @router.post("/pause", response_model=None)
-    def pause(indexer: Task) -> JSONResponse | dict[str, int]:
-        offsets = indexer.pause(PAUSE_WAIT_SECONDS)
-        if offsets is None:
-            return JSONResponse(status_code=202, content={"status": "pausing"})
-        return offsets_json(offsets)
-
-    @router.post("/resume")
-    def resume(indexer: Task) -> dict[str, str]:
-        indexer.resume()
-        return {"status": str(indexer.snapshot().status)}
-
-    @router.get("/checkpoints")
-    def checkpoints(indexer: Task) -> dict[str, dict[str, int]]:
-        return indexer.checkpoints()
-
-    @router.get("/rowStats")
-    def row_stats(indexer: Task) -> dict[str, Any]:
-        return indexer.row_stats()
-
-    @router.get("/metrics")
-    def metrics(indexer: Task) -> dict[str, Any]:
-        """Row counts, task counters (persists, handoffs, pauses) and the current offsets in
-        one answer: what a supervisor's loop asks every running task on every pass."""
-        return indexer.snapshot().metrics().model_dump()
-
-    @router.get("/unparseableEvents")
-    def unparseable_events(indexer: Task) -> dict[str, Any]:
-        return {"buildSegments": indexer.snapshot().samples}
-
-    @router.post("/stop")
-    def stop(indexer: Task) -> dict[str, str]:
-        indexer.stop()
-        return {"status": "stopping"}
-
-    app.include_router(router)
+    app.include_router(CHAT)
     return app
 
 
