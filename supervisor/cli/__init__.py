@@ -18,9 +18,9 @@ from supervisor.cli.dev import (
     registry_local,
     resolve_jars,
     s3_local,
-    serve,
     spark_local,
 )
+from supervisor.cli.serve import serve
 from supervisor.cli.sql import sql_command
 from supervisor.cli.supervisor_control import (
     handoff,

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from supervisor.clock import Clock, druid_timestamp
+from supervisor.clock import Clock
 from supervisor.db.intents import Checkpoint, Handoff, IntentRepository, Restart, Shutdown
 from supervisor.db.models import SupervisorSpecRow
 from supervisor.db.repositories import (
-    AUTOSCALER,
-    DECISIONS_KEPT,
     AuditRepository,
     AutoscalerRepository,
     OffsetsRepository,
@@ -28,16 +25,16 @@ from supervisor.db.repositories import (
     SpecVersion,
 )
 from supervisor.errors import BadRequestError, ForbiddenError, NotFoundError
-from supervisor.lru import CACHE_BYTES, Lru, json_weight
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
 from supervisor.model.views import effective_task_count
 from supervisor.schemas.druid_form import druid_form
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import mask_spec, restore_masked
-from supervisor.schemas.spec import parse_supervisor_spec, stored_spec
-from tasks.partitions import PartitionKey, parse_key, split_key, task_group
-from tasks.spec.errors import FieldError, SpecError
-from tasks.support import unsupported
+from supervisor.schemas.spec import stored_spec
+from supervisor.services.history import MAX_HISTORY, History
+from supervisor.services.spec_input import check_spec, check_update, reset_offsets_body
+from tasks.partitions import parse_key, task_group
+from tasks.spec.errors import SpecError
 
 log = logging.getLogger(__name__)
 TOMBSTONE_TYPE = "NoopSupervisorSpec"
@@ -64,65 +61,6 @@ class Actor:
         if not self.may(datasource, action):
             who = self.identity.name or "this identity"
             raise ForbiddenError(f"{who} may not {action} DATASOURCE '{datasource}'")
-
-
-def _check_update(new: dict[str, Any], old: dict[str, Any]) -> None:
-    """Druid's validateSpecUpdateTo: the stream of a supervisor never changes."""
-    new_io, old_io = new["spec"]["ioConfig"], old["spec"]["ioConfig"]
-    for key in ("topic", "topicPattern"):
-        if (key in new_io) != (key in old_io):
-            raise SpecError.single(
-                "spec.ioConfig.topic",
-                "cannot switch between topic and topicPattern on update; "
-                "terminate the supervisor and submit a new one",
-            )
-        if key in new_io and new_io[key] != old_io[key]:
-            raise SpecError.single(
-                f"spec.ioConfig.{key}",
-                f"cannot change from '{old_io[key]}' to '{new_io[key]}' on update; "
-                "terminate the supervisor and submit a new one",
-            )
-
-
-MAX_HISTORY = 1000  # versions of one supervisor a history answer holds at most
-HISTORY_BYTES = 16 * 1024 * 1024  # about what one history answer holds at most
-
-
-@dataclass
-class History:
-    """Spec versions for an answer, newest first per supervisor, until HISTORY_BYTES: then
-    `truncated` (the answer says so in a header; ask with ?count for fewer)."""
-
-    versions: dict[str, list[dict[str, object]]] = field(default_factory=dict)
-    created: dict[str, list[datetime]] = field(default_factory=dict)  # of each version
-    size: int = 0
-    truncated: bool = False
-
-    def add(self, row: SupervisorSpecRow) -> bool:
-        entry = SupervisorService.version_entry(row)
-        weight = json_weight(entry)  # as answered: the Druid form is about twice the stored
-        if self.versions and self.size + weight > HISTORY_BYTES:
-            self.truncated = True
-            return False
-        self.size += weight
-        self.versions.setdefault(row.supervisor_id, []).append(entry)
-        self.created.setdefault(row.supervisor_id, []).append(row.created_at)
-        return True
-
-    def add_decisions(self, audit: AuditRepository) -> None:
-        """Beside each version, as `autoscalerDecisions` (oldest first, the newest
-        DECISIONS_KEPT), the lag-based autoscaler's decisions taken while it was the current
-        one; versions without any are as Druid writes them."""
-        for supervisor_id, entries in self.versions.items():
-            created = self.created[supervisor_id]  # newest first
-            taken: dict[int, list[dict[str, Any]]] = {}
-            newest = DECISIONS_KEPT * len(created)  # enough for each version's newest
-            for row in audit.entries(supervisor_id, AUTOSCALER, created[-1], newest):
-                index = next(i for i, at in enumerate(created) if at <= row.created_at)
-                taken.setdefault(index, []).append(row.payload)
-            for index, decisions in taken.items():
-                entries[index]["autoscalerDecisions"] = decisions[-DECISIONS_KEPT:]
-                self.size += json_weight(entries[index]["autoscalerDecisions"])
 
 
 class SupervisorService:
@@ -178,7 +116,7 @@ class SupervisorService:
         self, raw: object, actor: Actor, *, skip_if_unmodified: bool = False
     ) -> tuple[str, bool]:
         """The supervisor's id, and whether a new spec version was written."""
-        checked = _checked(raw)
+        checked = check_spec(raw)
         supervisor_id = checked.supervisor_id
         payload = json.loads(checked.payload)
         latest = self.specs.latest(supervisor_id)
@@ -193,7 +131,7 @@ class SupervisorService:
         if problems:
             raise SpecError(problems)
         if previous is not None:
-            _check_update(payload, previous.payload)
+            check_update(payload, previous.payload)
             # unmodified as Druid reads it: a spec read back (in Druid's form) and sent again
             if skip_if_unmodified and druid_form(previous.payload) == druid_form(payload):
                 return supervisor_id, False
@@ -241,11 +179,6 @@ class SupervisorService:
         history.versions = dict(sorted(history.versions.items()))
         history.add_decisions(self.audit)
         return history
-
-    @staticmethod
-    def version_entry(row: SupervisorSpecRow) -> dict[str, object]:
-        spec = druid_form(mask_spec(row.payload))
-        return {"spec": spec, "version": druid_timestamp(row.created_at)}
 
     def set_suspended(self, supervisor_id: str, suspended: bool, actor: Actor) -> dict[str, object]:
         row = self._require(supervisor_id)
@@ -326,7 +259,7 @@ class SupervisorService:
         row = self._require(supervisor_id)
         io = stored_spec(row.id, row.payload).spec.ioConfig
         stream = str(io.topic or io.topicPattern)
-        offsets = _reset_offsets_body(body, stream, pattern=io.topicPattern is not None)
+        offsets = reset_offsets_body(body, stream, pattern=io.topicPattern is not None)
         repo = OffsetsRepository(self.session)
         now = self.clock()
         stored = repo.get(supervisor_id)
@@ -372,100 +305,3 @@ def intend(
         comment=actor.comment,
         remote_address=actor.remote_address,
     )
-
-
-@dataclass(frozen=True)
-class _Checked:
-    """A submitted spec that passed validation: its id, datasource, suspension and normalized
-    payload (JSON text, with Druid's defaults and its id filled in)."""
-
-    supervisor_id: str
-    datasource: str
-    suspended: bool
-    payload: str
-
-
-CHECKED_KEPT = 1024
-_checked_specs: Lru[str, _Checked] = Lru(CHECKED_KEPT, CACHE_BYTES)
-
-
-def _checked(raw: Any) -> _Checked:
-    """Validate a submitted spec (every problem a 400 naming its field). Validation is a pure
-    function of the body and costs milliseconds, and tools resubmit the same spec over and
-    over (skipRestartIfUnmodified): bodies that passed are remembered by their canonical JSON."""
-    try:
-        key: str | None = json.dumps(raw, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
-        key = None
-    hit = _checked_specs.get(key) if key is not None else None
-    if hit is not None:
-        return hit
-    parsed = parse_supervisor_spec(raw)
-    problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
-    scaler = parsed.spec.ioConfig.autoScalerConfig
-    if (
-        scaler is not None
-        and scaler.enableTaskAutoScaler
-        and scaler.autoScalerStrategy != "lagBased"
-    ):
-        # refused when submitted; a version stored before is read (and scaled) as lagBased
-        problems.append(
-            FieldError(
-                "spec.ioConfig.autoScalerConfig.autoScalerStrategy",
-                f"'{scaler.autoScalerStrategy}' is not supported yet; use lagBased",
-            )
-        )
-    if problems:
-        raise SpecError(problems)
-    payload = parsed.to_json()
-    payload["id"] = parsed.supervisor_id
-    checked = _Checked(
-        parsed.supervisor_id, parsed.datasource, parsed.suspended, json.dumps(payload)
-    )
-    if key is not None:
-        _checked_specs.put(key, checked, len(key) + len(checked.payload))
-    return checked
-
-
-def _reset_offsets_body(body: Any, stream: str, pattern: bool) -> dict[str, int]:
-    """Druid's body: {"type": "kafka", "partitions": {"type": "end", "stream": topic,
-    "partitionOffsetMap": {"0": 100}}} (a topicPattern supervisor: its pattern, and keys
-    "topic:partition"); every problem is a 400 naming its field."""
-    if not isinstance(body, dict):
-        raise SpecError.single("", "the body must be a JSON object")
-    if body.get("type") != "kafka":
-        raise SpecError.single("type", "must be 'kafka'")
-    partitions = body.get("partitions")
-    if not isinstance(partitions, dict):
-        raise SpecError.single("partitions", "is required")
-    if partitions.get("stream") != stream:
-        kind = "topicPattern" if pattern else "topic"
-        raise SpecError.single("partitions.stream", f"must be the supervisor's {kind} '{stream}'")
-    offsets = partitions.get("partitionOffsetMap")
-    if not isinstance(offsets, dict) or not offsets:
-        raise SpecError.single("partitions.partitionOffsetMap", "must map partitions to offsets")
-    result: dict[str, int] = {}
-    for partition, offset in offsets.items():
-        field = f"partitions.partitionOffsetMap.{partition}"
-        reason = _partition_problem(str(partition), stream, pattern)
-        if reason:
-            raise SpecError.single(field, reason)
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise SpecError.single(field, "offsets are non-negative integers")
-        result[str(parse_key(partition))] = offset
-    return result
-
-
-def _partition_problem(text: str, stream: str, pattern: bool) -> str | None:
-    try:
-        key: PartitionKey | None = parse_key(text)
-    except ValueError:
-        key = None
-    if not pattern:
-        return None if isinstance(key, int) else "partitions are non-negative integers"
-    if not isinstance(key, str):
-        return "partitions of a topicPattern supervisor are named 'topic:partition'"
-    topic = split_key(key, stream)[0]
-    if not re.fullmatch(stream, topic):
-        return f"topic '{topic}' does not match the topicPattern '{stream}'"
-    return None
