@@ -21,12 +21,7 @@ from supervisor.model.status import SupervisorStatus
 from supervisor.schemas.druid_form import druid_form
 from supervisor.schemas.secrets import mask_spec
 from supervisor.services.history import MAX_HISTORY
-from supervisor.services.status import (
-    parse_errors,
-    states,
-    stats_report,
-    status_report,
-)
+from supervisor.services.status import parse_errors, states, stats_report, status_report
 from supervisor.services.supervisors import Actor, SupervisorService
 from tasks.spec.errors import SpecError
 
