@@ -1,6 +1,16 @@
-"""Domain errors that carry the HTTP status a route answers with."""
+"""Domain errors that carry the HTTP status a route answers with, and the errors that say the
+metadata DB cannot be reached (a 503 with Retry-After, never a 500)."""
 
 from __future__ import annotations
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+UNREACHABLE = (OperationalError, InterfaceError)
+
+
+def unreachable_reason(exc: OperationalError | InterfaceError) -> str:
+    """The first line of what the DB driver said (for a log: it names the DB's address)."""
+    return str(exc.orig or exc).splitlines()[0][:300]
 
 
 class DomainError(Exception):

@@ -12,8 +12,9 @@ import time
 from supervisor.api.context import AppContext
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
-from supervisor.db.engine import UNREACHABLE, SessionFactory, unreachable_reason
+from supervisor.db.engine import SessionFactory
 from supervisor.db.statuses import StatusRepository
+from supervisor.errors import UNREACHABLE, unreachable_reason
 from supervisor.loop import Loop
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus

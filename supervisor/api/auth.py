@@ -19,10 +19,9 @@ from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.api.context import OWNERS_S, AppContext, context
-from supervisor.db.repositories import SpecRepository
-from supervisor.db.tasks import TaskRepository
 from supervisor.errors import ForbiddenError, NotFoundError
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
+from supervisor.services import lookups
 
 # Paths any request may reach: liveness, the console's page and scripts (they hold no
 # data; the console logs in for its API calls), and tasks' actions (their task's token).
@@ -97,7 +96,7 @@ def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
             return
 
         def find(session: Session) -> list[str]:
-            return SpecRepository(session).datasources_of(supervisor_id)
+            return lookups.supervisor_datasources(session, supervisor_id)
 
         datasources = await _owners(request, f"s/{supervisor_id}", find, OWNERS_S)
         if not datasources:
@@ -118,8 +117,7 @@ def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
             return
 
         def find(session: Session) -> list[str]:
-            row = TaskRepository(session).get(task_id)
-            return [] if row is None else [row.datasource]
+            return lookups.task_datasources(session, task_id)
 
         datasources = await _owners(request, f"t/{task_id}", find, None)
         if not datasources:

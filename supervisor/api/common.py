@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from supervisor.api.auth import identity
 from supervisor.api.context import context
-from supervisor.db.lease import LeaseRepository
 from supervisor.errors import BadRequestError, DomainError, PayloadTooLargeError, Raced
+from supervisor.services import lookups
 from supervisor.services.supervisors import Actor
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ def fenced(request: Request, session: Session) -> int | None:
     which the client tries again, and a follower's redirect takes to the leader)."""
     epoch = leader_epoch(request)
     if epoch is not None:
-        LeaseRepository(session).require(epoch)
+        lookups.require_epoch(session, epoch)
     return epoch
 
 

@@ -11,13 +11,12 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
-from supervisor.db.engine import SessionFactory
-from supervisor.db.statuses import StatusRepository
 from supervisor.lru import Lru
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.schemas.kafka_access import KafkaAccess
+from supervisor.services import lookups
 from supervisor.services.authentication import Authenticator
 from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
@@ -35,7 +34,7 @@ class AppContext:
     metrics: Metrics = field(default_factory=Metrics)
     statuses: StatusStore = field(default_factory=StatusStore)
     # set when the service has started (its lifespan): the metadata DB and the supervisors
-    started_sessions: SessionFactory | None = None
+    started_sessions: Callable[[], Session] | None = None
     manager: SupervisorManager | None = None  # while this overlord leads
     leadership: Leadership | None = None  # its hold on the lease, once taken
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
@@ -52,7 +51,7 @@ class AppContext:
         return KafkaAccess.of(self.settings)
 
     @property
-    def sessions(self) -> SessionFactory:
+    def sessions(self) -> Callable[[], Session]:
         if self.started_sessions is None:
             raise RuntimeError("the service has not started: no metadata DB yet")
         return self.started_sessions
@@ -85,14 +84,14 @@ class AppContext:
         caller's session."""
         if self.leading or not self.shared:
             return self.statuses.get(supervisor_id)
-        raw = StatusRepository(session).get(supervisor_id)
+        raw = lookups.written_status(session, supervisor_id)
         return None if raw is None else SupervisorStatus.from_json(raw)
 
     def statuses_of(self, session: Session) -> Callable[[str], SupervisorStatus | None]:
         """Every supervisor's status, for a listing: on a follower, read in one query."""
         if self.leading or not self.shared:
             return self.statuses.get
-        raw = StatusRepository(session).all()
+        raw = lookups.written_statuses(session)
         return lambda supervisor_id: (
             SupervisorStatus.from_json(raw[supervisor_id]) if supervisor_id in raw else None
         )

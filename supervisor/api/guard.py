@@ -12,7 +12,7 @@ from urllib.parse import unquote_plus, urlsplit
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from supervisor.db.engine import UNREACHABLE, unreachable_reason
+from supervisor.errors import UNREACHABLE, unreachable_reason
 from supervisor.settings import Settings
 from tasks.spec.names import has_control_characters
 

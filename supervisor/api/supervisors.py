@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,14 +13,16 @@ from sqlalchemy.orm import Session
 from supervisor.api.auth import forget_supervisor, identity, may_read, on_supervisor
 from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
 from supervisor.api.context import context
-from supervisor.db.models import SupervisorSpecRow
-from supervisor.db.repositories import SpecRepository
 from supervisor.model.access import Action
-from supervisor.model.status import SupervisorStatus
-from supervisor.schemas.druid_form import druid_form
-from supervisor.schemas.secrets import mask_spec
+from supervisor.services import lookups
 from supervisor.services.history import MAX_HISTORY
-from supervisor.services.status import parse_errors, states, stats_report, status_report
+from supervisor.services.status import (
+    parse_errors,
+    states,
+    stats_report,
+    status_report,
+    summary,
+)
 from supervisor.services.supervisors import Actor, SupervisorService
 from tasks.spec.errors import SpecError
 
@@ -67,33 +68,6 @@ def waking(request: Request, supervisor_id: str | None) -> Callable[[Any], None]
     return wake
 
 
-def _summary(
-    status: Callable[[str], SupervisorStatus | None],
-    row: SupervisorSpecRow,
-    *,
-    spec: bool,
-    system: bool,
-) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "id": row.supervisor_id,
-        **states(status(row.supervisor_id), row.suspended),
-        "dataSource": row.datasource,
-        "suspended": row.suspended,
-    }
-    if not spec and not system:
-        return entry
-    masked = mask_spec(row.payload)
-    if spec:
-        entry["spec"] = druid_form(masked)
-    if system:
-        entry["type"] = row.payload.get("type", "kafka")
-        entry["source"] = masked["spec"]["ioConfig"].get("topic") or masked["spec"]["ioConfig"].get(
-            "topicPattern"
-        )
-        entry["specString"] = json.dumps(masked, separators=(",", ":"))
-    return entry
-
-
 @router.post("", openapi_extra=JSON_BODY, summary="Create or update a supervisor")
 async def submit(
     request: Request,
@@ -120,14 +94,14 @@ def _listing(request: Request, svc: SupervisorService, full: bool, system: bool)
     if full or system:
         status = context(request).statuses_of(svc.session)
         return [
-            _summary(status, row, spec=full, system=system)
+            summary(status, row, spec=full, system=system)
             for row in svc.list_active()
             if readable(row.datasource)
         ]
     if identity(request).authenticated:
-        states = SpecRepository(svc.session).active_states()
+        states = lookups.active_states(svc.session)
         return [supervisor_id for supervisor_id, datasource, _ in states if readable(datasource)]
-    return SpecRepository(svc.session).active_ids()
+    return lookups.active_ids(svc.session)
 
 
 def _states(request: Request, session: Session) -> list[dict[str, Any]]:
@@ -141,7 +115,7 @@ def _states(request: Request, session: Session) -> list[dict[str, Any]]:
             "dataSource": datasource,
             "suspended": suspended,
         }
-        for supervisor_id, datasource, suspended in SpecRepository(session).active_states()
+        for supervisor_id, datasource, suspended in lookups.active_states(session)
         if readable(datasource)
     ]
 

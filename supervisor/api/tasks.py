@@ -25,9 +25,9 @@ from supervisor.api.common import (
     leader_epoch,
 )
 from supervisor.api.context import context
-from supervisor.db.tasks import TaskRepository
 from supervisor.errors import ForbiddenError, NotFoundError, NotLeading
 from supervisor.model.access import Action
+from supervisor.services import lookups
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
 from supervisor.services.tasks import MAX_TASKS_LISTED, TaskService
@@ -201,7 +201,7 @@ class Intended:
 def _act(
     request: Request, session: Session, holder: TaskActionRequest, token: str | None
 ) -> JSONResponse | dict[str, Any] | Intended:
-    task = TaskRepository(session).get(holder.task)
+    task = lookups.task(session, holder.task)
     if task is None:
         raise NotFoundError(f"Cannot find any task with id: [{holder.task}]")
     if task.token is None or not hmac.compare_digest(token or "", task.token):

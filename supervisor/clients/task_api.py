@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from supervisor.db.models import TaskRow
 from supervisor.model.fence import Leader
 from tasks.protocol import (
     EPOCH_HEADER,
@@ -170,10 +169,27 @@ class PooledTransport(httpx.BaseTransport):
         return httpx.Response(status, content=content, request=request)
 
 
+class LocatedTask(Protocol):
+    """What the client reads of a task's record (supervisor/db/models.py TaskRow)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def location_host(self) -> str | None: ...
+    @property
+    def location_port(self) -> int | None: ...
+    @property
+    def location_scheme(self) -> str | None: ...
+    @property
+    def token(self) -> str | None: ...
+
+
 POOLED = PooledTransport()
 
 
-def reachable(row: TaskRow) -> bool:
+def reachable(row: LocatedTask) -> bool:
     """A running task with a location and a token: its control API can be asked."""
     return (
         row.status == TaskStatusCode.RUNNING
@@ -234,7 +250,7 @@ class TaskApiClient:
     @classmethod
     def for_task(
         cls,
-        row: TaskRow,
+        row: LocatedTask,
         timeout: float = 10.0,
         transport: httpx.BaseTransport = POOLED,
         leader: Leader | None = None,

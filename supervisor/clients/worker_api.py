@@ -3,18 +3,28 @@ WorkerApiError; an unreachable host has status_code None."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from supervisor.db.models import WorkerRow
 from supervisor.schemas.worker import Placement, Shutdown, WorkerState
 from tasks.protocol import IndexKafkaTask, TaskReport
 
 TIMEOUT_S = 5.0
 M = TypeVar("M", bound=BaseModel)
 ASSIGN_TIMEOUT_S = 30.0
+
+
+class TaskHost(Protocol):
+    """What the client reads of a task host's record (supervisor/db/models.py WorkerRow)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def scheme(self) -> str: ...
+    @property
+    def token(self) -> str: ...
 
 
 class WorkerApiError(OSError):
@@ -26,7 +36,7 @@ class WorkerApiError(OSError):
 
 
 class WorkerClient:
-    def __init__(self, row: WorkerRow, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, row: TaskHost, transport: httpx.BaseTransport | None = None) -> None:
         self.host = row.host
         self.http = httpx.Client(
             base_url=f"{row.scheme}://{row.host}",

@@ -10,7 +10,6 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import QueuePool
 
@@ -19,13 +18,7 @@ import migrations
 BUSY_TIMEOUT_S = 10.0
 # what a metadata DB that cannot be reached (down, restarting, refusing connections) raises:
 # a 503 to try again in the API, one line (not a traceback a pass) in a background loop
-UNREACHABLE = (OperationalError, InterfaceError)
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-
-
-def unreachable_reason(exc: OperationalError | InterfaceError) -> str:
-    """The first line of what the DB driver said (for a log: it names the DB's address)."""
-    return str(exc.orig or exc).splitlines()[0][:300]
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -7,14 +7,38 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from supervisor.db.models import TaskRow
-from supervisor.db.repositories import SpecVersion
 from supervisor.schemas.spec import SupervisorSpec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, order
 from tasks.protocol import StoredTask, TaskStatusCode
 from tasks.spec.periods import duration_millis
+
+
+class RecordedTask(Protocol):
+    """What a view reads of a task's record (supervisor/db/models.py TaskRow)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def group_id(self) -> int | None: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def end_offsets(self) -> dict[str, Any] | None: ...
+    @property
+    def rolled_at(self) -> datetime | None: ...
+
+
+class StoredVersion(Protocol):
+    """What a view reads of a stored spec version (supervisor/db/repositories.py)."""
+
+    @property
+    def id(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +103,7 @@ def identity(spec_version: int, group: int, start: Offsets) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def spec_view(row: SpecVersion, spec: SupervisorSpec, scaled: int | None = None) -> SpecView:
+def spec_view(row: StoredVersion, spec: SupervisorSpec, scaled: int | None = None) -> SpecView:
     """The planner's view of a spec; `scaled`: the task count its autoscaler set, if on."""
     io = spec.spec.ioConfig
     return SpecView(
@@ -98,7 +122,7 @@ def _offsets(raw: dict[str, Any] | None) -> Offsets | None:
     return None if raw is None else offsets_from_json(raw)
 
 
-def task_view(row: TaskRow) -> TaskView:
+def task_view(row: RecordedTask) -> TaskView:
     stored = StoredTask.model_validate(row.payload)
     return TaskView(
         id=row.id,

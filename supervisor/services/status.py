@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -10,12 +11,14 @@ from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
-from supervisor.db.models import TaskRow
+from supervisor.db.models import SupervisorSpecRow, TaskRow
 from supervisor.db.repositories import AutoscalerRepository, OffsetsRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.model.status import SupervisorState, SupervisorStatus
 from supervisor.model.views import TaskView, effective_task_count, task_view
+from supervisor.schemas.druid_form import druid_form
+from supervisor.schemas.secrets import mask_spec
 from supervisor.schemas.spec import SupervisorSpec, stored_spec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, offsets_json
 from tasks.protocol import TaskStatusCode
@@ -202,3 +205,32 @@ def parse_errors(session: Session, now: datetime, supervisor_id: str) -> list[di
         )
         for sample in events
     ]
+
+
+def summary(
+    status: Callable[[str], SupervisorStatus | None],
+    row: SupervisorSpecRow,
+    *,
+    spec: bool,
+    system: bool,
+) -> dict[str, Any]:
+    """Druid's supervisor summary of a list (?full, ?system): its state, and with `spec` its
+    spec, with `system` its type, source and spec as text (secrets masked)."""
+    entry: dict[str, Any] = {
+        "id": row.supervisor_id,
+        **states(status(row.supervisor_id), row.suspended),
+        "dataSource": row.datasource,
+        "suspended": row.suspended,
+    }
+    if not spec and not system:
+        return entry
+    masked = mask_spec(row.payload)
+    if spec:
+        entry["spec"] = druid_form(masked)
+    if system:
+        entry["type"] = row.payload.get("type", "kafka")
+        entry["source"] = masked["spec"]["ioConfig"].get("topic") or masked["spec"]["ioConfig"].get(
+            "topicPattern"
+        )
+        entry["specString"] = json.dumps(masked, separators=(",", ":"))
+    return entry

@@ -23,10 +23,9 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
-from supervisor.db.engine import UNREACHABLE
 from supervisor.db.models import TaskRow
 from supervisor.db.tasks import TaskRepository
-from supervisor.errors import NotFoundError
+from supervisor.errors import UNREACHABLE, NotFoundError
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, NoSlot, Runner
 from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode

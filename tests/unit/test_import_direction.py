@@ -143,23 +143,6 @@ def test_benchmarks_never_import_the_tests() -> None:
     assert {m: names for m, names in offenders.items() if names} == {}
 
 
-# The routes, the HTTP clients and the models reach the metadata DB through services, never
-# its tables or repositories. Modules that still do, each to be moved behind a service (issue
-# 42); the test fails when one of them no longer does, so this list only shrinks.
-NOT_YET_BEHIND_SERVICES = {
-    "supervisor.api.auth",
-    "supervisor.api.common",
-    "supervisor.api.context",
-    "supervisor.api.coordinator",
-    "supervisor.api.guard",
-    "supervisor.api.supervisors",
-    "supervisor.api.tasks",
-    "supervisor.clients.task_api",
-    "supervisor.clients.worker_api",
-    "supervisor.model.views",
-}
-
-
 def test_routes_clients_and_models_do_not_import_the_db() -> None:
     reaching = {
         module
@@ -167,8 +150,7 @@ def test_routes_clients_and_models_do_not_import_the_db() -> None:
         for module, path in modules(package)
         if any(n.startswith("supervisor.db") for n in imports(path))
     }
-    assert reaching - NOT_YET_BEHIND_SERVICES == set(), "new imports of supervisor.db"
-    assert NOT_YET_BEHIND_SERVICES - reaching == set(), "no longer imports it: strike it off"
+    assert reaching == set(), "the routes, clients and models reach the DB through services"
 
 
 def test_the_overlord_packages_form_no_cycle() -> None:

@@ -1,0 +1,49 @@
+"""Published segments as Druid's coordinator metadata API answers them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from supervisor.clock import druid_timestamp
+from supervisor.db.models import SegmentRow
+from supervisor.db.repositories import SegmentRepository
+from supervisor.errors import NotFoundError
+from tasks.storage import load_spec
+
+
+def datasources(session: Session) -> list[str]:
+    """Datasources with published (used) segments."""
+    return SegmentRepository(session).datasources()
+
+
+def used_segments(
+    session: Session, datasource: str, full: bool
+) -> list[str] | list[dict[str, Any]]:
+    """The datasource's used segments: their ids, or (full) Druid's DataSegment objects."""
+    rows = SegmentRepository(session).used(datasource)
+    if not rows:
+        raise NotFoundError(f"datasource [{datasource}] has no published segments")
+    if not full:
+        return [row.id for row in rows]
+    return [data_segment(row) for row in rows]
+
+
+def data_segment(row: SegmentRow) -> dict[str, Any]:
+    """Druid's DataSegment, with loadSpec pointing at the Parquet file."""
+    payload = row.payload or {}
+    interval = f"{druid_timestamp(row.interval_start)}/{druid_timestamp(row.interval_end)}"
+    return {
+        "dataSource": row.datasource,
+        "interval": interval,
+        "version": row.version,
+        "loadSpec": load_spec(row.path),
+        "dimensions": ",".join(payload.get("dimensions", [])),
+        "metrics": ",".join(payload.get("metrics", [])),
+        "shardSpec": {"type": "numbered", "partitionNum": row.partition_num, "partitions": 0},
+        "binaryVersion": None,
+        "size": row.size_bytes,
+        "numRows": row.num_rows,
+        "identifier": row.id,
+    }
