@@ -39,6 +39,7 @@ from bench.common import (  # noqa: E402
 from supervisor.clock import utc_now  # noqa: E402
 from supervisor.db.engine import make_engine, migrate, session_factory  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
+from supervisor.devstack.specs import index_task_payload  # noqa: E402
 from supervisor.services.publish import PublishService  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
 from tasks import pipeline  # noqa: E402
@@ -80,28 +81,11 @@ class Steps:
 
 
 def index_task(topic: str, bootstrap: str, end: dict[int, int], batch: int) -> IndexKafkaTask:
-    return IndexKafkaTask.model_validate(
-        {
-            "type": "index_kafka",
-            "id": "bench",
-            "dataSchema": data_schema(),
-            "tuningConfig": {"type": "kafka", "maxRowsInMemory": batch},
-            "ioConfig": {
-                "startSequenceNumbers": {
-                    "type": "start",
-                    "stream": topic,
-                    "partitionSequenceNumberMap": {str(p): 0 for p in end},
-                },
-                "endSequenceNumbers": {
-                    "type": "end",
-                    "stream": topic,
-                    "partitionSequenceNumberMap": {str(p): o for p, o in end.items()},
-                },
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-            },
-        }
+    start = dict.fromkeys(end, 0)
+    payload = index_task_payload(
+        "bench", topic, bootstrap, data_schema(), start, end, maxRowsInMemory=batch
     )
+    return IndexKafkaTask.model_validate(payload)
 
 
 def sluicegate_run(

@@ -91,18 +91,11 @@ def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
     here, so a supervisor made between this check and the route's work is not acted on."""
 
     async def check(request: Request, supervisor_id: str) -> None:
-        who = identity(request)
-        if not who.authenticated:
-            return
-
         def find(session: Session) -> list[str]:
             return lookups.supervisor_datasources(session, supervisor_id)
 
-        datasources = await _owners(request, f"s/{supervisor_id}", find, OWNERS_S)
-        if not datasources:
-            raise NotFoundError(f"[{supervisor_id}] does not exist")
-        for datasource in datasources:
-            require(who, ResourceType.DATASOURCE, datasource, action)
+        missing = f"[{supervisor_id}] does not exist"
+        await _may(request, action, f"s/{supervisor_id}", find, OWNERS_S, missing)
 
     return check
 
@@ -112,19 +105,32 @@ def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
     (one that does not exist is a 404 here)."""
 
     async def check(request: Request, task_id: str) -> None:
-        who = identity(request)
-        if not who.authenticated:
-            return
-
         def find(session: Session) -> list[str]:
             return lookups.task_datasources(session, task_id)
 
-        datasources = await _owners(request, f"t/{task_id}", find, None)
-        if not datasources:
-            raise NotFoundError(f"Cannot find any task with id: [{task_id}]")
-        require(who, ResourceType.DATASOURCE, datasources[0], action)
+        missing = f"Cannot find any task with id: [{task_id}]"
+        await _may(request, action, f"t/{task_id}", find, None, missing)
 
     return check
+
+
+async def _may(
+    request: Request,
+    action: Action,
+    key: str,
+    find: Callable[[Session], list[str]],
+    keep_s: float | None,
+    missing: str,
+) -> None:
+    """The identity may `action` every datasource `find` names (none: NotFoundError)."""
+    who = identity(request)
+    if not who.authenticated:
+        return
+    datasources = await _owners(request, key, find, keep_s)
+    if not datasources:
+        raise NotFoundError(missing)
+    for datasource in datasources:
+        require(who, ResourceType.DATASOURCE, datasource, action)
 
 
 async def _owners(

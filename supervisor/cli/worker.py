@@ -8,8 +8,6 @@ import logging
 import os
 import signal
 import socket
-import threading
-import time
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -27,10 +25,9 @@ from supervisor.cli.client import (
 )
 
 if TYPE_CHECKING:  # the CLI starts fast: what a worker needs is imported when it runs
-    import uvicorn
-
     from supervisor.settings import Settings
     from supervisor.worker.agent import Send, WorkerAgent
+    from tasks.serving import ServerThread
 
 DEFAULT_PORT = 8091  # Druid's MiddleManager port
 
@@ -106,12 +103,11 @@ def worker(
     tls_key: Path | None,
 ) -> None:
     """Run a task host: tasks the leader overlord assigns run here as Spark drivers."""
-    import uvicorn
-
     from supervisor.cli.common import load_settings
     from supervisor.worker.agent import Identity, WorkerAgent, any_of
     from supervisor.worker.api import create_worker_app
     from tasks.logs import configure_logging
+    from tasks.serving import ServerThread
 
     urls = _checked(overlord, tls_cert, tls_key, master, host, port)
     settings = load_settings(
@@ -128,17 +124,10 @@ def worker(
     identity = Identity(host, port, settings.scheme, capacity, _version())
     clients = [ServiceClient(url, timeout=10, auth=credentials(user)) for url in urls]
     agent = WorkerAgent(identity, settings, any_of([_sender(c) for c in clients]))
-    config = uvicorn.Config(
-        create_worker_app(agent),
-        host=host,
-        port=port,
-        log_level="warning",
-        log_config=None,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
-    )
+    api = create_worker_app(agent)
+    server = ServerThread(api, host, port, tls_cert, tls_key, "worker-api", log_config=None)
     try:
-        stopped = _serve(uvicorn.Server(config), agent, settings, f"with {overlord}")
+        stopped = _serve(server, agent, settings, f"with {overlord}")
     finally:
         for client in clients:
             client.close()
@@ -173,25 +162,22 @@ def _sender(client: ServiceClient) -> Send:
     return send
 
 
-def _serve(server: uvicorn.Server, agent: WorkerAgent, settings: Settings, whom: str) -> bool:
+def _serve(server: ServerThread, agent: WorkerAgent, settings: Settings, whom: str) -> bool:
     """Serve the host's API, register and heartbeat until SIGINT or SIGTERM (True) or the
     server ends (False)."""
     identity = agent.identity
-    serving = threading.Thread(target=server.run, name="worker-api", daemon=True)
     stopping: list[int] = []
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         stopping.append(signum)
-        server.should_exit = True
+        server.request_stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        serving.start()
-        deadline = time.monotonic() + 30
-        while not server.started and serving.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not server.started:
-            raise CliError(f"the task host's API did not start on {identity.name}", 1)
+        try:
+            server.start()
+        except RuntimeError:
+            raise CliError(f"the task host's API did not start on {identity.name}", 1) from None
         _register(agent, settings)
         agent.start()
         click.echo(
@@ -199,11 +185,10 @@ def _serve(server: uvicorn.Server, agent: WorkerAgent, settings: Settings, whom:
             f"Spark {settings.task_master}, deep storage {settings.storage().location}); "
             "Ctrl-C stops it, its tasks keep running"
         )
-        while serving.is_alive() and not stopping:
-            serving.join(0.5)
+        while server.thread.is_alive() and not stopping:
+            server.thread.join(0.5)
     finally:
-        server.should_exit = True
-        serving.join(10)
+        server.stop()
         agent.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -100,11 +100,9 @@ class Executor:
     def __init__(
         self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
     ) -> None:
-        self.session = session
-        self.clock = clock
-        self.runner = runner
+        self.tasks = TaskLife(session, clock, runner, fence)  # launches and kills go through it
+        self.session, self.clock, self.runner = session, clock, runner
         self.fence = fence  # checked before each command, which carries its epoch
-        self.tasks = TaskLife(session, clock, runner, fence)
         self.rolled: set[int] = set()  # groups given final end offsets by this executor
         # handoff intents by group, marked done in the commit of the group's rollover
         self.handoffs: Mapping[int, list[IntentRow]] = {}

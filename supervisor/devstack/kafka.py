@@ -13,10 +13,10 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
 from typing import Literal
 
 from supervisor.devstack.certs import Certs, self_signed
+from supervisor.devstack.server import Managed
 from supervisor.net import free_port
 from tasks.jars import jars, kafka_broker_bundle, kafka_tools_bundle
 
@@ -58,7 +58,7 @@ BROKER_USER = "broker"  # the broker's own SCRAM user (inter-broker)
 CLIENT_USER = "sluicegate"  # the clients' SCRAM user
 
 
-class LocalKafka:
+class LocalKafka(Managed):
     """One KRaft broker+controller. `start()` returns once clients can use it.
 
     `security="sasl_ssl"`: clients reach it over TLS (a self-signed CA written to
@@ -321,14 +321,3 @@ class LocalKafka:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-    def __enter__(self) -> LocalKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -15,8 +15,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
+from supervisor.devstack.server import Managed, stop_group
 from supervisor.net import free_port
 
 HOST = "127.0.0.1"
@@ -49,7 +49,7 @@ def _environment(log_dir: Path, host: str) -> dict[str, str]:
     return env
 
 
-class LocalSparkCluster:
+class LocalSparkCluster(Managed):
     """A master on `port` (0: a free one) and `workers` workers, each offering `cores` cores and
     `memory` to executors, their state under `data_dir`. `stop` ends every process it began."""
 
@@ -210,27 +210,9 @@ class LocalSparkCluster:
         return self.processes[0].wait()
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            _signal_group(process, signal.SIGTERM)
-        for process in reversed(self.processes):
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                process.wait(10)
+        stop_group(list(reversed(self.processes)))
         self.processes.clear()
         self.logs.clear()
-
-    def __enter__(self) -> LocalSparkCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

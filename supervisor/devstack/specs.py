@@ -1,6 +1,6 @@
-"""A Kafka supervisor spec for development runs, tests and benchmarks: JSON records with an
-ISO `ts` column, the given dimensions, one topic; any ioConfig field can be overridden (a
-`topicPattern` replaces the topic)."""
+"""Specs for development runs, tests and benchmarks: a Kafka supervisor spec (JSON records with
+an ISO `ts` column, the given dimensions, one topic; any ioConfig field can be overridden, a
+`topicPattern` replaces the topic), and an index_kafka task over exact offset ranges."""
 
 from __future__ import annotations
 
@@ -36,5 +36,35 @@ def supervisor_spec(
                 **io,
             },
             "tuningConfig": {"type": "kafka", **(tuning or {})},
+        },
+    }
+
+
+def index_task_payload(
+    task_id: str,
+    topic: str,
+    bootstrap: str,
+    data_schema: dict[str, Any],
+    start: dict[int, int],
+    end: dict[int, int],
+    **tuning: Any,
+) -> dict[str, Any]:
+    """Druid's index_kafka task reading [start, end) of each partition of a JSON topic."""
+
+    def numbers(kind: str, offsets: dict[int, int]) -> dict[str, Any]:
+        partitions = {str(p): o for p, o in offsets.items()}
+        return {"type": kind, "stream": topic, "partitionSequenceNumberMap": partitions}
+
+    return {
+        "type": "index_kafka",
+        "id": task_id,
+        "dataSchema": data_schema,
+        "tuningConfig": {"type": "kafka", **tuning},
+        "ioConfig": {
+            "type": "kafka",
+            "startSequenceNumbers": numbers("start", start),
+            "endSequenceNumbers": numbers("end", end),
+            "consumerProperties": {"bootstrap.servers": bootstrap},
+            "inputFormat": {"type": "json"},
         },
     }

@@ -30,9 +30,11 @@ def runtime_args(settings: Settings, host: str, port: int, token_file: Path) -> 
     )
 
 
-def spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
+def spawn(
+    command: list[str], cwd: Path, log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """The process, in a session (and process group) of its own, its stdout and stderr
-    appended to `log_path`."""
+    appended to `log_path` (the task runtimes, and the dev stack's servers)."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
             command,
@@ -41,4 +43,5 @@ def spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[byt
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=cwd,
+            env=env,
         )

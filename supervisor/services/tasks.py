@@ -18,7 +18,6 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.intents import STANDALONE, Checkpoint, Shutdown
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SpecRepository
-from supervisor.db.tasks import TaskRepository
 from supervisor.db.workers import WorkerRepository
 from supervisor.errors import BadRequestError, NotFoundError, UnavailableError
 from supervisor.model.access import Action
@@ -122,11 +121,11 @@ class TaskService:
     def __init__(
         self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
     ) -> None:
-        self.session = session
-        self.clock = clock
-        self.runner = runner
-        self.fence = fence  # checked before a task is launched or killed
-        self.tasks = TaskRepository(session)
+        # what it reads, it reads through the one owner of tasks' lives, which it asks to
+        # launch a submitted task
+        self.life = TaskLife(session, clock, runner, fence)
+        self.session, self.clock, self.runner = session, clock, runner
+        self.tasks = self.life.tasks
 
     def require(self, task_id: str) -> TaskRow:
         row = self.tasks.get(task_id)
@@ -148,7 +147,7 @@ class TaskService:
             )
         if self.tasks.get(task.id) is not None:
             raise BadRequestError(f"Task [{task.id}] already exists", field="id")
-        return TaskLife(self.session, self.clock, self.runner, self.fence).launch(task)
+        return self.life.launch(task)
 
     def list_tasks(
         self,

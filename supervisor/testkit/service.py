@@ -4,15 +4,12 @@ plane benchmark's service)."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from sqlalchemy import Executable
 
 from supervisor.app import create_app
@@ -20,6 +17,7 @@ from supervisor.db.engine import make_engine
 from supervisor.net import free_port
 from supervisor.runner.protocol import Runner
 from supervisor.settings import Settings
+from tasks.serving import ServerThread
 
 BASE = "/druid/indexer/v1/supervisor"  # Druid's supervisor API
 
@@ -43,30 +41,21 @@ class RunningService:
         self.app = create_app(settings)
         if runner is not None:
             self.app.state.context.runner = runner
-        config = uvicorn.Config(
+        self.serving = ServerThread(
             self.app,
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
+            "127.0.0.1",
+            self.port,
+            settings.tls_cert,
+            settings.tls_key,
             access_log=access_log,
-            ssl_certfile=settings.tls_cert,
-            ssl_keyfile=settings.tls_key,
         )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 
     def start(self, timeout: float = 60) -> RunningService:
-        self.thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.02)
+        self.serving.start(timeout)
         return self
 
     def stop(self, timeout: float = 120) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout)
+        self.serving.stop(timeout)
 
     def __enter__(self) -> RunningService:
         return self.start()

@@ -15,10 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, cast
 
-import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse
 
@@ -194,40 +192,4 @@ def create_control_app(find: Callable[[str], TaskControl | None]) -> FastAPI:
     return app
 
 
-class ControlServer:
-    """uvicorn in a daemon thread, so the main thread can drive Spark."""
-
-    def __init__(
-        self,
-        app: Any,
-        host: str,
-        port: int,
-        tls_cert: Path | None = None,
-        tls_key: Path | None = None,
-    ) -> None:
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-            ssl_certfile=tls_cert,
-            ssl_keyfile=tls_key,
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="control-api", daemon=True)
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the control API did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-__all__ = ["ControlServer", "EpochFence", "TaskControl", "create_control_app"]
+__all__ = ["EpochFence", "TaskControl", "create_control_app"]

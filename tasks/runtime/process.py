@@ -20,9 +20,10 @@ from typing import Any
 from tasks import runtime_args
 from tasks.logs import configure_logging
 from tasks.protocol import IndexKafkaTask, TaskState
-from tasks.runtime.control import ControlServer, create_control_app
+from tasks.runtime.control import create_control_app
 from tasks.runtime.priority import step_back
 from tasks.runtime.run import TaskRun, fields
+from tasks.serving import ServerThread
 
 log = logging.getLogger("tasks")
 
@@ -67,7 +68,7 @@ def _task_run(args: argparse.Namespace, task: IndexKafkaTask, token: str) -> Tas
     )
 
 
-def _run(args: argparse.Namespace, run: TaskRun, control: ControlServer) -> int:
+def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread) -> int:
     """The process's one task, to its end; the exit code."""
     configure_logging("info", args.log_format, fields(run.task))
 
@@ -94,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("info", args.log_format, fields(task))
     run = _task_run(args, task, token)
     app = create_control_app(lambda task_id: run.control if task_id == task.id else None)
-    control = ControlServer(app, args.host, args.port, args.tls_cert, args.tls_key)
+    control = ServerThread(
+        app, args.host, args.port, args.tls_cert, args.tls_key, "control-api", access_log=False
+    )
     control.start()
     return _run(args, run, control)
 

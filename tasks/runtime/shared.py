@@ -38,9 +38,10 @@ from tasks.host_protocol import (
 from tasks.logs import configure_logging, log_context
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reading.combiner import JobCombiner
-from tasks.runtime.control import ControlServer, TaskControl
+from tasks.runtime.control import TaskControl
 from tasks.runtime.host_api import Duplicate, Refused, Router, create_host_api
 from tasks.runtime.run import TaskRun, fields
+from tasks.serving import ServerThread
 
 log = logging.getLogger("tasks.host")
 TASK_LOG = "task.log"
@@ -328,12 +329,14 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    control = ControlServer(
+    control = ServerThread(
         Router(host, create_host_api(host, token)),
         args.host,
         args.port,
         args.tls_cert,
         args.tls_key,
+        "control-api",
+        access_log=False,
     )
     control.start()
     log.info("task host application serves %s:%s", args.host, args.port)

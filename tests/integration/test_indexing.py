@@ -19,6 +19,7 @@ from supervisor.clock import utc_now
 from supervisor.db.models import CommittedOffsetsRow
 from supervisor.db.repositories import SegmentRepository
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.specs import index_task_payload
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.services.publish import PublishService
 from supervisor.testkit.waits import wait_for
@@ -67,43 +68,25 @@ def task(
     **tuning: Any,
 ) -> IndexKafkaTask:
     dims = ["channel"] if rollup else ["channel", {"type": "long", "name": "id"}]
-    return IndexKafkaTask.model_validate(
-        {
-            "type": "index_kafka",
-            "id": task_id,
-            "dataSchema": {
-                "dataSource": "edits",
-                "timestampSpec": {"column": "ts", "format": "iso"},
-                "dimensionsSpec": {"dimensions": dims},
-                "metricsSpec": [
-                    {"type": "count", "name": "count"},
-                    {"type": "longSum", "name": "added", "fieldName": "added"},
-                    {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
-                ],
-                "granularitySpec": {
-                    "segmentGranularity": "HOUR",
-                    "queryGranularity": "MINUTE" if rollup else "NONE",
-                    "rollup": rollup,
-                },
-            },
-            "tuningConfig": {"type": "kafka", "maxRowsInMemory": 250, **tuning},
-            "ioConfig": {
-                "type": "kafka",
-                "startSequenceNumbers": {
-                    "type": "start",
-                    "stream": topic,
-                    "partitionSequenceNumberMap": {str(p): o for p, o in start.items()},
-                },
-                "endSequenceNumbers": {
-                    "type": "end",
-                    "stream": topic,
-                    "partitionSequenceNumberMap": {str(p): o for p, o in end.items()},
-                },
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-            },
-        }
+    schema = {
+        "dataSource": "edits",
+        "timestampSpec": {"column": "ts", "format": "iso"},
+        "dimensionsSpec": {"dimensions": dims},
+        "metricsSpec": [
+            {"type": "count", "name": "count"},
+            {"type": "longSum", "name": "added", "fieldName": "added"},
+            {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
+        ],
+        "granularitySpec": {
+            "segmentGranularity": "HOUR",
+            "queryGranularity": "MINUTE" if rollup else "NONE",
+            "rollup": rollup,
+        },
+    }
+    payload = index_task_payload(
+        task_id, topic, bootstrap, schema, start, end, **{"maxRowsInMemory": 250, **tuning}
     )
+    return IndexKafkaTask.model_validate(payload)
 
 
 def run(

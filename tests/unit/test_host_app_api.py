@@ -15,9 +15,9 @@ import pytest
 from supervisor.net import free_port
 from tasks.host_protocol import API
 from tasks.protocol import TOKEN_HEADER
-from tasks.runtime.control import ControlServer
 from tasks.runtime.host_api import Router, create_host_api
 from tasks.runtime.shared import TaskHost, TaskLogs
+from tasks.serving import ServerThread
 from tests.specs import task
 
 TOKEN = "host-secret"
@@ -38,7 +38,7 @@ def host(tmp_path: Path) -> Any:
     )
     task_host = TaskHost(args, TaskLogs(logging.Formatter()))
     port = free_port()
-    server = ControlServer(Router(task_host, create_host_api(task_host, TOKEN)), "127.0.0.1", port)
+    server = ServerThread(Router(task_host, create_host_api(task_host, TOKEN)), "127.0.0.1", port)
     server.start()
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
         yield task_host, client
