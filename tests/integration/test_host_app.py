@@ -206,7 +206,7 @@ def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_
     one (before any task needs it); when the overlord stops, an application that runs no task
     stops too (tasks outlive the overlord, an idle application does not)."""
     from supervisor.runner.files import process_alive
-    from tests.conftest import task_settings
+    from supervisor.testkit.service import task_settings
 
     topic = words("lazy", kafka, 10)
     body = spec("lazy", topic, kafka)
