@@ -28,8 +28,6 @@ from live import (
     Producer,
     Stack,
     epoch,
-    median,
-    percentile,
     running,
     write_results,
 )
@@ -38,6 +36,7 @@ from sqlalchemy import select
 from supervisor.db.models import SegmentRow
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
+from supervisor.testkit.waits import median, percentile
 from tasks.spec.periods import duration_millis
 
 SUPERVISOR = "fresh"

@@ -36,7 +36,6 @@ from live import (
     Producer,
     Stack,
     epoch,
-    median,
     parse_time,
     running,
     write_results,
@@ -44,6 +43,7 @@ from live import (
 
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
+from supervisor.testkit.waits import median
 
 SUPERVISOR = "handoff"
 

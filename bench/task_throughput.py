@@ -42,11 +42,11 @@ from supervisor.devstack.kafka import LocalKafka  # noqa: E402
 from supervisor.devstack.specs import index_task_payload  # noqa: E402
 from supervisor.services.publish import PublishService  # noqa: E402
 from supervisor.settings import Settings  # noqa: E402
-from tasks import pipeline  # noqa: E402
 from tasks.protocol import IndexKafkaTask, TaskState  # noqa: E402
 from tasks.reading.engines.choice import Engines  # noqa: E402
 from tasks.reading.engines.python_workers import PythonWorkerEngine  # noqa: E402
 from tasks.reading.reader import KafkaBatch, read_range  # noqa: E402
+from tasks.rows import pipeline  # noqa: E402
 from tasks.runtime.indexer import KafkaIndexer  # noqa: E402
 from tasks.spark.session import build_session  # noqa: E402
 
