@@ -62,10 +62,13 @@ class Workers(Generic[K]):
         self._wake = threading.Event()  # a pass waits(): the watcher looks now
         self._watcher = threading.Thread(target=self._watch, name=f"{name}-watch", daemon=True)
 
-    def start(self) -> None:
+    def start(self, watch: bool = True) -> None:
+        """`count` worker threads, and the watcher that adds threads for stalled passes (its
+        runs are the caller's, `watch_once`, without it: a test's, on a clock of its own)."""
         for _ in range(self.count):
             self._add_thread()
-        self._watcher.start()
+        if watch:
+            self._watcher.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """No more passes; waits up to `timeout_s` for the running ones."""
@@ -91,14 +94,18 @@ class Workers(Generic[K]):
         return self.alive() - self.queue.stalled(self.stall_s) > self.count
 
     def _watch(self) -> None:
-        """Adds a thread for each stalled pass, so `count` passes can always run."""
         while not self._stopping.is_set():
             self._wake.wait(self.stall_s / 4)
             self._wake.clear()
-            self._threads = [thread for thread in self._threads if thread.is_alive()]
-            running = self.alive() - self.queue.stalled(self.stall_s)
-            for _ in range(min(self.count - running, self.max_threads - self.alive())):
-                self._add_thread()
+            self.watch_once()
+
+    def watch_once(self) -> None:
+        """Adds a thread for each stalled pass (by the queue's clock), so `count` passes can
+        always run."""
+        self._threads = [thread for thread in self._threads if thread.is_alive()]
+        running = self.alive() - self.queue.stalled(self.stall_s)
+        for _ in range(min(self.count - running, self.max_threads - self.alive())):
+            self._add_thread()
 
     def _run(self) -> None:
         while not self._stopping.is_set():

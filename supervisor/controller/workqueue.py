@@ -152,6 +152,11 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._due)
 
+    def working(self) -> int:
+        """Keys handed out and not yet done."""
+        with self._cond:
+            return len(self._processing)
+
     def mark_stalled(self, key: K) -> None:
         """The work on `key` waits on something else from now on (a task's pause): it counts
         as stalled already, whatever `longer_than_s` a caller asks about."""

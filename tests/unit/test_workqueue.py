@@ -143,10 +143,9 @@ def test_get_wakes_when_a_key_is_added_and_shut_down_stops_handing_out() -> None
 
 
 class Passes:
-    """Counts each key's passes; a pass of key k takes seconds[k] and asks nothing more."""
+    """Counts each key's passes; a pass of a key named stuck... waits for `release`."""
 
-    def __init__(self, seconds: dict[str, float] | None = None) -> None:
-        self.seconds = seconds or {}
+    def __init__(self) -> None:
         self.count: dict[str, int] = {}
         self.inside: dict[str, int] = {}
         self.most_inside = 0
@@ -160,7 +159,6 @@ class Passes:
             self.most_inside = max(self.most_inside, self.inside[key])
         if key.startswith("stuck"):
             self.release.wait(10)
-        time.sleep(self.seconds.get(key, 0.0))
         with self.lock:
             self.inside[key] -= 1
             self.count[key] = self.count.get(key, 0) + 1
@@ -168,27 +166,35 @@ class Passes:
 
 def test_workers_pass_each_key_once_at_a_time_and_wakes_merge() -> None:
     queue: WorkQueue[str] = WorkQueue()
-    passes = Passes({"busy": 0.3})
-    workers = Workers(queue, passes, count=4)
-    workers.start()
-    queue.add("busy")
-    assert until(lambda: passes.inside.get("busy") == 1)
-    for _ in range(5):  # woken five times while passing: one more pass, not five
-        queue.add("busy")
-    assert until(lambda: passes.count.get("busy") == 2)
-    time.sleep(0.4)
-    workers.stop()
-    assert passes.count["busy"] == 2 and passes.most_inside == 1
-
-
-def test_a_stalled_pass_gets_a_thread_in_its_place_that_leaves_after_it() -> None:
-    queue: WorkQueue[str] = WorkQueue()
     passes = Passes()
     passes.release.clear()
-    workers = Workers(queue, passes, count=1, max_threads=4, stall_s=0.1)
+    workers = Workers(queue, passes, count=4)
     workers.start()
     queue.add("stuck")
     assert until(lambda: passes.inside.get("stuck") == 1)
+    for _ in range(5):  # woken five times while passing: one more pass, not five
+        queue.add("stuck")
+    passes.release.set()
+    assert until(lambda: passes.count.get("stuck") == 2)
+    assert until(lambda: queue.working() == 0)  # done, and nothing queued after it
+    assert len(queue) == 0
+    workers.stop()
+    assert passes.count["stuck"] == 2 and passes.most_inside == 1
+
+
+def test_a_stalled_pass_gets_a_thread_in_its_place_that_leaves_after_it() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    passes = Passes()
+    passes.release.clear()
+    workers = Workers(queue, passes, count=1, max_threads=4, stall_s=0.1)
+    workers.start(watch=False)  # the test is the watcher, on its own clock
+    queue.add("stuck")
+    assert until(lambda: passes.inside.get("stuck") == 1)
+    workers.watch_once()
+    assert workers.alive() == 1  # not stalled yet
+    clock.now += 1.0
+    workers.watch_once()
     for _ in range(5):  # another key passes on while the first one hangs
         queue.add("other")
         assert until(lambda n=_: passes.count.get("other", 0) > n)
@@ -228,15 +234,21 @@ def test_a_pass_that_says_it_waits_gets_a_thread_in_its_place_at_once() -> None:
 
 
 def test_threads_added_for_stalled_passes_stop_at_max_threads() -> None:
-    queue: WorkQueue[str] = WorkQueue()
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
     passes = Passes()
     passes.release.clear()
     workers = Workers(queue, passes, count=1, max_threads=2, stall_s=0.05)
-    workers.start()
+    workers.start(watch=False)
     for number in range(3):
         queue.add(f"stuck{number}")
+    assert until(lambda: sum(passes.inside.values()) == 1)
+    clock.now += 1.0
+    workers.watch_once()  # stalled: a second thread
     assert until(lambda: sum(passes.inside.values()) == 2)
-    time.sleep(0.3)  # stalled six times over: still no third thread
+    for _ in range(6):  # both stalled, six times over: no third thread
+        clock.now += 1.0
+        workers.watch_once()
     assert sum(passes.inside.values()) == 2 and workers.alive() == 2
     passes.release.set()
     assert until(lambda: sum(passes.count.values()) == 3)
