@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+# what a metadata DB that cannot be reached (down, restarting, refusing connections) raises:
+# a 503 to try again in the API, one line (not a traceback a pass) in a background loop
 UNREACHABLE = (OperationalError, InterfaceError)
 
 

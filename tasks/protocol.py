@@ -278,7 +278,6 @@ class StoredTask(BaseModel):
     pass and in every task list, without validating the whole task again: the same field
     names, so a renamed one fails here too."""
 
-    groupId: str | None = None
     ioConfig: _StoredIo
     context: dict[str, Any] = Field(default_factory=dict)
 

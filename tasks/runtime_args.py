@@ -39,24 +39,33 @@ class RuntimeArgs:
             *served,
         ]
 
+    @classmethod
+    def of(cls, namespace: argparse.Namespace) -> RuntimeArgs:
+        """What a runtime's parsed arguments hold of these."""
+        return cls(**{name: getattr(namespace, name) for name in cls.__dataclass_fields__})
+
 
 def parser(prog: str) -> argparse.ArgumentParser:
-    """A parser of RuntimeArgs' options; a runtime adds its own."""
+    """A parser of RuntimeArgs' options (its defaults are RuntimeArgs'); a runtime adds its
+    own."""
     found = argparse.ArgumentParser(prog=prog)
+    default = {name: f.default for name, f in RuntimeArgs.__dataclass_fields__.items()}
     found.add_argument("--overlord", required=True)
     found.add_argument("--token-file", type=Path, required=True)
-    found.add_argument("--host", default="127.0.0.1")
+    found.add_argument("--host", default=default["host"])
     found.add_argument("--port", type=int, required=True)
     found.add_argument("--deep-storage", required=True, help="a directory or s3://bucket/prefix")
     found.add_argument("--jar-cache", type=Path, required=True)
-    found.add_argument("--master", default="local[*]")
+    found.add_argument("--master", default=default["master"])
     found.add_argument(
-        "--cores", type=int, default=1, help="on a spark:// master: the application's cores"
+        "--cores", type=int, default=default["cores"], help="on a spark:// master: its cores"
     )
     found.add_argument(
-        "--executor-memory", default="1g", help="on a spark:// master: memory per executor"
+        "--executor-memory",
+        default=default["executor_memory"],
+        help="on a spark:// master: memory per executor",
     )
     found.add_argument("--tls-cert", type=Path, help="serve over TLS (PEM)")
     found.add_argument("--tls-key", type=Path)
-    found.add_argument("--log-format", choices=("text", "json"), default="text")
+    found.add_argument("--log-format", choices=("text", "json"), default=default["log_format"])
     return found

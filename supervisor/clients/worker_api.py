@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from supervisor.schemas.worker import Placement, Shutdown, WorkerState
+from supervisor.schemas.worker import Placement, ShutdownAnswer, WorkerState
 from tasks.protocol import IndexKafkaTask, TaskReport
 
 TIMEOUT_S = 5.0
@@ -16,7 +16,7 @@ M = TypeVar("M", bound=BaseModel)
 ASSIGN_TIMEOUT_S = 30.0
 
 
-class TaskHost(Protocol):
+class HostRecord(Protocol):
     """What the client reads of a task host's record (supervisor/db/models.py WorkerRow)."""
 
     @property
@@ -36,7 +36,7 @@ class WorkerApiError(OSError):
 
 
 class WorkerClient:
-    def __init__(self, row: TaskHost, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, row: HostRecord, transport: httpx.BaseTransport | None = None) -> None:
         self.host = row.host
         self.http = httpx.Client(
             base_url=f"{row.scheme}://{row.host}",
@@ -86,7 +86,7 @@ class WorkerClient:
 
     def shutdown(self, task_id: str) -> bool:
         answer = self._call("POST", f"/druid/worker/v1/task/{task_id}/shutdown")
-        return self._read(answer, Shutdown).killed
+        return self._read(answer, ShutdownAnswer).killed
 
     def report(self, task_id: str) -> TaskReport | None:
         """Its report; None when it left none there (or none that reads as one)."""

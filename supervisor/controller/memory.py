@@ -1,20 +1,18 @@
 """What earlier passes of one supervisor learned (`Memory`): its pace, its intents between
 passes, what it saw of the stream, the autoscaler's lag window, the consumer-group mirror and
 the last full pass's snapshot. The work queue runs one pass per supervisor at a time, so a
-supervisor's memory has one writer. And the status a good pass publishes."""
+supervisor's memory has one writer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from supervisor.clock import druid_timestamp
 from supervisor.controller.autoscale import LagWindow
 from supervisor.controller.mirror import Mirrored
 from supervisor.controller.observe import TaskProbe
 from supervisor.controller.pacing import Pace
 from supervisor.controller.requests import Asked
-from supervisor.model.status import SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
 from supervisor.schemas.spec import SupervisorSpec
 from tasks.partitions import Offsets, PartitionKey
@@ -62,31 +60,3 @@ def remembered(snapshot: Snapshot, spec: SupervisorSpec, seen: Seen) -> Snapshot
         )
         idle = caught_up and now >= seen.latest_changed_at + after
     return replace(snapshot, partitions_since=since, idle=idle)
-
-
-def healthy(status: SupervisorStatus, snapshot: Snapshot, probe: TaskProbe) -> SupervisorStatus:
-    """The status after a good pass."""
-    suspended = snapshot.suspended and not snapshot.terminated
-    state = (
-        SupervisorState.SUSPENDED
-        if suspended
-        else SupervisorState.IDLE
-        if snapshot.idle
-        else SupervisorState.RUNNING
-    )
-    return replace(
-        status,
-        passes=status.passes + 1,
-        connected_once=True,
-        consecutive_failures=0,
-        healthy=True,
-        state=state,
-        detailed_state=state,
-        partitions=snapshot.partitions,
-        latest=dict(snapshot.latest),
-        current=dict(probe.current),
-        started=dict(probe.started),
-        task_metrics=dict(probe.metrics),
-        offsets_updated=druid_timestamp(snapshot.now),
-        snapshot=snapshot,
-    )

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from supervisor.controller.requests import Pending
+if TYPE_CHECKING:  # pacing is pure: what a pass reads and does is the reconciler's
+    from supervisor.controller.requests import Pending
 
 DEFAULT_PERIOD_S = 30.0  # Druid's ioConfig.period, until the first pass has read the spec
 ACTED_S = 0.2  # after a pass that acted: the next one soon, to see what the actions did

@@ -15,16 +15,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.controller.actions import Action, CreateTask, Rollover
 from supervisor.controller.execute import Executor
-from supervisor.controller.memory import Memory, Seen, healthy, remembered
+from supervisor.controller.memory import Memory, Seen, remembered
 from supervisor.controller.mirror import DEFAULT_GROUP_PREFIX, GroupMirror
-from supervisor.controller.observe import StreamError, StreamReader, observe
+from supervisor.controller.observe import StreamError, StreamReader, TaskProbe, observe
 from supervisor.controller.pacing import (
     AGAIN_S,
     SLOT_WAIT_S,
@@ -40,7 +40,7 @@ from supervisor.controller.scaling import Scaler
 from supervisor.db.engine import SessionFactory
 from supervisor.db.intents import STANDALONE, IntentRepository
 from supervisor.model.fence import UNFENCED, Fence
-from supervisor.model.status import PassError, StatusStore, SupervisorStatus
+from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
 from supervisor.runner.protocol import Runner
 from tasks.logs import log_context
@@ -99,7 +99,7 @@ class Reconciler:
     def forget(self, supervisor_id: str) -> None:
         self.memories.pop(supervisor_id, None)
         self.statuses.drop(supervisor_id)
-        self.intents.hinted.discard(supervisor_id)
+        self.intents.forget(supervisor_id)
         self.changed.discard(supervisor_id)
 
     def wake(self, supervisor_id: str) -> None:
@@ -114,7 +114,7 @@ class Reconciler:
         """The intents about tasks with no supervisor (submitted with POST /task): their
         shutdowns and checkpoint requests, each marked done with its effect. Whether a checkpoint
         must be asked again (its intent stays pending, for a pass soon)."""
-        self.intents.hinted.discard(STANDALONE)
+        self.intents.forget(STANDALONE)  # taken now: a later write hints again
         with self.sessions() as session:
             pending = merge(IntentRepository(session).pending(STANDALONE))
             executor = Executor(session, self.clock, self.runner, self.fence)
@@ -253,6 +253,30 @@ class Reconciler:
             log.info("supervisor %s: task hosts have slots again", supervisor_id)
             memory.no_slot = None
 
-    def until_due(self, memory: Memory) -> float:
-        """Seconds to the supervisor's next periodic pass (Pace.until_due)."""
-        return memory.pace.until_due(self.monotonic())
+
+def healthy(status: SupervisorStatus, snapshot: Snapshot, probe: TaskProbe) -> SupervisorStatus:
+    """The status after a good pass."""
+    suspended = snapshot.suspended and not snapshot.terminated
+    state = (
+        SupervisorState.SUSPENDED
+        if suspended
+        else SupervisorState.IDLE
+        if snapshot.idle
+        else SupervisorState.RUNNING
+    )
+    return replace(
+        status,
+        passes=status.passes + 1,
+        connected_once=True,
+        consecutive_failures=0,
+        healthy=True,
+        state=state,
+        detailed_state=state,
+        partitions=snapshot.partitions,
+        latest=dict(snapshot.latest),
+        current=dict(probe.current),
+        started=dict(probe.started),
+        task_metrics=dict(probe.metrics),
+        offsets_updated=druid_timestamp(snapshot.now),
+        snapshot=snapshot,
+    )

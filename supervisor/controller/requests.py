@@ -93,6 +93,10 @@ class Intents:
         every supervisor)."""
         self.hinted.add(owner)
 
+    def forget(self, owner: str) -> None:
+        """No hint is left for the owner (gone, or its intents read now)."""
+        self.hinted.discard(owner)
+
     def pending(self, session: Session, owner: str, asked: Asked) -> Pending:
         if not asked.read and owner not in self.hinted:
             return Pending()

@@ -16,8 +16,6 @@ from sqlalchemy.pool import QueuePool
 import migrations
 
 BUSY_TIMEOUT_S = 10.0
-# what a metadata DB that cannot be reached (down, restarting, refusing connections) raises:
-# a 503 to try again in the API, one line (not a traceback a pass) in a background loop
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 

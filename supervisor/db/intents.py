@@ -39,7 +39,7 @@ class Restart(BaseModel):
     """A reset moved the offsets of these groups (None: every group): kill what reads them."""
 
     kind: Literal[IntentKind.RESTART] = IntentKind.RESTART
-    groups: list[int] | None
+    groups: list[int] | None = None
 
 
 class Checkpoint(BaseModel):
@@ -61,8 +61,11 @@ Intent = Annotated[Handoff | Restart | Checkpoint | Shutdown, Field(discriminato
 _INTENT: TypeAdapter[Handoff | Restart | Checkpoint | Shutdown] = TypeAdapter(Intent)
 
 
-def intent_of(row: IntentRow) -> Handoff | Restart | Checkpoint | Shutdown:
-    """What the row asks; ValidationError when its payload is not what its kind holds."""
+def intent_of(row: IntentRow) -> Handoff | Restart | Checkpoint | Shutdown | None:
+    """What the row asks; None for a kind this version does not know (a newer one's: left
+    alone), ValidationError when its payload is not what its kind holds."""
+    if row.kind not in set(IntentKind):
+        return None
     return _INTENT.validate_python({**row.payload, "kind": row.kind})
 
 

@@ -187,7 +187,9 @@ class SharedAppRunner:
         app: HostApp | None = None
         try:
             app = self._ensure()
-            body = Assignment(payload=task, token=token, overlord=self.settings.advertised_url())
+            # checked where it is read: a URL the application refuses is its 400 (an OSError)
+            url = self.settings.advertised_url()
+            body = Assignment.model_construct(payload=task, token=token, overlord=url)
             with self.assigning:
                 self.client.assign(app, body)
         except OSError:

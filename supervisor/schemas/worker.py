@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from tasks.protocol import TaskReport
 
@@ -41,14 +41,22 @@ class WorkerExit(BaseModel):
 
 
 class WorkerState(BaseModel):
-    """GET /druid-internal/v1/worker: what runs on the host and what ended (the sync)."""
+    """GET /druid-internal/v1/worker: what runs on the host and what ended (the sync). An
+    exit entry that does not read as one is passed over, not the whole answer."""
 
-    host: str
-    running: list[str]
-    exited: list[WorkerExit]
+    host: str = ""
+    running: list[str] = Field(default_factory=list)
+    exited: list[WorkerExit] = Field(default_factory=list)
+
+    @field_validator("exited", mode="before")
+    @classmethod
+    def _readable_exits(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [e for e in value if isinstance(e, dict) and isinstance(e.get("task"), str)]
 
 
-class Shutdown(BaseModel):
+class ShutdownAnswer(BaseModel):
     """POST /druid/worker/v1/task/{id}/shutdown: whether a running task was killed."""
 
     task: str

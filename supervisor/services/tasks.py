@@ -124,7 +124,7 @@ class TaskService:
         # what it reads, it reads through the one owner of tasks' lives, which it asks to
         # launch a submitted task
         self.life = TaskLife(session, clock, runner, fence)
-        self.session, self.clock, self.runner = session, clock, runner
+        self.session, self.clock = session, clock
         self.tasks = self.life.tasks
 
     def require(self, task_id: str) -> TaskRow:

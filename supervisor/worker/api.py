@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 
-from supervisor.schemas.worker import Placement, Shutdown
+from supervisor.schemas.worker import Placement, ShutdownAnswer
 from supervisor.worker.agent import WorkerAgent
 from tasks.protocol import IndexKafkaTask
 from tasks.spec.names import task_id_problem
@@ -51,7 +51,7 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 
     @guarded.post("/druid/worker/v1/task/{task_id}/shutdown")
     def shutdown(task_id: str) -> dict[str, Any]:
-        return Shutdown(task=task_id, killed=agent.kill(known_id(task_id))).model_dump()
+        return ShutdownAnswer(task=task_id, killed=agent.kill(known_id(task_id))).model_dump()
 
     @guarded.get("/druid/worker/v1/task/{task_id}/log")
     def task_log(task_id: str) -> PlainTextResponse:

@@ -81,6 +81,8 @@ def create_host_api(host: TaskHost, token: str) -> FastAPI:
         read = await read_assignment(request)
         if isinstance(read, JSONResponse):
             return read
+        if "overlord" in read.model_fields_set and read.overlord is None:
+            return error(400, "overlord: an http:// or https:// URL")
         task, overlord = read.payload, read.overlord or host.args.overlord
         try:  # off the event loop: building a task's run takes a while
             await run_in_threadpool(host.assign, task, read.token, overlord)

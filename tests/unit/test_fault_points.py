@@ -57,3 +57,27 @@ def test_the_killer_ignores_a_point_its_file_does_not_name(tmp_path: Any) -> Non
     kill(faults.PUBLISH_COMMITTED)  # no file: goes on
     armed.write_text(faults.TASK_RECORDED)
     kill(faults.PUBLISH_COMMITTED)  # another point: goes on
+
+
+def test_the_wrapped_functions_are_called_only_where_the_points_are() -> None:
+    """A point wraps a function, so a new caller of it would reach the point too: the rollover
+    alone calls checkpoint_group through the executor, and only a finishing checkpoint_group
+    sets end offsets."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "supervisor"
+    callers = {
+        str(path.relative_to(root)): path.read_text().count("checkpoint_group(")
+        for path in root.rglob("*.py")
+        if "testkit" not in path.parts
+    }
+    assert {p: n for p, n in callers.items() if n} == {
+        "controller/execute.py": 1,
+        "services/checkpoint.py": 2,  # its definition, and checkpoint_requested's finish=False
+    }
+    setters = {
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if ".set_end_offsets(" in path.read_text() and "testkit" not in path.parts
+    }
+    assert setters == {"services/checkpoint.py"}

@@ -63,6 +63,10 @@ def test_an_intent_is_stored_as_its_kind_and_payload_and_read_back_as_its_model(
         stored = intent.model_dump(mode="json", exclude={"kind"})
         assert stored == payload
         assert intent_of(row(intent.kind, stored)) == intent
+    assert intent_of(row(IntentKind.RESTART, {})) == Restart(groups=None)  # every group
+    assert (
+        intent_of(IntentRow(owner="s", kind="compact", payload={}, author="", comment="")) is None
+    )
     try:
         intent_of(row(IntentKind.HANDOFF, {"groups": [1]}))
     except ValidationError as exc:

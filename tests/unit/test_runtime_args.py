@@ -11,10 +11,6 @@ from tasks.runtime import process, shared
 from tasks.runtime_args import RuntimeArgs
 
 
-def common(namespace: object) -> RuntimeArgs:
-    return RuntimeArgs(**{name: getattr(namespace, name) for name in RuntimeArgs.__annotations__})
-
-
 def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     settings = Settings(
@@ -32,13 +28,13 @@ def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
     assert args.tls_cert == cert.resolve() and args.cores == 3 and args.host == "10.0.0.2"
     extra = ["--payload", "p.json", "--work-dir", "w", "--publish-niceness", "5"]
     read = process.parse_args([*args.argv(), *extra])
-    assert common(read) == args and read.publish_niceness == 5
+    assert RuntimeArgs.of(read) == args and read.publish_niceness == 5
     read = shared.parse_args([*args.argv(), "--tasks-dir", "t"])
-    assert common(read) == args and read.tasks_dir == Path("t")
+    assert RuntimeArgs.of(read) == args and read.tasks_dir == Path("t")
 
 
 def test_without_tls_no_certificate_is_passed(tmp_path: Path) -> None:
     settings = Settings(deep_storage=tmp_path / "deep", work_dir=tmp_path / "work")
     args = runtime_args(settings, "127.0.0.1", 4100, tmp_path / "token")
     assert "--tls-cert" not in args.argv()
-    assert common(shared.parse_args([*args.argv(), "--tasks-dir", "t"])) == args
+    assert RuntimeArgs.of(shared.parse_args([*args.argv(), "--tasks-dir", "t"])) == args
