@@ -9,6 +9,8 @@ import logging
 import threading
 import time
 
+from sqlalchemy.orm import Session
+
 from supervisor.api.context import AppContext
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
@@ -21,7 +23,7 @@ from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
 from supervisor.services.leadership import Leadership
-from supervisor.services.task_life import UNSETTLED, TaskLife
+from supervisor.services.task_life import TaskLife, Unsettled
 
 log = logging.getLogger(__name__)
 SWEEP_S = 5.0
@@ -41,8 +43,10 @@ class TaskMonitor(Loop):
         sweep: bool = True,
         unlaunched: list[str] | None = None,
         fence: Fence = UNFENCED,
+        unsettled: Unsettled | None = None,
     ) -> None:
         self.sessions = sessions
+        self.unsettled = Unsettled() if unsettled is None else unsettled  # the overlord's
         self.clock = clock
         self.runner = runner
         self.manager = manager
@@ -54,18 +58,18 @@ class TaskMonitor(Loop):
         super().__init__(every_s=0.25)
 
     def run_once(self) -> None:
-        settling = UNSETTLED.take()
+        settling = self.unsettled.take()
         if settling:
             try:
                 with self.sessions() as session:
-                    TaskLife(session, self.clock, self.runner, self.fence).settle(settling)
+                    self._life(session).settle(settling)
             except BaseException:
-                UNSETTLED.give_back(settling)  # the DB still away: the next run tries again
+                self.unsettled.give_back(settling)  # the DB still away: the next run tries again
                 raise
             self.manager.wake_tasks(settling)
         if self.unlaunched:
             with self.sessions() as session:
-                tasks = TaskLife(session, self.clock, self.runner, self.fence)
+                tasks = self._life(session)
                 tasks.start_unlaunched(self.unlaunched)
             self.manager.wake_tasks(self.unlaunched)
             self.unlaunched = []
@@ -80,6 +84,9 @@ class TaskMonitor(Loop):
             # here: its owner passes and reads it
             self.swept = now
             self.manager.sync()
+
+    def _life(self, session: Session) -> TaskLife:
+        return TaskLife(session, self.clock, self.runner, self.fence, self.unsettled)
 
     def failed(self, exc: Exception) -> None:
         if not isinstance(exc, UNREACHABLE):
@@ -120,6 +127,7 @@ class LeaderDuties:
                 self.held.check()  # still this epoch's leader (not lost while electing)
                 with sessions() as session:  # tasks an earlier leader left running
                     recovered = TaskLife(session, app.clock, app.runner).recover()
+                unsettled = app.unsettled
                 self.manager = SupervisorManager(
                     sessions,
                     app.clock,
@@ -127,6 +135,7 @@ class LeaderDuties:
                     settings,
                     statuses=app.statuses,
                     fence=self.held,
+                    unsettled=unsettled,
                 )
                 # the routes wake passes from now on; the sync below finds what came before
                 app.manager = self.manager
@@ -140,6 +149,7 @@ class LeaderDuties:
                     settings.run_supervisors,
                     recovered.unlaunched,
                     self.held,
+                    unsettled,
                 )
                 self.monitor.start()
                 self.sweeper = Sweeper(settings.storage(), sessions)

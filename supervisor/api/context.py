@@ -20,6 +20,7 @@ from supervisor.services import lookups
 from supervisor.services.authentication import Authenticator
 from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
+from supervisor.services.task_life import Unsettled
 from supervisor.settings import Settings
 
 OWNERS_KEPT = 100_000
@@ -33,6 +34,8 @@ class AppContext:
     runner: Runner
     metrics: Metrics = field(default_factory=Metrics)
     statuses: StatusStore = field(default_factory=StatusStore)
+    # launches this overlord began and could not see through, for its task monitor
+    unsettled: Unsettled = field(default_factory=Unsettled)
     # set when the service has started (its lifespan): the metadata DB and the supervisors
     started_sessions: Callable[[], Session] | None = None
     manager: SupervisorManager | None = None  # while this overlord leads

@@ -51,7 +51,8 @@ async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
     """`work` with a TaskService on a session of its own (api.common.in_session)."""
     app = context(request)
     return await in_session(
-        request, lambda session: work(TaskService(session, app.clock, app.runner, app.fence))
+        request,
+        lambda session: work(TaskService(session, app.clock, app.runner, app.fence, app.unsettled)),
     )
 
 

@@ -19,7 +19,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import NoSlot, Runner
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
-from supervisor.services.task_life import TaskLife
+from supervisor.services.task_life import TaskLife, Unsettled
 from tasks.logs import log_context
 from tasks.partitions import offsets_json
 from tasks.protocol import (
@@ -98,9 +98,15 @@ def index_task(
 
 class Executor:
     def __init__(
-        self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
+        self,
+        session: Session,
+        clock: Clock,
+        runner: Runner,
+        fence: Fence = UNFENCED,
+        unsettled: Unsettled | None = None,
     ) -> None:
-        self.tasks = TaskLife(session, clock, runner, fence)  # launches and kills go through it
+        # launches and kills go through the one owner of tasks' lives
+        self.tasks = TaskLife(session, clock, runner, fence, unsettled)
         self.session, self.clock, self.runner = session, clock, runner
         self.fence = fence  # checked before each command, which carries its epoch
         self.rolled: set[int] = set()  # groups given final end offsets by this executor

@@ -25,6 +25,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore
 from supervisor.runner.protocol import Runner
 from supervisor.schemas.kafka_access import KafkaAccess
+from supervisor.services.task_life import Unsettled
 from supervisor.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class SupervisorManager:
         stream: StreamReader | None = None,
         statuses: StatusStore | None = None,
         fence: Fence = UNFENCED,
+        unsettled: Unsettled | None = None,
     ) -> None:
         self.sessions = sessions
         self.runner = runner
@@ -53,6 +55,7 @@ class SupervisorManager:
             self.statuses,
             fence=fence,
             group_prefix=settings.consumer_group_prefix,
+            unsettled=unsettled,
         )
         self.queue: WorkQueue[str] = WorkQueue(base_backoff_s=RETRY_BASE_S)
         self.workers = Workers(self.queue, self._pass, settings.supervisor_workers)

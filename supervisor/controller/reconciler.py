@@ -43,6 +43,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
 from supervisor.runner.protocol import Runner
+from supervisor.services.task_life import Unsettled
 from tasks.logs import log_context
 from tasks.spec.periods import duration_millis
 
@@ -73,6 +74,7 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
         fence: Fence = UNFENCED,
         group_prefix: str = DEFAULT_GROUP_PREFIX,
+        unsettled: Unsettled | None = None,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -81,6 +83,8 @@ class Reconciler:
         self.statuses = statuses
         self.monotonic = monotonic
         self.fence = fence  # a pass acts only while this overlord leads
+        # launches the passes began and could not see through: the overlord's task monitor's
+        self.unsettled = Unsettled() if unsettled is None else unsettled
         self.intents = Intents(clock)
         self.mirror = GroupMirror(stream, fence, monotonic, group_prefix)
         self.scaler = Scaler(clock, monotonic, fence)
@@ -107,6 +111,9 @@ class Reconciler:
         exit): that snapshot no longer stands, and its next pass is a full one."""
         self.changed.add(supervisor_id)
 
+    def _executor(self, session: Session) -> Executor:
+        return Executor(session, self.clock, self.runner, self.fence, self.unsettled)
+
     def hint(self, supervisor_id: str) -> None:
         self.intents.hint(supervisor_id)
 
@@ -117,7 +124,7 @@ class Reconciler:
         self.intents.forget(STANDALONE)  # taken now: a later write hints again
         with self.sessions() as session:
             pending = merge(IntentRepository(session).pending(STANDALONE))
-            executor = Executor(session, self.clock, self.runner, self.fence)
+            executor = self._executor(session)
             self.intents.shut_down(executor.tasks, pending)
             again = self.intents.checkpoint(executor, pending, skip_groups=set())
             session.commit()
@@ -171,7 +178,7 @@ class Reconciler:
         self.changed.discard(supervisor_id)  # before the reads: a later change is seen again
         with self.sessions() as session:
             pending = self.intents.pending(session, supervisor_id, memory.asked)
-            executor = Executor(session, self.clock, self.runner, self.fence)
+            executor = self._executor(session)
             if light(memory.pace, self.monotonic(), stands, pending):
                 return self.light_pass(session, executor, pending, memory)
             memory.pace.deadline = None  # a pass that fails sets none

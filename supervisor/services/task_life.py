@@ -33,13 +33,13 @@ from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
 log = logging.getLogger(__name__)
 
 
-class _Unsettled:
+class Unsettled:
     """Tasks whose launch this process began but did not see through to a record (the
     metadata DB went away between recording the task and recording where it serves, or that
     it could not start): the leader's task monitor settles them (TaskLife.settle) once
     the DB answers. Without this a recorded, never-started task stayed "running" for as long
     as this overlord led: its group waited for it to read, forever (bench/chaos.py seed 33:
-    PostgreSQL stopped during a resume's launches)."""
+    PostgreSQL stopped during a resume's launches). One per overlord, its AppContext's."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -59,9 +59,6 @@ class _Unsettled:
             self.ids.update(task_ids)
 
 
-UNSETTLED = _Unsettled()
-
-
 @dataclass
 class Recovered:
     """What `recover` found: tasks adopted, and tasks recorded but never started."""
@@ -72,12 +69,20 @@ class Recovered:
 
 class TaskLife:
     def __init__(
-        self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
+        self,
+        session: Session,
+        clock: Clock,
+        runner: Runner,
+        fence: Fence = UNFENCED,
+        unsettled: Unsettled | None = None,
     ) -> None:
+        """`unsettled`: where launches not seen through are held for the leader's task monitor
+        (the overlord's own, AppContext.unsettled; none given: this TaskLife's alone)."""
         self.session = session
         self.clock = clock
         self.runner = runner
         self.fence = fence  # checked before a task is launched or killed
+        self.unsettled = Unsettled() if unsettled is None else unsettled
         self.tasks = TaskRepository(session)
 
     def launch(self, task: IndexKafkaTask, wait_for_slot: bool = False) -> str:
@@ -119,7 +124,7 @@ class TaskLife:
         except NoSlot:
             raise  # its record deleted: the caller asks again later
         except BaseException:
-            UNSETTLED.hold(row.id)
+            self.unsettled.hold(row.id)
             raise
 
     def _start_recorded(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool) -> None:
@@ -165,7 +170,7 @@ class TaskLife:
             self._start(row, task)
 
     def settle(self, task_ids: list[str]) -> None:
-        """The tasks UNSETTLED holds: each still recorded as running without a location is
+        """The tasks held as unsettled: each still recorded as running without a location is
         located when its runner has it (killed and recorded failed when it cannot be), recorded
         ended when it left a report, else started (start_unlaunched)."""
         gone: list[Exited] = []

@@ -26,7 +26,7 @@ from supervisor.runner.protocol import Runner
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import PROPERTIES, mask_task
 from supervisor.services.supervisors import Actor, intend
-from supervisor.services.task_life import TaskLife
+from supervisor.services.task_life import TaskLife, Unsettled
 from tasks.protocol import IndexKafkaTask, StoredTask, TaskStatusCode
 from tasks.spec import legacy_parser
 from tasks.spec.errors import FieldError, SpecError, from_validation_error
@@ -119,11 +119,16 @@ def _interval(text: str) -> tuple[datetime, datetime]:
 
 class TaskService:
     def __init__(
-        self, session: Session, clock: Clock, runner: Runner, fence: Fence = UNFENCED
+        self,
+        session: Session,
+        clock: Clock,
+        runner: Runner,
+        fence: Fence = UNFENCED,
+        unsettled: Unsettled | None = None,
     ) -> None:
         # what it reads, it reads through the one owner of tasks' lives, which it asks to
         # launch a submitted task
-        self.life = TaskLife(session, clock, runner, fence)
+        self.life = TaskLife(session, clock, runner, fence, unsettled)
         self.session, self.clock = session, clock
         self.tasks = self.life.tasks
 

@@ -220,7 +220,7 @@ def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
     from supervisor.db.models import TaskRow
     from supervisor.leading import TaskMonitor
     from supervisor.runner.protocol import Launched
-    from supervisor.services.task_life import UNSETTLED, TaskLife
+    from supervisor.services.task_life import TaskLife, Unsettled
     from tasks.protocol import IndexKafkaTask, TaskStatusCode
     from tests.specs import task
 
@@ -246,11 +246,14 @@ def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
         def sync(self) -> None: ...
 
     now = datetime.now(UTC)
+    held = Unsettled()  # the overlord's: the launch holds it, its monitor settles it
     first = DbAway(Settings(work_dir=tmp_path / "work", deep_storage=tmp_path / "d"))
     payload = IndexKafkaTask.model_validate(task("interrupted", {"bootstrap.servers": "b:9"}))
     with sessions() as session:
         try:
-            TaskLife(session, lambda: now, first).launch(payload, wait_for_slot=True)
+            TaskLife(session, lambda: now, first, unsettled=held).launch(
+                payload, wait_for_slot=True
+            )
         except OperationalError:
             pass
         else:
@@ -260,7 +263,14 @@ def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
         assert row is not None and row.status == TaskStatusCode.RUNNING  # not failed: not its fault
         assert row.location_port is None
     woken = Woken()
-    monitor = TaskMonitor(sessions, lambda: now, first, woken, sweep=False)  # type: ignore[arg-type]
+    monitor = TaskMonitor(
+        sessions,
+        lambda: now,
+        first,
+        woken,  # type: ignore[arg-type]
+        sweep=False,
+        unsettled=held,
+    )
     monitor.run_once()
     assert first.launched == ["(failed)", "interrupted"]
     assert woken.tasks == ["interrupted"]
@@ -268,4 +278,4 @@ def test_a_launch_the_metadata_db_interrupted_is_seen_through_once_it_answers(
         row = session.get(TaskRow, "interrupted")
         assert row is not None and (row.location_port, row.token) == (45679, "t0ken")
     monitor.run_once()  # settled: nothing more
-    assert first.launched == ["(failed)", "interrupted"] and UNSETTLED.take() == []
+    assert first.launched == ["(failed)", "interrupted"] and held.take() == []
