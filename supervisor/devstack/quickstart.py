@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import httpx
 from supervisor.devstack import DevstackError
 from supervisor.devstack.generator import EditStream
 from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.service import LocalService, serve_command
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import wait_for_port
 
@@ -97,7 +97,7 @@ class Quickstart:
         self.jar_cache = jar_cache
         self.rate = rate
         self.url = f"http://127.0.0.1:{port}"
-        self.service: subprocess.Popen[bytes] | None = None
+        self.service: LocalService | None = None
 
     def _spec(self, bootstrap: str) -> dict[str, Any]:
         try:
@@ -109,49 +109,22 @@ class Quickstart:
 
     def _start_service(self) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
-        log = (self.var_dir / "service.log").open("ab")
-        self.service = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "supervisor.cli",
-                "serve",
-                "--port",
-                str(self.port),
-                "--metadata-url",
-                f"sqlite:///{self.var_dir / 'sluicegate.db'}",
-                "--deep-storage",
-                str(self.var_dir / "segments"),
-                "--work-dir",
-                str(self.var_dir / "work"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            # the quickstart's broker stops with it, so its tasks must too (tasks outlive a
-            # plain `sluicegate serve`, which adopts them when it starts again)
-            env={**os.environ, "SLUICEGATE_KILL_TASKS_ON_EXIT": "true"},
+        command = serve_command(
+            *("--port", str(self.port)),
+            *("--metadata-url", f"sqlite:///{self.var_dir / 'sluicegate.db'}"),
+            *("--deep-storage", str(self.var_dir / "segments")),
+            *("--work-dir", str(self.var_dir / "work")),
         )
-        log.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.service.poll() is not None:
-                raise DevstackError(f"the service exited; see {self.var_dir / 'service.log'}")
-            try:
-                if httpx.get(f"{self.url}/status/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.2)
-        raise DevstackError(f"the service did not come up; see {self.var_dir / 'service.log'}")
+        # the quickstart's broker stops with it, so its tasks must too (tasks outlive a plain
+        # `sluicegate serve`, which adopts them when it starts again)
+        env = {**os.environ, "SLUICEGATE_KILL_TASKS_ON_EXIT": "true"}
+        log = self.var_dir / "service.log"
+        self.service = LocalService(command, self.url, log, self.var_dir, env).start()
 
     def _stop_service(self) -> None:
         service, self.service = self.service, None
-        if service is not None and service.poll() is None:
-            service.terminate()
-            try:
-                service.wait(30)
-            except subprocess.TimeoutExpired:
-                service.kill()
+        if service is not None:
+            service.stop()
 
     def run(self) -> None:
         if wait_for_port("127.0.0.1", self.port, 0.2):
@@ -196,7 +169,7 @@ class Quickstart:
             )
             progress = Progress(self.url, supervisor_id, datasource, edits)
             while not interrupted:
-                if self.service is not None and self.service.poll() is not None:
+                if self.service is not None and self.service.exited():
                     raise DevstackError(f"the service stopped; see {self.var_dir / 'service.log'}")
                 progress.show()
                 time.sleep(0.5)

@@ -47,6 +47,10 @@ class ServerProcess(Managed):
         self.process = spawn(command, cwd, log, env)
         return self.process
 
+    def exited(self) -> bool:
+        """Whether its process was started and has ended."""
+        return self.process is not None and self.process.poll() is not None
+
     def wait(self) -> int:
         assert self.process is not None
         return self.process.wait()

@@ -25,9 +25,9 @@ import httpx
 from sqlalchemy import Executable
 
 from supervisor.devstack.certs import Certs, self_signed
+from supervisor.devstack.service import LocalService
 from supervisor.net import free_port
 from supervisor.testkit.service import db_rows
-from supervisor.testkit.waits import wait_for
 
 ADMIN = ("admin", "e2e-admin-password")
 
@@ -116,6 +116,7 @@ class Overlord:
                 "SLUICEGATE_ADMIN_PASSWORD": ADMIN[1],
             }
         self.env |= env or {}
+        self.service: LocalService | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -123,9 +124,9 @@ class Overlord:
         command.append("serve")
         if self.netns is not None:  # `ip netns exec` execs it: the pid stays its own
             command = ["ip", "netns", "exec", self.netns, *command]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=log)
-        wait_for(self._up, 60, "the overlord to serve", every=0.05)
+        service = LocalService(command, self.url, self.log, self.log.parent, self.env, self.verify)
+        self.service = service.start()
+        self.process = service.process
 
     def _get(self, path: str) -> int | None:
         try:
@@ -133,9 +134,6 @@ class Overlord:
         except httpx.HTTPError:
             return None
         return answer.status_code
-
-    def _up(self) -> bool:
-        return self._get("/status/health") == 200
 
     def leads(self) -> bool:
         return self._get("/druid/indexer/v1/isLeader") == 200
@@ -154,7 +152,7 @@ class Overlord:
         self.process.send_signal(sig)
 
     def exited(self) -> bool:
-        return self.process is not None and self.process.poll() is not None
+        return self.service is not None and self.service.exited()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
