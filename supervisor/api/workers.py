@@ -13,6 +13,7 @@ from supervisor.api.auth import needs
 from supervisor.api.common import JSON_BODY, in_session, json_body
 from supervisor.api.context import context
 from supervisor.model.access import Action, ResourceType
+from supervisor.schemas.worker import HeartbeatAnswer
 from supervisor.services.workers import WorkerService
 
 router = APIRouter(tags=["workers"])
@@ -62,8 +63,5 @@ async def heartbeat(request: Request, raw: Any = Depends(json_body)) -> dict[str
     settings = app.settings
     timeout = settings.worker_timeout_s
     await in_session(request, lambda s: WorkerService(s, app.clock, timeout).heartbeat(raw))
-    # what the host's tasks must share with the rest of the cluster
-    return {
-        "deepStorage": settings.storage().location,
-        "heartbeatTimeoutS": settings.worker_timeout_s,
-    }
+    location = settings.storage().location
+    return HeartbeatAnswer(deepStorage=location, heartbeatTimeoutS=timeout).model_dump()

@@ -1,5 +1,6 @@
-"""The messages of a task host's API (supervisor/worker/api.py) that the leader's runner
-reads (supervisor/clients/worker_api.py): one definition for both sides."""
+"""The messages between a task host and the overlords, one definition for both sides: its
+heartbeat (supervisor/worker/agent.py -> supervisor/api/workers.py), and its API
+(supervisor/worker/api.py) that the leader's runner reads (supervisor/clients/worker_api.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,26 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from tasks.protocol import TaskReport
+
+
+class Heartbeat(BaseModel):
+    """POST /druid-internal/v1/workers: all a task host says of itself, at every beat (the
+    first registers it; services/workers.py checks each field)."""
+
+    host: str  # its API's host:port, its name
+    scheme: str
+    ip: str
+    capacity: int
+    version: str
+    category: str
+    token: str  # the overlords' calls to it carry it
+
+
+class HeartbeatAnswer(BaseModel):
+    """What a task host's tasks must share with the rest of the cluster."""
+
+    deepStorage: str
+    heartbeatTimeoutS: float | None = None
 
 
 class Placement(BaseModel):

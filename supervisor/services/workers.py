@@ -15,6 +15,7 @@ from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.models import WorkerRow
 from supervisor.db.workers import WorkerRepository
 from supervisor.errors import BadRequestError, ConflictError, NotFoundError, Raced
+from supervisor.schemas.worker import Heartbeat
 
 # host:port as a task host gives it: a DNS name or IPv4 address (no user info, no path)
 HOST = re.compile(r"(?=.{1,255}$)[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}")
@@ -36,6 +37,30 @@ def _matching(body: dict[str, Any], name: str, pattern: re.Pattern[str]) -> str:
     return str(value)
 
 
+def read_heartbeat(body: object) -> Heartbeat:
+    """A heartbeat's body, each field checked (a 400 naming it)."""
+    if not isinstance(body, dict):
+        raise BadRequestError("the body must be a JSON object")
+    host = _matching(body, "host", HOST)
+    if int(host.rsplit(":", 1)[1]) > 65535:
+        raise BadRequestError(f"host: port of {host!r} is out of range", field="host")
+    scheme = _field(body, "scheme", str)
+    if scheme not in ("http", "https"):
+        raise BadRequestError("scheme: http or https", field="scheme")
+    capacity = _field(body, "capacity", int)
+    if not 1 <= capacity <= 1024:
+        raise BadRequestError("capacity: from 1 to 1024", field="capacity")
+    return Heartbeat(
+        host=host,
+        scheme=scheme,
+        ip=_matching(body, "ip", NAME),
+        capacity=capacity,
+        version=_matching(body, "version", NAME),
+        category=_matching(body, "category", NAME),
+        token=_matching(body, "token", TOKEN),
+    )
+
+
 class WorkerService:
     def __init__(self, session: Session, clock: Clock, timeout_s: float = 15.0) -> None:
         self.session = session
@@ -45,25 +70,9 @@ class WorkerService:
 
     def heartbeat(self, body: object) -> None:
         """Register a task host or renew it (every heartbeat carries all it says of itself)."""
-        if not isinstance(body, dict):
-            raise BadRequestError("the body must be a JSON object")
-        host = _matching(body, "host", HOST)
-        if int(host.rsplit(":", 1)[1]) > 65535:
-            raise BadRequestError(f"host: port of {host!r} is out of range", field="host")
-        scheme = _field(body, "scheme", str)
-        if scheme not in ("http", "https"):
-            raise BadRequestError("scheme: http or https", field="scheme")
-        capacity = _field(body, "capacity", int)
-        if not 1 <= capacity <= 1024:
-            raise BadRequestError("capacity: from 1 to 1024", field="capacity")
-        values = {
-            "scheme": scheme,
-            "ip": _matching(body, "ip", NAME),
-            "capacity": capacity,
-            "version": _matching(body, "version", NAME),
-            "category": _matching(body, "category", NAME),
-            "token": _matching(body, "token", TOKEN),
-        }
+        beat = read_heartbeat(body)
+        host = beat.host
+        values = beat.model_dump(exclude={"host"})
         now = self.clock()
         row = self.workers.get(host)
         if row is None:

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from supervisor.runner import HostRunner, host_runner
 from supervisor.runner.files import write_private
 from supervisor.runner.protocol import Exited, Launched
-from supervisor.schemas.worker import WorkerExit, WorkerState
+from supervisor.schemas.worker import Heartbeat, HeartbeatAnswer, WorkerExit, WorkerState
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask
 
@@ -116,25 +118,30 @@ class WorkerAgent:
 
     def _heartbeat(self) -> dict[str, Any]:
         ident = self.identity
-        return {
-            "host": ident.name,
-            "scheme": ident.scheme,
-            "ip": ident.host,
-            "capacity": ident.capacity,
-            "version": ident.version,
-            "category": DEFAULT_CATEGORY,
-            "token": self.token,
-        }
+        beat = Heartbeat(
+            host=ident.name,
+            scheme=ident.scheme,
+            ip=ident.host,
+            capacity=ident.capacity,
+            version=ident.version,
+            category=DEFAULT_CATEGORY,
+            token=self.token,
+        )
+        return beat.model_dump()
 
-    def _configure(self, answer: Any) -> None:
-        if not isinstance(answer, dict) or not isinstance(answer.get("deepStorage"), str):
-            raise HeartbeatRefused("the overlord's answer to the heartbeat has no deepStorage", 200)
-        timeout = answer.get("heartbeatTimeoutS")
-        if isinstance(timeout, int | float) and timeout > 0:
+    def _configure(self, raw: Any) -> None:
+        try:
+            answer = HeartbeatAnswer.model_validate(raw)
+        except ValidationError:
+            raise HeartbeatRefused(
+                "the overlord's answer to the heartbeat has no deepStorage", 200
+            ) from None
+        timeout = answer.heartbeatTimeoutS
+        if timeout is not None and timeout > 0:
             self.period = min(5.0, max(0.5, timeout / 5))
         if self.runner is not None:
             return
-        self.settings.deep_storage = answer["deepStorage"]
+        self.settings.deep_storage = answer.deepStorage
         runner = host_runner(self.settings, host=self.identity.host)
         # task processes by their pid files; a shared application's tasks by its own list
         left = {*_task_dirs(self.settings.work_dir / "tasks"), *runner.running()}
