@@ -39,7 +39,7 @@ DEFAULT_PORT = 8091  # Druid's MiddleManager port
     required=True,
     help="An overlord's URL, or several comma-separated (or SLUICEGATE_URL): heartbeats go to "
     "the first that takes them, so a host given both overlords of a pair goes on while either "
-    "is down; a follower sends them on to the leader.",
+    "is down; a follower records them in the shared metadata DB as the leader would.",
 )
 @click.option(
     "--capacity",

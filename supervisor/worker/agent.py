@@ -42,9 +42,10 @@ DEFAULT_CATEGORY = "_default_worker_category"
 
 def any_of(sends: list[Send]) -> Send:
     """A heartbeat to the first of several overlords that takes it, the one that took the last
-    tried first: a host given both overlords of a pair goes on beating while either is down
-    (through a follower, which sends it on to the leader). Refused by all: the refusal of one
-    that answered, if any did (its status says why), else that none could be reached."""
+    tried first: a host given both overlords of a pair goes on beating while either is down (a
+    follower records it in the shared metadata DB, as the leader would). Refused by all: the
+    refusal of one that answered, if any did (its status says why), else that none could be
+    reached."""
     order = list(range(len(sends)))
     lock = threading.Lock()
 

@@ -4,10 +4,10 @@ as Druid's Indexer process runs many tasks in one JVM where its MiddleManager ra
 The process serves one port: every task's chat API under /druid/worker/v1/chat/{taskId}/ (the
 app a task process serves, tasks/runtime/control.py) and the runner's API under /sluicegate/host/v1/
 (the host's own token): assign a task, list the tasks and how they ended, kill one. Spark
-starts once, when the process does; a task is a thread with its own Spark job group and FAIR
-scheduler pool (both its id), its own work directory (persists, task.log, report.json),
-overlord client, sequences and publish. A task's failure is its own: its report and exit code
-say why and the application goes on.
+starts once, when the process does; a task is a thread with its own Spark job group (its id),
+its jobs in the FAIR pool `tasks` (combined reads in `reads`), its own work directory
+(persists, task.log, report.json), overlord client, sequences and publish. A task's failure
+is its own: its report and exit code say why and the application goes on.
 
 A killed task is fenced at once: its chat API answers 404, no publish call of it starts in
 this process (one already sent may commit, as one sent just before a SIGKILL may: the
