@@ -15,7 +15,8 @@ import pytest
 from supervisor.db.repositories import _payloads
 from supervisor.lru import Lru
 from supervisor.schemas import spec as spec_module
-from supervisor.services import supervisors as supervisors_module
+from supervisor.services import history as history_module
+from supervisor.services import spec_input as spec_input_module
 from supervisor.testkit.service import RunningService
 from tests.specs import spec, task
 
@@ -216,7 +217,7 @@ def test_history_is_paged_and_bounded(api: httpx.Client, monkeypatch: Any) -> No
     assert len(every["wiki"]) == 3
     assert "x-sluicegate-truncated" not in api.get(f"{BASE}/wiki/history").headers
     size = len(json.dumps(spec("wiki")))
-    monkeypatch.setattr(supervisors_module, "HISTORY_BYTES", int(size * 2.5))
+    monkeypatch.setattr(history_module, "HISTORY_BYTES", int(size * 2.5))
     cut = api.get(f"{BASE}/wiki/history")
     assert cut.headers["x-sluicegate-truncated"] == "true"
     assert 1 <= len(cut.json()) < 5
@@ -230,7 +231,7 @@ def test_big_spec_versions_do_not_grow_the_caches_past_their_bytes(
     bound = 3 * 1024 * 1024
     checked: Lru[Any, Any] = Lru(1024, bound)
     stored: Lru[Any, Any] = Lru(4096, bound)
-    monkeypatch.setattr(supervisors_module, "_checked_specs", checked)
+    monkeypatch.setattr(spec_input_module, "checked_specs", checked)
     monkeypatch.setattr(spec_module, "_stored", stored)
     settings.max_request_bytes = 4 * 1024 * 1024
     with (
