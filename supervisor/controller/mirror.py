@@ -37,16 +37,17 @@ class Mirrored:
 
 
 class GroupMirror:
-    def __init__(
-        self, stream: StreamReader, fence: Fence, monotonic: Callable[[], float], prefix: str
-    ) -> None:
-        self.stream, self.fence, self.monotonic, self.prefix = stream, fence, monotonic, prefix
+    def __init__(self, fence: Fence, monotonic: Callable[[], float], prefix: str) -> None:
+        self.fence, self.monotonic, self.prefix = fence, monotonic, prefix
 
-    def write(self, snapshot: Snapshot, spec: SupervisorSpec, mirrored: Mirrored) -> None:
+    def write(
+        self, stream: StreamReader, snapshot: Snapshot, spec: SupervisorSpec, mirrored: Mirrored
+    ) -> None:
         """The committed offsets, when they changed (and every MIRROR_REFRESH_S, before Kafka
         expires a memberless group's offsets), unless ioConfig.consumerGroupOffsets turns the
         mirror off; partitions the topic no longer has are left out. Reset, terminated or
-        turned off: the group is deleted."""
+        turned off: the group is deleted. `stream`: the pass's (tests and benchmarks replace
+        the reconciler's)."""
         io = spec.spec.ioConfig
         present = set(snapshot.partitions)
         wanted: Offsets = (
@@ -63,9 +64,7 @@ class GroupMirror:
         group = consumer_group(sid, self.prefix)
         self.fence.check()  # a deposed leader writes nothing
         try:
-            self.stream.mirror(
-                io.consumerProperties, group, str(io.topic or io.topicPattern), wanted
-            )
+            stream.mirror(io.consumerProperties, group, str(io.topic or io.topicPattern), wanted)
         except Exception as exc:
             if not mirrored.failed:
                 log.warning("supervisor %s: consumer group %s not updated: %s", sid, group, exc)

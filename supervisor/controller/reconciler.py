@@ -86,7 +86,7 @@ class Reconciler:
         # launches the passes began and could not see through: the overlord's task monitor's
         self.unsettled = Unsettled() if unsettled is None else unsettled
         self.intents = Intents(clock)
-        self.mirror = GroupMirror(stream, fence, monotonic, group_prefix)
+        self.mirror = GroupMirror(fence, monotonic, group_prefix)
         self.scaler = Scaler(clock, monotonic, fence)
         # supervisors whose last full pass's snapshot no longer stands (a spec change, a
         # task's exit): their next pass observes and plans in full
@@ -212,7 +212,7 @@ class Reconciler:
             laps["execute"] = self.monotonic() - executing
             self.intents.settle(session, pending, snapshot, rolling, memory.asked)
             running = any(t.running for t in snapshot.tasks)
-        self.mirror.write(snapshot, spec, memory.mirrored)
+        self.mirror.write(self.stream, snapshot, spec, memory.mirrored)
         waited = executor.no_slot is not None  # its CreateTasks wait for a slot: not acted on
         acted = any(not (waited and isinstance(a, CreateTask)) for a in actions)
         gone = snapshot.terminated and not running and not actions
