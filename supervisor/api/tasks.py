@@ -24,12 +24,13 @@ from supervisor.api.common import (
     json_body,
     leader_epoch,
 )
-from supervisor.api.context import context
+from supervisor.api.context import AppContext, context
 from supervisor.errors import ForbiddenError, NotFoundError, NotLeading
 from supervisor.model.access import Action
 from supervisor.services import lookups
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
+from supervisor.services.task_life import TaskLife
 from supervisor.services.tasks import MAX_TASKS_LISTED, TaskService
 from tasks.protocol import (
     TOKEN_HEADER,
@@ -52,7 +53,7 @@ async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
     app = context(request)
     return await in_session(
         request,
-        lambda session: work(TaskService(session, app.clock, app.runner, app.fence, app.unsettled)),
+        lambda session: work(_service(session, app)),
     )
 
 
@@ -117,7 +118,7 @@ async def shutdown_all(
 
     def work(session: Session) -> set[str]:
         fenced(request, session)
-        return TaskService(session, app.clock, app.runner).request_shutdown_all(datasource, who)
+        return _service(session, app).request_shutdown_all(datasource, who)
 
     def wake(owners: set[str]) -> None:
         for owner in sorted(owners):
@@ -164,7 +165,7 @@ async def shutdown(task_id: str, request: Request, who: Actor = Depends(actor)) 
 
     def work(session: Session) -> str | None:
         fenced(request, session)
-        return TaskService(session, app.clock, app.runner).request_shutdown(task_id, who)
+        return _service(session, app).request_shutdown(task_id, who)
 
     await in_session(request, work, lambda owner: intended(request, owner))
     return {"task": task_id}
@@ -231,7 +232,7 @@ def _act(
         # the supervisor's pass closes the sequence on every replica (one writer per
         # supervisor); the task does not wait
         start = act.checkpointMetadata.partitionSequenceNumberMap
-        return Intended(TaskService(session, app.clock, app.runner).request_checkpoint(task, start))
+        return Intended(_service(session, app).request_checkpoint(task, start))
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
     began = time.monotonic()
@@ -247,3 +248,7 @@ def _act(
             "retryable": result.outcome is PublishOutcome.RETRY,
         },
     )
+
+
+def _service(session: Session, app: AppContext) -> TaskService:
+    return TaskService(TaskLife(session, app.clock, app.runner, app.fence, app.unsettled))

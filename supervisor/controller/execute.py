@@ -6,20 +6,16 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy.orm import Session
-
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
-from supervisor.clock import Clock
 from supervisor.controller.actions import Action, CreateTask, KillTasks, Rollover
 from supervisor.controller.workers import waits
 from supervisor.db.intents import IntentRepository
 from supervisor.db.models import IntentRow
 from supervisor.db.tasks import TaskRepository
-from supervisor.model.fence import UNFENCED, Fence
-from supervisor.runner.protocol import NoSlot, Runner
+from supervisor.runner.protocol import NoSlot
 from supervisor.schemas.spec import SupervisorSpec
 from supervisor.services.checkpoint import checkpoint_group, checkpoint_requested
-from supervisor.services.task_life import TaskLife, Unsettled
+from supervisor.services.task_life import TaskLife
 from tasks.logs import log_context
 from tasks.partitions import offsets_json
 from tasks.protocol import (
@@ -97,18 +93,11 @@ def index_task(
 
 
 class Executor:
-    def __init__(
-        self,
-        session: Session,
-        clock: Clock,
-        runner: Runner,
-        fence: Fence = UNFENCED,
-        unsettled: Unsettled | None = None,
-    ) -> None:
-        # launches and kills go through the one owner of tasks' lives
-        self.tasks = TaskLife(session, clock, runner, fence, unsettled)
-        self.session, self.clock, self.runner = session, clock, runner
-        self.fence = fence  # checked before each command, which carries its epoch
+    def __init__(self, tasks: TaskLife) -> None:
+        """`tasks`: the one owner of tasks' lives, whose launches and kills the actions are."""
+        self.tasks = tasks
+        self.session, self.clock, self.runner = tasks.session, tasks.clock, tasks.runner
+        self.fence = tasks.fence  # checked before each command, which carries its epoch
         self.rolled: set[int] = set()  # groups given final end offsets by this executor
         # handoff intents by group, marked done in the commit of the group's rollover
         self.handoffs: Mapping[int, list[IntentRow]] = {}

@@ -43,7 +43,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import PassError, StatusStore, SupervisorState, SupervisorStatus
 from supervisor.model.views import Snapshot
 from supervisor.runner.protocol import Runner
-from supervisor.services.task_life import Unsettled
+from supervisor.services.task_life import TaskLife, Unsettled
 from tasks.logs import log_context
 from tasks.spec.periods import duration_millis
 
@@ -84,7 +84,7 @@ class Reconciler:
         self.monotonic = monotonic
         self.fence = fence  # a pass acts only while this overlord leads
         # launches the passes began and could not see through: the overlord's task monitor's
-        self.unsettled = Unsettled() if unsettled is None else unsettled
+        self.unsettled = unsettled
         self.intents = Intents(clock)
         self.mirror = GroupMirror(fence, monotonic, group_prefix)
         self.scaler = Scaler(clock, monotonic, fence)
@@ -112,7 +112,8 @@ class Reconciler:
         self.changed.add(supervisor_id)
 
     def _executor(self, session: Session) -> Executor:
-        return Executor(session, self.clock, self.runner, self.fence, self.unsettled)
+        life = TaskLife(session, self.clock, self.runner, self.fence, self.unsettled)
+        return Executor(life)
 
     def hint(self, supervisor_id: str) -> None:
         self.intents.hint(supervisor_id)

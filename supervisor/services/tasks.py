@@ -10,23 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy.orm import Session
 
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clients.worker_api import WorkerApiError, WorkerClient
-from supervisor.clock import Clock, druid_timestamp
+from supervisor.clock import druid_timestamp
 from supervisor.db.intents import STANDALONE, Checkpoint, Shutdown
 from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SpecRepository
 from supervisor.db.workers import WorkerRepository
 from supervisor.errors import BadRequestError, NotFoundError, UnavailableError
 from supervisor.model.access import Action
-from supervisor.model.fence import UNFENCED, Fence
-from supervisor.runner.protocol import Runner
 from supervisor.schemas.kafka_access import KafkaAccess
 from supervisor.schemas.secrets import PROPERTIES, mask_task
 from supervisor.services.supervisors import Actor, intend
-from supervisor.services.task_life import TaskLife, Unsettled
+from supervisor.services.task_life import TaskLife
 from tasks.protocol import IndexKafkaTask, StoredTask, TaskStatusCode
 from tasks.spec import legacy_parser
 from tasks.spec.errors import FieldError, SpecError, from_validation_error
@@ -118,19 +115,11 @@ def _interval(text: str) -> tuple[datetime, datetime]:
 
 
 class TaskService:
-    def __init__(
-        self,
-        session: Session,
-        clock: Clock,
-        runner: Runner,
-        fence: Fence = UNFENCED,
-        unsettled: Unsettled | None = None,
-    ) -> None:
-        # what it reads, it reads through the one owner of tasks' lives, which it asks to
-        # launch a submitted task
-        self.life = TaskLife(session, clock, runner, fence, unsettled)
-        self.session, self.clock = session, clock
-        self.tasks = self.life.tasks
+    def __init__(self, life: TaskLife) -> None:
+        """What it reads, it reads through the one owner of tasks' lives, which it asks to
+        launch a submitted task."""
+        self.life = life
+        self.session, self.clock, self.tasks = life.session, life.clock, life.tasks
 
     def require(self, task_id: str) -> TaskRow:
         row = self.tasks.get(task_id)
