@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what Sluicegate needs from Debian's packages when it is missing: Python 3.11,
-# a JDK for Kafka and Spark, Maven to resolve their jars, PostgreSQL and Chromium (with its
-# driver, for the console's browser test) for the test suite.
+# a JDK for Kafka and Spark, Maven to resolve their jars, PostgreSQL, Chromium (with its
+# driver, for the console's browser test) and Prometheus (promtool) for the test suite.
 set -euo pipefail
 
 missing=()
@@ -14,6 +14,7 @@ fi
 command -v runuser >/dev/null || missing+=(util-linux)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+command -v promtool >/dev/null || missing+=(prometheus)  # its linter checks /metrics in a test
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

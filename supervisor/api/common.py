@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.api.auth import identity
 from supervisor.api.context import context
+from supervisor.api.guard import json_media_type
 from supervisor.errors import BadRequestError, DomainError, PayloadTooLargeError, Raced
 from supervisor.services import lookups
 from supervisor.services.supervisors import Actor
@@ -73,13 +74,6 @@ _MAX_INT = 2**63 - 1  # numbers are Java longs in Druid's specs
 
 class UnsupportedMediaTypeError(DomainError):
     status_code = 415
-
-
-def _json_media_type(value: str | None) -> bool:
-    media = (value or "").split(";")[0].strip().lower()
-    return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
 
 
 def _integer(text: str) -> int:
@@ -148,7 +142,7 @@ async def json_body(request: Request) -> Any:
     """The body of a write: JSON (any other Content-Type is a 415, as in Druid: a web page
     can send text/plain to any address without asking, never application/json), at most the
     configured size (413)."""
-    if not _json_media_type(request.headers.get("content-type")):
+    if not json_media_type(request.headers.get("content-type")):
         raise UnsupportedMediaTypeError(
             "Content-Type: must be application/json", field="Content-Type"
         )

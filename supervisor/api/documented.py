@@ -71,7 +71,12 @@ _CODES: list[tuple[str, str, Any]] = [
     ),
     ("413", "the body is larger than the limit", lambda path, method, op: "requestBody" in op),
     ("414", "the path is too long", lambda path, method, op: True),
-    ("415", "the body is not application/json", lambda path, method, op: "requestBody" in op),
+    (
+        "415",
+        "the body is not application/json (a write without a body may leave Content-Type out, "
+        "not declare another)",
+        lambda path, method, op: method not in _READS,
+    ),
     (
         "503",
         "no overlord leads right now, or the metadata DB cannot be reached (try again); or the "

@@ -1,8 +1,10 @@
 """What every request passes before a route: a Host this service answers to (against DNS
 rebinding), no cross-site write (a web page may send a form or a text/plain POST to any
-address without asking), a path with no control characters, and no exception that escapes
-as a reset connection (an unexpected error is a 500 whose connection stays usable; a metadata
-DB that cannot be reached, down or restarting, is a 503 to try again, not a 500)."""
+address without asking), no write that declares a body other than JSON (a form posts one even
+when it is empty; body-less writes say nothing of their content), a path with no control
+characters, and no exception that escapes as a reset connection (an unexpected error is a 500
+whose connection stays usable; a metadata DB that cannot be reached, down or restarting, is a
+503 to try again, not a 500)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,14 @@ def allowed_hosts(settings: Settings) -> frozenset[str] | None:
     if advertised:
         names.add(advertised.lower())
     return frozenset(host_name(name) for name in names)
+
+
+def json_media_type(value: str | None) -> bool:
+    """application/json, or a JSON-based application/*+json type, parameters aside."""
+    media = (value or "").split(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 def _origin(value: str) -> tuple[str, str] | None:
@@ -86,6 +96,10 @@ class RequestGuard:
                 "(the operator allows an origin with SLUICEGATE_CORS_ORIGINS)",
                 "Origin",
             )
+        declared = headers.get("content-type")
+        writes = scope["method"] not in SAFE_METHODS
+        if writes and declared is not None and not json_media_type(declared):
+            return _refuse(415, "Content-Type: must be application/json", "Content-Type")
         return None
 
     def _cross_site(self, headers: dict[str, str], host: str) -> bool:

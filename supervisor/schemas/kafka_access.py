@@ -145,8 +145,9 @@ class KafkaAccess:
                 found.append(
                     FieldError(
                         field,
-                        "names a login module other than Plain, SCRAM or OAuthBearer; "
-                        "the operator allows it with SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES",
+                        "is not one entry of the Plain, SCRAM or OAuthBearer login module "
+                        "('<module> required name=value ...;'); the operator allows others "
+                        "with SLUICEGATE_ALLOWED_CONSUMER_PROPERTIES",
                     )
                 )
         return found
@@ -194,8 +195,26 @@ class KafkaAccess:
         }
 
 
+# One JAAS entry as Kafka's JaasConfig reads it: a login module's class, its control flag, then
+# name=value options (a value bare or double-quoted with escapes), up to its semicolon.
+_JAAS_ENTRY = re.compile(
+    r"\s*(?P<module>[A-Za-z_$][\w$.]*)\s+(?:required|requisite|sufficient|optional)"
+    r'(?:\s+[\w.$-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^\s;"=]+))*\s*;'
+)
+
+
 def _plain_login(value: Any) -> bool:
-    return isinstance(value, str) and value.strip().startswith(_LOGIN_MODULES)
+    """The whole configuration is one entry, of one of the login modules allowed: a second
+    module after a Plain one (which Kafka's client would refuse, or another client use) is not
+    let through on the strength of the first."""
+    if not isinstance(value, str):
+        return False
+    entry = _JAAS_ENTRY.match(value)
+    return (
+        entry is not None
+        and entry.group("module") in _LOGIN_MODULES
+        and value[entry.end() :].strip() == ""
+    )
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

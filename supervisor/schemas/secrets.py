@@ -1,10 +1,12 @@
 """Secrets in consumerProperties: stored as given, masked in every response and log line, and
 never sent anywhere new on the strength of a mask.
 
-A key holds a secret when a word of its name says so (secret, password, key, token,
-credential, ...), when it ends in `.pem`, or when it is a whole login configuration
-(`sasl.jaas.config`, `sasl.oauthbearer.config`); at any depth of consumerProperties. The
-variables of Druid's dynamic config provider name environment variables, not secrets."""
+A key holds a secret when a word of its name says so (secret, password, key, token, credential,
+...), also inside a compound lower-case word (`keypassword`, `clientsecret`, `apikey`: a word
+holding one, or ending in `key`), when it ends in `.pem`, or when it is a whole login
+configuration (`sasl.jaas.config`, `sasl.oauthbearer.config`); at any depth of
+consumerProperties. The variables of Druid's dynamic config provider name environment variables,
+not secrets."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ PROPERTIES = "spec.ioConfig.consumerProperties"
 _SECRET_WORDS = frozenset(
     {"secret", "password", "passwd", "key", "token", "credential", "credentials", "private", "jaas"}
 )
+# Found inside a compound word too ("key" only at its end: `keystore` names a file's place)
+_SECRET_PARTS = ("secret", "password", "passwd", "token", "credential", "private", "jaas")
 _SECRET_KEYS = frozenset({"sasl.jaas.config", "sasl.oauthbearer.config", "basic.auth.user.info"})
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # Settings that decide where the secrets go, or whom the client trusts on the way: a masked
@@ -52,7 +56,13 @@ def is_secret(key: str) -> bool:
         return False
     if key.lower() in _SECRET_KEYS or key.lower().endswith(".pem"):
         return True
-    return any(word.lower() in _SECRET_WORDS for word in _WORD.findall(key))
+    return any(_secret_word(word.lower()) for word in _WORD.findall(key))
+
+
+def _secret_word(word: str) -> bool:
+    return (
+        word in _SECRET_WORDS or word.endswith("key") or any(part in word for part in _SECRET_PARTS)
+    )
 
 
 def is_destination(key: str) -> bool:

@@ -55,11 +55,15 @@ TASK_COUNTERS = {  # task counter -> Druid metric
 def prometheus_name(druid_metric: str, counter: bool = False) -> str:
     """ingest/kafka/maxLag -> sluicegate_ingest_kafka_max_lag; a counter ends in _total
     (ingest/persists/count -> sluicegate_ingest_persists_total); a Druid time, in milliseconds
-    there, is in seconds here."""
+    there, is in seconds here. A gauge's count is named for what it counts (task/count ->
+    sluicegate_tasks): Prometheus keeps the _count suffix for histograms and summaries, and its
+    linter (`promtool check metrics`) refuses it on anything else."""
     words = []
     parts = druid_metric.split("/")
-    if counter and parts[-1] == "count":  # ingest/persists/count -> ..._persists_total
+    if parts[-1] == "count" and len(parts) > 1:  # ingest/persists/count -> ..._persists_total
         parts = parts[:-1]
+        if not counter:
+            parts[-1] += "s"
     for part in parts:
         snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in part)
         words.append("seconds" if snake == "time" else snake)

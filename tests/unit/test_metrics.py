@@ -20,6 +20,8 @@ from supervisor.services.metrics import Family, PublishLatency, exposition, prom
         ("ingest/handoff/time", True, "sluicegate_ingest_handoff_seconds_total"),
         ("ingest/notices/last/time", False, "sluicegate_ingest_notices_last_seconds"),
         ("ingest/persists/count", True, "sluicegate_ingest_persists_total"),
+        ("task/count", False, "sluicegate_tasks"),  # _count is a histogram's (promtool)
+        ("ingest/notices/count", True, "sluicegate_ingest_notices_total"),
     ],
 )
 def test_druid_names_become_prometheus_names(druid: str, counter: bool, name: str) -> None:

@@ -1,0 +1,94 @@
+"""The second attack on the secured service (issue 43): each finding of that review, on the
+real service and metadata DB (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.specs import spec, task
+
+BASE = "/druid/indexer/v1/supervisor"
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+# -- 6. masking and JAAS ---------------------------------------------------------------------
+
+
+def test_compound_lower_case_secret_names_are_masked(api: httpx.Client) -> None:
+    props = {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "apikey": "api-key-in-clear",
+        "ssl.keystore.keypassword": "key-password-in-clear",
+        "clientsecret": "client-secret-in-clear",
+        "ssl.keystore.location": "/var/lib/keys/client.jks",  # where a file is: not a secret
+    }
+    api_props = {**props}
+    del api_props["ssl.keystore.location"]  # a file the service would read needs leave
+    assert api.post(BASE, json=spec("wiki", consumerProperties=api_props)).status_code == 200
+    for path in (f"{BASE}/wiki", f"{BASE}?full", f"{BASE}/wiki/history"):
+        text = api.get(path).text
+        assert "in-clear" not in text, path
+    shown = api.get(f"{BASE}/wiki").json()["spec"]["ioConfig"]["consumerProperties"]
+    assert shown == {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "apikey": "<masked>",
+        "ssl.keystore.keypassword": "<masked>",
+        "clientsecret": "<masked>",
+    }
+
+
+@pytest.mark.parametrize(
+    "jaas",
+    [
+        # a second module after a Plain one: the check read only the start
+        f'{PLAIN} required username="u" password="p"; '
+        'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/etc/x";',
+        f'{PLAIN}X required username="u";',  # a class named like an allowed one
+        f'{PLAIN} required username="u" password="p"',  # no end: not what Kafka reads
+    ],
+    ids=["second-module", "look-alike-class", "no-semicolon"],
+)
+def test_a_jaas_config_is_one_entry_of_an_allowed_login_module(
+    api: httpx.Client, jaas: str
+) -> None:
+    props = {"bootstrap.servers": "127.0.0.1:9092", "sasl.jaas.config": jaas}
+    refused = api.post(BASE, json=spec("wiki", consumerProperties=props))
+    assert refused.status_code == 400, refused.text
+    field = "spec.ioConfig.consumerProperties.sasl.jaas.config"
+    assert refused.json()["errors"][0]["field"] == field
+    assert api.post("/druid/indexer/v1/task", json=task("t1", props)).status_code == 400
+    assert api.get(BASE).json() == []
+    # a quoted semicolon or quote inside a value is part of the one entry
+    props["sasl.jaas.config"] = f'{PLAIN} required username="a;b" password="p\\"q";'
+    assert api.post(BASE, json=spec("wiki", consumerProperties=props)).status_code == 200
+
+
+# -- 4. one content rule for every write -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain", ""],
+)
+def test_a_body_less_write_that_declares_a_form_is_415(
+    api: httpx.Client, content_type: str
+) -> None:
+    assert api.post(BASE, json=spec("wiki")).status_code == 200
+    form = {"content-type": content_type}
+    for path in (
+        f"{BASE}/wiki/suspend",
+        f"{BASE}/wiki/reset",
+        f"{BASE}/wiki/terminate",
+        f"{BASE}/suspendAll",
+        f"{BASE}/terminateAll",
+    ):
+        refused = api.post(path, headers=form)
+        assert refused.status_code == 415, (path, refused.text)
+        assert refused.json()["field"] == "Content-Type"
+    assert api.get(BASE).json() == ["wiki"]
+    assert len(api.get(f"{BASE}/wiki/history").json()) == 1  # neither suspended nor ended
+    # without a Content-Type (the CLI, curl -X POST) or with JSON's, a body-less write acts
+    assert api.post(f"{BASE}/wiki/suspend").status_code == 200
+    resumed = api.post(f"{BASE}/wiki/resume", headers={"content-type": "application/json"})
+    assert resumed.status_code == 200
