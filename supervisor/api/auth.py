@@ -5,12 +5,14 @@ every request is ANONYMOUS and may do everything. With `basic`, every request bu
 service's health, the console's static files and tasks' actions (which carry their own
 task's token) needs HTTP Basic or a Bearer API token: 401 without, 403 for an identity whose
 roles lack the permission. Routes about a supervisor or a task check its datasource, as
-Druid does; listings show only what the identity may read."""
+Druid does, before they say whether it exists; listings show only what the identity may
+read."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
@@ -87,31 +89,67 @@ def needs(kind: ResourceType, name: str, action: Action) -> Callable[[Request], 
 
 def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
     """A route dependency: the identity may `action` every datasource the supervisor in the
-    path has had (its history holds the older ones' specs); one that does not exist is a 404
-    here, so a supervisor made between this check and the route's work is not acted on."""
+    path has had (its history holds the older ones' specs). One it may not act on is a 403
+    whether or not it exists, unless its id is a datasource the identity may act on (a
+    supervisor is named for its datasource by default): then 404 for one it cannot see as for
+    one that is not there. So the answer to a supervisor out of reach tells nothing of it; and
+    one made between this check and the route's work is not acted on."""
 
     async def check(request: Request, supervisor_id: str) -> None:
         def find(session: Session) -> list[str]:
             return lookups.supervisor_datasources(session, supervisor_id)
 
-        missing = f"[{supervisor_id}] does not exist"
-        await _may(request, action, f"s/{supervisor_id}", find, OWNERS_S, missing)
+        who = identity(request)
+        await _may(
+            request,
+            action,
+            f"s/{supervisor_id}",
+            find,
+            OWNERS_S,
+            Out(
+                f"[{supervisor_id}] does not exist",
+                f"supervisor '{supervisor_id}'",
+                who.allows(ResourceType.DATASOURCE, supervisor_id, action),
+            ),
+        )
 
     return check
 
 
 def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
-    """A route dependency: the identity may `action` the datasource of the task in the path
-    (one that does not exist is a 404 here)."""
+    """A route dependency: the identity may `action` the datasource of the task in the path.
+    A task out of reach, there or not, is a 403; a 404 only for an identity that may act on
+    every datasource (it would see the task if there were one)."""
 
     async def check(request: Request, task_id: str) -> None:
         def find(session: Session) -> list[str]:
             return lookups.task_datasources(session, task_id)
 
-        missing = f"Cannot find any task with id: [{task_id}]"
-        await _may(request, action, f"t/{task_id}", find, None, missing)
+        who = identity(request)
+        await _may(
+            request,
+            action,
+            f"t/{task_id}",
+            find,
+            None,
+            Out(
+                f"Cannot find any task with id: [{task_id}]",
+                f"task '{task_id}'",
+                who.allows_every(ResourceType.DATASOURCE, action),
+            ),
+        )
 
     return check
+
+
+@dataclass(frozen=True)
+class Out:
+    """What a request answers for a resource it cannot act on: its 404's words, the name its
+    403 gives it, and whether the identity could act on it if it existed (then a 404)."""
+
+    missing: str
+    name: str
+    could: bool
 
 
 async def _may(
@@ -120,17 +158,18 @@ async def _may(
     key: str,
     find: Callable[[Session], list[str]],
     keep_s: float | None,
-    missing: str,
+    out: Out,
 ) -> None:
-    """The identity may `action` every datasource `find` names (none: NotFoundError)."""
+    """The identity may `action` every datasource `find` names; else `out` answers."""
     who = identity(request)
-    if not who.authenticated:
+    if not who.authenticated:  # authentication off: the route answers what is there
         return
     datasources = await _owners(request, key, find, keep_s)
-    if not datasources:
-        raise NotFoundError(missing)
-    for datasource in datasources:
-        require(who, ResourceType.DATASOURCE, datasource, action)
+    if datasources and all(who.allows(ResourceType.DATASOURCE, d, action) for d in datasources):
+        return
+    if out.could:
+        raise NotFoundError(out.missing)
+    raise ForbiddenError(f"{who.name or 'this identity'} may not {action} {out.name}")
 
 
 async def _owners(

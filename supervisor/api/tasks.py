@@ -25,7 +25,7 @@ from supervisor.api.common import (
     leader_epoch,
 )
 from supervisor.api.context import AppContext, context
-from supervisor.errors import ForbiddenError, NotFoundError, NotLeading
+from supervisor.errors import ForbiddenError, NotLeading
 from supervisor.model.access import Action
 from supervisor.services import lookups
 from supervisor.services.publish import PublishService
@@ -204,9 +204,10 @@ def _act(
     request: Request, session: Session, holder: TaskActionRequest, token: str | None
 ) -> JSONResponse | dict[str, Any] | Intended:
     task = lookups.task(session, holder.task)
-    if task is None:
-        raise NotFoundError(f"Cannot find any task with id: [{holder.task}]")
-    if task.token is None or not hmac.compare_digest(token or "", task.token):
+    # the token first, the same answer for a task that does not exist: a caller without the
+    # task's token learns nothing of which tasks there are
+    known = task.token if task is not None and task.token is not None else None
+    if not hmac.compare_digest((token or "").encode(), (known or "\0").encode()) or task is None:
         raise ForbiddenError("missing or wrong task token")
     act = holder.action
     expected_key = task.supervisor_id or task.datasource

@@ -96,6 +96,13 @@ class Identity:
     def allows(self, kind: ResourceType, name: str, action: Action) -> bool:
         return any(p.allows(kind, name, action) for p in self.permissions)
 
+    def allows_every(self, kind: ResourceType, action: Action) -> bool:
+        """Holds `action` on every resource of the kind (a `.*` permission, as admin's)."""
+        return any(
+            p.type is kind and p.action is action and p.name in (".*", ".+", "^.*$")
+            for p in self.permissions
+        )
+
 
 # With authentication off every request may do everything; the audit log keeps what the
 # X-Druid-Author header says.

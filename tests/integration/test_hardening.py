@@ -3,9 +3,16 @@ real service and metadata DB (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import httpx
 import pytest
+from pydantic import SecretStr
 
+from supervisor.settings import Settings
+from supervisor.testkit.service import RunningService
+from tasks.protocol import TOKEN_HEADER as TOKEN
 from tests.specs import spec, task
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -92,3 +99,85 @@ def test_a_body_less_write_that_declares_a_form_is_415(
     assert api.post(f"{BASE}/wiki/suspend").status_code == 200
     resumed = api.post(f"{BASE}/wiki/resume", headers={"content-type": "application/json"})
     assert resumed.status_code == 200
+
+
+# -- 5. no answer tells of what the identity may not see -------------------------------------
+
+SEC = "/druid-ext/basic-security"
+AUTHN = f"{SEC}/authentication/db/basic"
+AUTHZ = f"{SEC}/authorization/db/basic"
+ADMIN = ("admin", "admin-pass-1")
+
+
+@pytest.fixture
+def secured(settings: Settings) -> Iterator[tuple[RunningService, httpx.Client]]:
+    settings.auth = "basic"
+    settings.admin_password = SecretStr(ADMIN[1])
+    with (
+        RunningService(settings) as service,
+        httpx.Client(base_url=service.url, timeout=30, auth=ADMIN) as admin,
+    ):
+        yield service, admin
+
+
+def make_user(admin: httpx.Client, name: str, password: str, grants: list[Any]) -> None:
+    for path in (f"{AUTHN}/users/{name}", f"{AUTHZ}/users/{name}", f"{AUTHZ}/roles/{name}-r"):
+        assert admin.post(path).status_code == 200, path
+    body = {"password": password}
+    assert admin.post(f"{AUTHN}/users/{name}/credentials", json=body).status_code == 200
+    assert admin.post(f"{AUTHZ}/roles/{name}-r/permissions", json=grants).status_code == 200
+    assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-r").status_code == 200
+
+
+def reads(pattern: str) -> list[dict[str, Any]]:
+    return [{"resource": {"type": "DATASOURCE", "name": pattern}, "action": "READ"}]
+
+
+def test_a_supervisor_or_task_out_of_reach_answers_the_same_there_or_not(
+    secured: tuple[RunningService, httpx.Client],
+) -> None:
+    service, admin = secured
+    assert admin.post(BASE, json=spec("secret")).status_code == 200
+    hidden_spec = {**spec("secret"), "id": "wiki-hidden"}  # named like bob's, not bob's
+    assert admin.post(BASE, json=hidden_spec).status_code == 200
+    make_user(admin, "bob", "bob-pass-12", reads("wiki.*"))
+    with httpx.Client(base_url=service.url, timeout=30, auth=("bob", "bob-pass-12")) as bob:
+        # named outside bob's datasources: 403, there or not
+        there = bob.get(f"{BASE}/secret/status")
+        absent = bob.get(f"{BASE}/secrex/status")
+        assert (there.status_code, absent.status_code) == (403, 403)
+        assert there.json()["error"].replace("secret", "X") == absent.json()["error"].replace(
+            "secrex", "X"
+        )
+        # named like bob's own: 404, whether it is another datasource's or not there
+        hidden = bob.get(f"{BASE}/wiki-hidden/status")
+        missing = bob.get(f"{BASE}/wiki-missing/status")
+        assert (hidden.status_code, missing.status_code) == (404, 404)
+        assert bob.get(f"{BASE}/wiki-hidden/history").status_code == 404
+        # a task: 403 there or not, for anyone who may not read every datasource
+        assert bob.get("/druid/indexer/v1/task/no-such-task/status").status_code == 403
+    # the admin, who may read every datasource, is told what is missing
+    assert admin.get(f"{BASE}/secrex/status").status_code == 404
+    assert admin.get("/druid/indexer/v1/task/no-such-task/status").status_code == 404
+
+
+def test_a_task_action_checks_the_token_before_the_task(api: httpx.Client) -> None:
+    action = {
+        "task": "no-such-task",
+        "action": {
+            "type": "checkPointDataSourceMetadata",
+            "supervisorId": "wiki",
+            "checkpointMetadata": {"type": "end", "stream": "t", "partitionSequenceNumberMap": {}},
+        },
+    }
+    absent = api.post("/druid/indexer/v1/action", json=action)
+    assert (
+        api.post(
+            "/druid/indexer/v1/task", json=task("t1", {"bootstrap.servers": "127.0.0.1:9"})
+        ).status_code
+        == 200
+    )
+    action["task"] = "t1"
+    wrong = api.post("/druid/indexer/v1/action", json=action, headers={TOKEN: "guess"})
+    assert (absent.status_code, wrong.status_code) == (403, 403)
+    assert absent.json() == wrong.json()
