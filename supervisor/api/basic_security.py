@@ -1,7 +1,8 @@
 """Druid's basic-security API (`/druid-ext/basic-security/...`), so a Druid admin's scripts
 work: users and their credentials (authentication), users, roles, role assignment and
 permissions (authorization); plus API tokens of a user. Each call needs READ (GET) or WRITE
-on the CONFIG resource `security`, as in Druid."""
+on the CONFIG resource `security`, as in Druid. No change may leave nobody able to manage
+security, and nobody deletes the user they are logged in as."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from sqlalchemy.orm import Session
 
 from supervisor.api.auth import identity, require
 from supervisor.api.common import JSON_BODY, in_session, json_body
@@ -51,9 +53,14 @@ async def _run(request: Request, work: Callable[[SecurityService], T], writes: b
         if writes and app.authenticator is not None:
             app.authenticator.forget()
 
-    return await in_session(
-        request, lambda session: work(SecurityService(session, app.clock)), then
-    )
+    who = identity(request)
+    me = who.name if who.authenticated else ""
+
+    def run(session: Session) -> T:
+        service = SecurityService(session, app.clock, me)
+        return service.keeping_an_administrator(lambda: work(service)) if writes else work(service)
+
+    return await in_session(request, run, then)
 
 
 AUTHN = "/authentication/db/{authenticatorName}"

@@ -3,17 +3,20 @@ API tokens added. Answers and errors follow Druid's (a 400 naming what is wrong)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.security import SecurityRepository
 from supervisor.errors import BadRequestError
-from supervisor.model.access import parse_permissions
+from supervisor.model.access import SECURITY, Action, ResourceType, parse_permissions
 from supervisor.services.authentication import new_token, set_password
 from tasks.spec.names import has_control_characters
 
+T = TypeVar("T")
+MIN_PASSWORD = 8  # NIST SP 800-63B's least for a password a person chooses
 MAX_PASSWORD = 1024
 
 
@@ -31,9 +34,49 @@ def _name(value: str, what: str) -> str:
 
 
 class SecurityService:
-    def __init__(self, session: Session, clock: Clock) -> None:
+    def __init__(self, session: Session, clock: Clock, me: str = "") -> None:
         self.repo = SecurityRepository(session)
         self.clock = clock
+        self.me = me  # who asks ("" with authentication off)
+
+    # the one rule over every change: someone can still manage security
+
+    def administrators(self) -> set[str]:
+        """Users who can log in (a password or an API token) and hold CONFIG `security` WRITE:
+        who can mend users and roles."""
+        found = set()
+        for user in self.repo.authz_names():
+            login = self.repo.authn_user(user)
+            if login is None or (login.iterations is None and not self.repo.tokens(user)):
+                continue
+            if any(
+                p.allows(ResourceType.CONFIG, SECURITY, Action.WRITE)
+                for p in parse_permissions(self.repo.permissions_of(user))
+            ):
+                found.add(user)
+        return found
+
+    def keeping_an_administrator(self, change: Callable[[], T]) -> T:
+        """`change`, refused (and undone with its transaction) when it would leave no
+        administrator where there was one: the last holder of the right to mend the others
+        cannot be deleted, stripped of its role, or have that role's permission taken away."""
+        before = self.administrators()
+        result = change()
+        self.repo.session.flush()
+        if before and not self.administrators():
+            raise BadRequestError(
+                "would leave no user who can manage security (CONFIG 'security' WRITE, with a "
+                "password or a token): give another user that first",
+                field="userName",
+            )
+        return result
+
+    def _not_me(self, user: str) -> None:
+        if self.me and user == self.me:
+            raise BadRequestError(
+                f"userName: [{user}] is who makes this request; another administrator deletes it",
+                field="userName",
+            )
 
     # authentication
 
@@ -58,14 +101,16 @@ class SecurityService:
 
     def delete_authn_user(self, user: str) -> None:
         self._authn(user)
+        self._not_me(user)
         self.repo.delete_authn_user(user)
 
     def set_credentials(self, user: str, body: Any) -> None:
         row = self._authn(user)
         password = body.get("password") if isinstance(body, dict) else None
-        if not isinstance(password, str) or not password or len(password) > MAX_PASSWORD:
+        if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
             raise BadRequestError(
-                f"password: must be a string of 1 to {MAX_PASSWORD} characters", field="password"
+                f"password: must be a string of {MIN_PASSWORD} to {MAX_PASSWORD} characters",
+                field="password",
             )
         set_password(row, password)
 
@@ -118,6 +163,7 @@ class SecurityService:
 
     def delete_authz_user(self, user: str) -> None:
         self._authz(user)
+        self._not_me(user)
         self.repo.delete_authz_user(user)
 
     def roles(self) -> list[str]:

@@ -181,3 +181,46 @@ def test_a_task_action_checks_the_token_before_the_task(api: httpx.Client) -> No
     wrong = api.post("/druid/indexer/v1/action", json=action, headers={TOKEN: "guess"})
     assert (absent.status_code, wrong.status_code) == (403, 403)
     assert absent.json() == wrong.json()
+
+
+# -- 3. the last administrator ---------------------------------------------------------------
+
+
+def test_nobody_deletes_themselves_or_the_last_administrator(
+    secured: tuple[RunningService, httpx.Client],
+) -> None:
+    service, admin = secured
+    refused = admin.delete(f"{AUTHN}/users/admin")
+    assert refused.status_code == 400 and refused.json()["field"] == "userName", refused.text
+    assert admin.delete(f"{AUTHZ}/users/admin").status_code == 400
+    assert admin.get(BASE).status_code == 200  # still logged in, still admin
+    # a second administrator may delete the first
+    make_user(admin, "carol", "carol-pass-1", [])
+    assert admin.post(f"{AUTHZ}/users/carol/roles/admin").status_code == 200
+    with httpx.Client(base_url=service.url, timeout=30, auth=("carol", "carol-pass-1")) as carol:
+        assert carol.delete(f"{AUTHN}/users/admin").status_code == 200
+        assert carol.delete(f"{AUTHZ}/users/admin").status_code == 200
+        # now carol is the last: her role, its permission and her login stay
+        for refused in (
+            carol.delete(f"{AUTHZ}/users/carol/roles/admin"),
+            carol.post(f"{AUTHZ}/roles/admin/permissions", json=[]),
+            carol.delete(f"{AUTHZ}/roles/admin"),
+        ):
+            assert refused.status_code == 400, refused.text
+            assert "no user who can manage security" in refused.json()["error"]
+        # a change that leaves her the right goes through
+        assert carol.delete(f"{AUTHZ}/roles/carol-r").status_code == 200
+        assert carol.get(f"{AUTHZ}/roles/admin?full").json()["users"] == ["carol"]
+        assert carol.get(BASE).status_code == 200
+
+
+def test_a_password_has_at_least_eight_characters(
+    secured: tuple[RunningService, httpx.Client],
+) -> None:
+    _, admin = secured
+    assert admin.post(f"{AUTHN}/users/dan").status_code == 200
+    short = admin.post(f"{AUTHN}/users/dan/credentials", json={"password": "x" * 7})
+    assert short.status_code == 400 and short.json()["field"] == "password"
+    assert admin.get(f"{AUTHN}/users/dan").json()["credentials"] is None
+    enough = admin.post(f"{AUTHN}/users/dan/credentials", json={"password": "x" * 8})
+    assert enough.status_code == 200
