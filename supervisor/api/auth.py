@@ -10,6 +10,7 @@ read."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,7 +25,10 @@ from supervisor.api.context import OWNERS_S, AppContext, context
 from supervisor.errors import ForbiddenError, NotFoundError
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
 from supervisor.services import lookups
+from supervisor.services.authentication import Authenticator, basic_user
+from supervisor.services.login_limits import retry_after
 
+log = logging.getLogger(__name__)
 # Paths any request may reach: liveness, the console's page and scripts (they hold no
 # data; the console logs in for its API calls), and tasks' actions (their task's token).
 OPEN_PATHS = ("/status/health", "/console", "/druid/indexer/v1/action")
@@ -49,13 +53,45 @@ class Authentication:
             headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
             authorization = headers.get(b"authorization")
             identity = authenticator.known(authorization)  # in memory: no hop to a thread
-            if identity is None:
-                identity = await run_in_threadpool(authenticator.identify, authorization)
+            if identity is None and authorization:
+                identity = await _checked(authenticator, authorization, scope, receive, send)
+                if identity is None:
+                    return  # answered: 401 or 429
             if identity is None:
                 await _unauthorized(CONSOLE_HEADER.encode() in headers)(scope, receive, send)
                 return
         scope.setdefault("state", {})["identity"] = identity
         await self.app(scope, receive, send)
+
+
+async def _checked(
+    authenticator: Authenticator, authorization: str, scope: Scope, receive: Receive, send: Send
+) -> Identity | None:
+    """Credentials not in memory, checked within the login limits: a 429 with Retry-After
+    when the client's address (or the user it names) failed too often lately, before any
+    hashing; else the identity, or a 401 counted as a failure (None: answered)."""
+    client = scope.get("client")
+    address = str(client[0]) if client else ""
+    user = basic_user(authorization)
+    wait = authenticator.limits.wait_s(address, user)
+    if wait > 0:
+        refusal = JSONResponse(
+            status_code=429,
+            content={"error": "Authorization: too many wrong credentials lately; try later"},
+            headers={"Retry-After": retry_after(wait)},
+        )
+        await refusal(scope, receive, send)
+        return None
+    identity = await run_in_threadpool(authenticator.identify, authorization)
+    if identity is None:
+        authenticator.limits.failed(address, user)
+        log.warning("wrong credentials from %s for %s", address, user or "a token")
+        console = any(k.lower() == CONSOLE_HEADER.encode() for k, _ in scope["headers"])
+        await _unauthorized(console)(scope, receive, send)
+        return None
+    if user is not None:
+        authenticator.limits.succeeded(address, user)
+    return identity
 
 
 def _unauthorized(console: bool) -> JSONResponse:

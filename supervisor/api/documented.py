@@ -78,6 +78,12 @@ _CODES: list[tuple[str, str, Any]] = [
         lambda path, method, op: method not in _READS,
     ),
     (
+        "429",
+        "wrong credentials too often lately from this address or for this user: try again "
+        "after Retry-After",
+        lambda path, method, op: not _open(path),
+    ),
+    (
         "503",
         "no overlord leads right now, or the metadata DB cannot be reached (try again); or the "
         "supervisor is not healthy",

@@ -26,6 +26,7 @@ from supervisor.db.security import SecurityRepository
 from supervisor.errors import Raced
 from supervisor.lru import Lru
 from supervisor.model.access import ALL_PERMISSIONS, Identity, parse_permissions
+from supervisor.services.login_limits import LoginLimits
 from tasks.spec.names import has_control_characters
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,18 @@ def _matches(row: AuthnUserRow | None, password: str) -> bool:
         return False
     computed = password_hash(password, base64.b64decode(row.salt), row.iterations)
     return hmac.compare_digest(computed, base64.b64decode(row.password_hash))
+
+
+def basic_user(authorization: str | None) -> str | None:
+    """The user name an HTTP Basic header gives (None: none, or not Basic)."""
+    scheme, _, value = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, _ = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return user[:255] if sep and user else None
 
 
 def new_token() -> tuple[str, str]:
@@ -89,6 +102,7 @@ class Authenticator:
         self._identities: Lru[str, tuple[Identity, float, int]] = Lru(KEPT)
         self._generation = 0
         self._lock = threading.Lock()
+        self.limits = LoginLimits(monotonic=monotonic)
 
     def forget(self) -> None:
         with self._lock:

@@ -3,6 +3,7 @@ real service and metadata DB (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from supervisor.services.login_limits import ADDRESS_RATE
 from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService
 from tasks.protocol import TOKEN_HEADER as TOKEN
@@ -224,3 +226,34 @@ def test_a_password_has_at_least_eight_characters(
     assert admin.get(f"{AUTHN}/users/dan").json()["credentials"] is None
     enough = admin.post(f"{AUTHN}/users/dan/credentials", json={"password": "x" * 8})
     assert enough.status_code == 200
+
+
+# -- 2. password guessing is slowed, and costs the service little --------------------------
+
+
+def test_a_thousand_wrong_passwords_are_slowed_and_the_user_still_logs_in_elsewhere(
+    secured: tuple[RunningService, httpx.Client],
+) -> None:
+    service, admin = secured
+    make_user(admin, "erin", "erin-pass-1", reads("wiki.*"))
+    answers = []
+    began = time.monotonic()
+    with httpx.Client(base_url=service.url, timeout=30) as attacker:  # from 127.0.0.1
+        for i in range(1000):
+            guess = attacker.get(BASE, auth=("erin", f"guess-{i}"))
+            answers.append(guess.status_code)
+            if guess.status_code == 429:
+                assert int(guess.headers["Retry-After"]) >= 1
+        elapsed = time.monotonic() - began
+        # the right password from the attacking address waits its turn too
+        assert attacker.get(BASE, auth=("erin", "erin-pass-1")).status_code == 429
+    assert set(answers) == {401, 429}
+    # only the tries the limiter let through were hashed: its burst, then one a second
+    hashed = answers.count(401)
+    limit = ADDRESS_RATE.burst + ADDRESS_RATE.per_s * elapsed + 1
+    assert hashed <= limit, (hashed, elapsed)
+    assert answers[: int(ADDRESS_RATE.burst)] == [401] * int(ADDRESS_RATE.burst)
+    # the user, from another address, logs in at once
+    other = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(base_url=service.url, timeout=30, transport=other) as erin:
+        assert erin.get(BASE, auth=("erin", "erin-pass-1")).status_code == 200
