@@ -20,6 +20,7 @@ from supervisor import __version__
 from supervisor.api import (
     basic_security,
     coordinator,
+    docs,
     leader,
     service,
     supervisors,
@@ -195,6 +196,8 @@ def create_app(
         description="Kafka topics ingested into Parquet segments exactly once, "
         "driven through Apache Druid's supervisor API.",
         lifespan=_lifespan(context, leadership),
+        docs_url=None,  # served by api/docs.py, from the package instead of a CDN
+        redoc_url=None,
     )
     app.state.context = context
     app.openapi = lambda: documented(app)  # type: ignore[method-assign]
@@ -203,5 +206,7 @@ def create_app(
         app.include_router(api.router)
     _install_middleware(app, context)
     app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
+    app.mount(docs.ASSETS_PATH, StaticFiles(directory=docs.ASSETS), name="docs-assets")
+    app.include_router(docs.router)
     app.include_router(service.router)
     return app

@@ -12,6 +12,7 @@ import logging
 from urllib.parse import unquote_plus, urlsplit
 
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.errors import UNREACHABLE, unreachable_reason
@@ -128,6 +129,12 @@ class RequestGuard:
 
         try:
             await self.app(scope, receive, sending)
+        except ClientDisconnect:  # it left while sending its body: nothing to answer
+            log.info(
+                "%s %s: the client left before its body arrived", scope["method"], scope["path"]
+            )
+            if started:
+                raise
         except UNREACHABLE as exc:
             # the DB's own words stay in the log: they name its address
             reason = unreachable_reason(exc)

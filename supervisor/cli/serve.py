@@ -75,6 +75,7 @@ def serve(**options: Any) -> None:
     from supervisor import heap
     from supervisor.app import create_app
     from tasks.logs import configure_logging
+    from tasks.serving import LIMITS
 
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = load_settings(**overrides)
@@ -93,6 +94,7 @@ def serve(**options: Any) -> None:
         log_config=None,
         ssl_certfile=settings.tls_cert,
         ssl_keyfile=settings.tls_key,
+        **LIMITS,
     )
 
 

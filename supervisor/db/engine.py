@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -9,11 +11,13 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import QueuePool
 
 import migrations
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -69,6 +73,25 @@ class _WriterQueue:
         event.listen(engine, "invalidate", self.invalidate)
 
 
+def _private_file(database: str | None) -> None:
+    """The SQLite file readable by its owner only (it holds Kafka secrets and password hashes):
+    made so before SQLite makes it, whose journals and WAL copy its mode. An existing one is
+    narrowed to that too."""
+    if not database or database.startswith("file:"):
+        return
+    path = Path(database)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(descriptor).st_mode & 0o077:
+                os.fchmod(descriptor, 0o600)
+                log.warning("metadata DB %s was readable by others: now 0600", path)
+        finally:
+            os.close(descriptor)
+    except OSError as exc:  # not ours to change, or a directory missing: SQLite says so
+        log.warning("metadata DB %s: could not make it private: %s", path, exc)
+
+
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         pool: dict[str, Any] = {}
@@ -79,6 +102,7 @@ def make_engine(url: str) -> Engine:
             # every thread the holders need to finish (a deadlock until the pool's timeout).
             # SQLite connections are cheap; the writers queue on _WriterQueue.
             pool = {"poolclass": QueuePool, "pool_size": 20, "max_overflow": -1}
+            _private_file(make_url(url).database)
         engine = create_engine(
             url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S}, **pool
         )

@@ -4,6 +4,7 @@ the overlord, which adopts it when it comes back), its output appended to a log.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -34,8 +35,11 @@ def spawn(
     command: list[str], cwd: Path, log_path: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     """The process, in a session (and process group) of its own, its stdout and stderr
-    appended to `log_path` (the task runtimes, and the dev stack's servers)."""
-    with log_path.open("ab") as log:
+    appended to `log_path` (the task runtimes, and the dev stack's servers), a file its owner
+    only may read (a task's log can hold what its Kafka client says of its settings)."""
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "ab") as log:
         return subprocess.Popen(
             command,
             stdout=log,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -63,7 +64,8 @@ class TaskLogs(logging.Handler):
 
     def open(self, task_id: str, path: Path) -> None:
         with self.files_lock:
-            self.files[task_id] = path.open("a", encoding="utf-8")
+            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self.files[task_id] = os.fdopen(descriptor, "a", encoding="utf-8")
 
     def close_task(self, task_id: str) -> None:
         with self.files_lock:

@@ -3,17 +3,24 @@ real service and metadata DB (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import logging
+import re
+import socket
+import stat
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
 
+from supervisor.runner.spawn import spawn
 from supervisor.services.login_limits import ADDRESS_RATE
 from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService
+from tasks import serving
 from tasks.protocol import TOKEN_HEADER as TOKEN
 from tests.specs import spec, task
 
@@ -257,3 +264,99 @@ def test_a_thousand_wrong_passwords_are_slowed_and_the_user_still_logs_in_elsewh
     other = httpx.HTTPTransport(local_address="127.0.0.2")
     with httpx.Client(base_url=service.url, timeout=30, transport=other) as erin:
         assert erin.get(BASE, auth=("erin", "erin-pass-1")).status_code == 200
+
+
+# -- 7. connections, heads, bodies, files, the docs page -------------------------------------
+
+
+def _raw(service: RunningService) -> socket.socket:
+    host, port = service.url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def _closed_within(connection: socket.socket, seconds: float) -> bytes:
+    """What the server sent before it closed the connection (an AssertionError when it had not
+    closed it `seconds` later)."""
+    connection.settimeout(seconds)
+    received = b""
+    try:
+        while chunk := connection.recv(65536):
+            received += chunk
+    except TimeoutError:
+        raise AssertionError(f"still open after {seconds} s; got {received[:200]!r}") from None
+    except ConnectionResetError:
+        pass
+    return received
+
+
+@pytest.fixture
+def quick_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serving, "HEAD_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(serving, "BODY_IDLE_S", 1.0)
+
+
+def test_connections_that_send_nothing_half_a_head_or_half_a_body_are_closed(
+    quick_timeouts: None, service: RunningService, caplog: pytest.LogCaptureFixture
+) -> None:
+    idle, half_head, half_body = _raw(service), _raw(service), _raw(service)
+    half_head.sendall(b"GET /druid/indexer/v1/supervisor HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    half_body.sendall(
+        b"POST /druid/indexer/v1/supervisor HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"type": '
+    )
+    with idle, half_head, half_body:
+        assert _closed_within(idle, 10) == b""
+        assert _closed_within(half_head, 10) == b""
+        assert _closed_within(half_body, 10) == b""  # the route saw its client leave
+    # nothing of it was an error, and nothing was written
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    with httpx.Client(base_url=service.url, timeout=30) as api:
+        assert api.get(BASE).json() == []
+
+
+def test_a_client_that_leaves_mid_body_is_not_an_error(
+    service: RunningService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="supervisor.api.guard")
+    with _raw(service) as leaving:
+        leaving.sendall(
+            b"POST /druid/indexer/v1/supervisor HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 50000\r\n\r\n" + b" " * 5000
+        )
+        time.sleep(0.5)  # the route is reading the body
+    time.sleep(0.5)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("left before its body arrived" in r.getMessage() for r in caplog.records)
+
+
+def test_a_head_larger_than_druids_limit_is_431(service: RunningService) -> None:
+    with httpx.Client(base_url=service.url, timeout=30) as api:
+        assert api.get(BASE, headers={"x-pad": "a" * 7000}).status_code == 200
+        assert api.get("/status/health", params={"q": "b" * 3000}).status_code == 200
+    for head in (b"X-Pad: " + b"a" * 200_000 + b"\r\n", b"X-Pad: a\r\n" * 2000):
+        with _raw(service) as big:
+            big.sendall(b"GET /status/health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + head + b"\r\n")
+            answer = _closed_within(big, 10)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+
+
+def test_files_holding_secrets_are_the_owners_only(tmp_path: Path) -> None:
+    database = tmp_path / "metadata.db"  # (PostgreSQL keeps its own files)
+    with RunningService(Settings(metadata_url=f"sqlite:///{database}", run_supervisors=False)):
+        pass
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    # a process the overlord starts (a host application, a task) logs to a file of its own
+    child = spawn(["sh", "-c", "echo started"], tmp_path, tmp_path / "app.log")
+    assert child.wait(30) == 0
+    assert stat.S_IMODE((tmp_path / "app.log").stat().st_mode) == 0o600
+    assert (tmp_path / "app.log").read_text() == "started\n"
+
+
+def test_the_docs_page_loads_nothing_from_elsewhere(api: httpx.Client) -> None:
+    page = api.get("/docs")
+    assert page.status_code == 200
+    assert not re.findall(r"(?:src|href)=[\"'](?:https?:)?//", page.text), page.text
+    for asset in re.findall(r"(?:src|href)=[\"'](/docs/assets/[^\"']+)", page.text):
+        assert api.get(asset).status_code == 200, asset
+    assert "swagger-ui-bundle.js" in page.text
+    assert api.get("/redoc").status_code == 404  # Redoc fetched its fonts from Google
