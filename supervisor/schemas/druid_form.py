@@ -179,8 +179,13 @@ def _metric_inputs(metric: dict[str, Any]) -> list[str]:
 
 
 def _data_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    timestamp = schema.get("timestampSpec") or {}
-    dims = schema.get("dimensionsSpec") or {}
+    # A legacy parser's parseSpec holds them when the dataSchema does not: Druid's DataSchema
+    # reads them from there (getTimestampSpec, getDimensionsSpec) and from then on writes them,
+    # with their defaults, beside the parser (which it keeps as given)
+    parser = schema.get("parser")
+    parse_spec = (parser.get("parseSpec") if isinstance(parser, dict) else None) or {}
+    timestamp = schema.get("timestampSpec") or parse_spec.get("timestampSpec") or {}
+    dims = schema.get("dimensionsSpec") or parse_spec.get("dimensionsSpec") or {}
     metrics = [_aggregator(m) for m in schema.get("metricsSpec") or []]
     dimensions = [_dimension(d) for d in dims.get("dimensions") or []]
     names = {d["name"] for d in dimensions}
@@ -241,10 +246,7 @@ def _data_schema(schema: dict[str, Any]) -> dict[str, Any]:
             **_rest(transform, {"filter", "transforms"}),
         },
     }
-    parser = schema.get("parser")
-    if isinstance(parser, dict):  # Druid writes the sections a parser's parseSpec holds as null
-        parse_spec = parser.get("parseSpec") or {}
-        written |= {key: None for key in ("timestampSpec", "dimensionsSpec") if key in parse_spec}
+    if isinstance(parser, dict):
         written["parser"] = parser
     return {**written, **_rest(schema, set(written))}
 

@@ -104,7 +104,7 @@ def translate(data_schema: Any, io_config: Any, prefix: str = "") -> tuple[Any, 
             "the parser is deprecated)",
         )
     data_schema, io_config = copy.deepcopy(data_schema), copy.deepcopy(io_config)
-    for key in ("timestampSpec", "dimensionsSpec"):  # Druid reads a parser spec's back as null
+    for key in ("timestampSpec", "dimensionsSpec"):  # older versions read them back as null
         if key in data_schema and data_schema[key] is None:
             del data_schema[key]
     io_config["inputFormat"] = translated
@@ -113,13 +113,72 @@ def translate(data_schema: Any, io_config: Any, prefix: str = "") -> tuple[Any, 
         if key not in parse_spec:
             continue
         model = TimestampSpec if key == "timestampSpec" else DimensionsSpec
-        if key in data_schema and not _same(model, data_schema[key], parse_spec[key]):
+        given_here = data_schema.get(key)
+        if key == "dimensionsSpec" and isinstance(given_here, dict):
+            given_here = _without_derived(given_here, parse_spec, data_schema)
+        same = _same_dimensions if key == "dimensionsSpec" else _same
+        if key in data_schema and not same(model, given_here, parse_spec[key]):
             raise SpecError.single(
                 f"{prefix}dataSchema.{key}",
                 f"differs from the parser's parseSpec.{key}; give it in one place",
             )
         data_schema[key] = parse_spec[key]
     return data_schema, io_config
+
+
+def _without_derived(
+    dims: dict[str, Any], parse_spec: dict[str, Any], data_schema: dict[str, Any]
+) -> dict[str, Any]:
+    """A dimensionsSpec as read back (Druid adds the timestamp column, `__time` and the
+    metrics' names and inputs to its exclusions) without what was added: a spec read back and
+    sent again is the same as its parser's."""
+    timestamp = parse_spec.get("timestampSpec") or data_schema.get("timestampSpec") or {}
+    added = {timestamp.get("column", "timestamp") if isinstance(timestamp, dict) else None}
+    added.add("__time")
+    for metric in data_schema.get("metricsSpec") or []:
+        if isinstance(metric, dict):
+            added |= {metric.get("name"), metric.get("fieldName")}
+    own = parse_spec.get("dimensionsSpec") or {}
+    kept = set(own.get("dimensionExclusions") or []) if isinstance(own, dict) else set()
+    exclusions = dims.get("dimensionExclusions")
+    if not isinstance(exclusions, list):
+        return dims
+    return {
+        **dims,
+        "dimensionExclusions": [e for e in exclusions if e not in added or e in kept],
+    }
+
+
+def _dimension(given: Any) -> Any:
+    """A dimension as Druid reads it: a name is a string dimension; Druid writes a numeric
+    one's createBitmapIndex as false, whatever was given."""
+    if isinstance(given, str):
+        return ("string", given, "SORTED_ARRAY", True, {})
+    if not isinstance(given, dict):
+        return given
+    kind = given.get("type", "string")
+    bitmap = given.get("createBitmapIndex", True) if kind == "string" else None
+    rest = {k: v for k, v in given.items() if k not in _DIMENSION_KEYS}
+    return (kind, given.get("name"), given.get("multiValueHandling", "SORTED_ARRAY"), bitmap, rest)
+
+
+_DIMENSION_KEYS = frozenset({"type", "name", "multiValueHandling", "createBitmapIndex"})
+
+
+def _same_dimensions(model: type[DruidModel], one: Any, other: Any) -> bool:
+    """Two dimensionsSpecs the same as Druid reads them (a read-back writes every dimension
+    out in full)."""
+    if not isinstance(one, dict) or not isinstance(other, dict):
+        return _same(model, one, other)
+    dims = [_dimension(d) for d in one.get("dimensions") or []]
+    if dims != [_dimension(d) for d in other.get("dimensions") or []]:
+        return False
+    rest = ("dimensions",)
+    return _same(
+        model,
+        {k: v for k, v in one.items() if k not in rest},
+        {k: v for k, v in other.items() if k not in rest},
+    )
 
 
 def _same(model: type[DruidModel], one: Any, other: Any) -> bool:

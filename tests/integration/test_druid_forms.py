@@ -175,8 +175,13 @@ def test_a_legacy_parser_spec_runs_as_its_input_format_and_says_so(api: httpx.Cl
         "type": "json",
         "flattenSpec": parser["parseSpec"]["flattenSpec"],
     }
-    # Druid reads a parser spec's timestampSpec and dimensionsSpec back as null
-    assert got["dataSchema"]["timestampSpec"] is got["dataSchema"]["dimensionsSpec"] is None
+    # Druid's DataSchema reads its timestampSpec and dimensionsSpec from the parseSpec, and
+    # then writes them (issue 43; test_a_legacy_parser_spec_reads_back_with_druids_defaults)
+    assert (
+        got["dataSchema"]["timestampSpec"]["column"]
+        == parser["parseSpec"]["timestampSpec"]["column"]
+    )
+    assert got["dataSchema"]["dimensionsSpec"]["includeAllDimensions"] is False
     (warning,) = api.get(f"{BASE}/legacy/status").json()["payload"]["warnings"]
     assert "dataSchema.parser (type string) is deprecated" in warning
     assert "read as ioConfig.inputFormat of type json" in warning
@@ -268,3 +273,27 @@ def test_a_stored_spec_druid_cannot_write_is_read_as_stored() -> None:
     stored = spec("odd")
     stored["spec"]["dataSchema"]["timestampSpec"]["missingValue"] = "not a time"
     assert druid_form(stored) == stored  # never a 500 for an older version's spec
+
+
+def test_a_legacy_parser_spec_reads_back_with_druids_defaults(api: httpx.Client) -> None:
+    """The docs' legacy `parser` (data-formats.md: a string parser, its json parseSpec, the
+    wikipedia dimensions and metrics) read back as Druid's DataSchema writes it once it read
+    the parseSpec: the parser as given, beside it the timestampSpec and dimensionsSpec with
+    Druid's defaults filled in (missingValue null; every dimension in full; the timestamp
+    column, `__time` and the metrics' names and inputs excluded; includeAllDimensions and
+    useSchemaDiscovery false). Exclusions are a Java HashSet in Druid: compared as a set."""
+    body, shown = load("legacy_parser_submitted.json"), load("legacy_parser_read_back.json")
+    assert api.post(BASE, json=body).json() == {"id": "wikipedia"}
+    got = api.get(f"{BASE}/wikipedia").json()
+    schema = got["spec"]["dataSchema"]
+    assert sorted(schema["dimensionsSpec"]["dimensionExclusions"]) == sorted(
+        shown["dimensionsSpec"]["dimensionExclusions"]
+    )
+    for part in (schema, shown):
+        part["dimensionsSpec"]["dimensionExclusions"] = "(a set, compared above)"
+    for key, value in shown.items():
+        assert schema[key] == value, key
+    # what was read back is accepted as it is, and reads back the same
+    got["spec"]["dataSchema"] = api.get(f"{BASE}/wikipedia").json()["spec"]["dataSchema"]
+    assert api.post(BASE, json=got).status_code == 200
+    assert api.get(f"{BASE}/wikipedia").json()["spec"] == got["spec"]
