@@ -179,3 +179,52 @@ def words_spec(supervisor_id: str, topic: str, bootstrap: str) -> dict[str, Any]
         period="PT1S",
         taskDuration="PT1H",
     )
+
+
+def _outliving(base: Path) -> list[tuple[int, str]]:
+    """Processes whose command line names this run's temporary directory: what a test started
+    and did not end (a task's host application, a task, a server)."""
+    import os
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(base) in command:
+            found.append((int(entry.name), command[:200]))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Nothing a test started may outlive the run: stragglers are killed, and fail it."""
+    import contextlib
+    import os
+    import signal
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or getattr(factory, "_basetemp", None) is None:
+        return
+    import time
+
+    left = _outliving(factory.getbasetemp())
+    deadline = time.monotonic() + 10  # one on its way out is given a moment
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _outliving(factory.getbasetemp())
+    for pid, _ in left:
+        with contextlib.suppress(OSError):  # its group too: a host application's JVM
+            group = os.getpgid(pid)
+            if group == pid and group != os.getpgrp():
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = "\n".join(f"  {pid} {command}" for pid, command in left)
+        if reporter is not None:
+            reporter.write_line(f"processes outlived the tests (killed now):\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

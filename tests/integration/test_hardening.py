@@ -9,6 +9,7 @@ import socket
 import stat
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from supervisor.db.models import TaskRow
 from supervisor.runner.spawn import spawn
 from supervisor.services.login_limits import ADDRESS_RATE
 from supervisor.settings import Settings
@@ -170,7 +172,23 @@ def test_a_supervisor_or_task_out_of_reach_answers_the_same_there_or_not(
     assert admin.get("/druid/indexer/v1/task/no-such-task/status").status_code == 404
 
 
-def test_a_task_action_checks_the_token_before_the_task(api: httpx.Client) -> None:
+def test_a_task_action_checks_the_token_before_the_task(service: RunningService) -> None:
+    now = datetime.now(UTC)
+    with service.app.state.context.sessions() as session:  # a task, not started (no host app)
+        session.add(
+            TaskRow(
+                id="t1",
+                type="index_kafka",
+                supervisor_id="wiki",
+                datasource="wiki",
+                payload={},
+                status="RUNNING",
+                created_at=now,
+                updated_at=now,
+                token="the-tasks-own-token",
+            )
+        )
+        session.commit()
     action = {
         "task": "no-such-task",
         "action": {
@@ -179,15 +197,10 @@ def test_a_task_action_checks_the_token_before_the_task(api: httpx.Client) -> No
             "checkpointMetadata": {"type": "end", "stream": "t", "partitionSequenceNumberMap": {}},
         },
     }
-    absent = api.post("/druid/indexer/v1/action", json=action)
-    assert (
-        api.post(
-            "/druid/indexer/v1/task", json=task("t1", {"bootstrap.servers": "127.0.0.1:9"})
-        ).status_code
-        == 200
-    )
-    action["task"] = "t1"
-    wrong = api.post("/druid/indexer/v1/action", json=action, headers={TOKEN: "guess"})
+    with httpx.Client(base_url=service.url, timeout=30) as api:
+        absent = api.post("/druid/indexer/v1/action", json=action)
+        action["task"] = "t1"
+        wrong = api.post("/druid/indexer/v1/action", json=action, headers={TOKEN: "guess"})
     assert (absent.status_code, wrong.status_code) == (403, 403)
     assert absent.json() == wrong.json()
 
