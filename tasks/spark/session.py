@@ -27,6 +27,20 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
     }
 
 
+def local_conf(master: str) -> dict[str, str]:
+    """A local master's driver talks to no one but its own process: its RPC and block manager
+    listen on loopback (Spark picks the machine's address otherwise), and take only peers that
+    know the application's secret (with spark.authenticate, Spark makes one per application
+    in local mode). Nothing for a cluster's masters (`cluster_conf`)."""
+    if not master.startswith("local"):
+        return {}
+    return {
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.authenticate": "true",
+    }
+
+
 def build_session(
     jar_cache: Path,
     master: str = "local[*]",
@@ -65,7 +79,7 @@ def build_session(
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
-    conf = dict(conf or {})
+    conf = {**local_conf(master), **(conf or {})}
     # The driver JVM's options: ours (the class archive, tasks/spark/class_archive.py), then
     # the caller's.
     java = ["-Dlog4j2.level=WARN"]
