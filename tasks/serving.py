@@ -112,8 +112,16 @@ class BoundedHttp(HttpToolsProtocol):
             self.transport.close()  # a request under way sees its client gone
 
 
+# TLS 1.2's forward-secret AEAD suites only, as Mozilla's "intermediate" configuration has them
+# (Python's default also takes CBC ones); TLS 1.3's are all of that kind, and older versions
+# are refused by Python's default minimum
+TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!aNULL:!eNULL"
 # uvicorn.Config's settings for every server of the project
-LIMITS: dict[str, Any] = {"http": BoundedHttp, "limit_concurrency": MAX_CONNECTIONS}
+LIMITS: dict[str, Any] = {
+    "http": BoundedHttp,
+    "limit_concurrency": MAX_CONNECTIONS,
+    "ssl_ciphers": TLS_CIPHERS,
+}
 
 
 class ServerThread:

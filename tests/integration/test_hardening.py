@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import ssl
 import stat
 import time
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from pydantic import SecretStr
 
 from supervisor.db.models import TaskRow
+from supervisor.devstack.certs import self_signed
 from supervisor.runner.spawn import spawn
 from supervisor.services.login_limits import ADDRESS_RATE
 from supervisor.settings import Settings
@@ -373,3 +376,47 @@ def test_the_docs_page_loads_nothing_from_elsewhere(api: httpx.Client) -> None:
         assert api.get(asset).status_code == 200, asset
     assert "swagger-ui-bundle.js" in page.text
     assert api.get("/redoc").status_code == 404  # Redoc fetched its fonts from Google
+
+
+# -- not yet tried before: TLS versions and ciphers -----------------------------------------
+
+
+def _handshake(port: int, ca: Path, **options: Any) -> str | None:
+    """The protocol a client limited by `options` agrees with the server (None: refused)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    with warnings.catch_warnings():  # the old versions are what is tried
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        context.maximum_version = options.get("maximum", ssl.TLSVersion.MAXIMUM_SUPPORTED)
+    # the client offers anything its OpenSSL can (security level 0): what is refused, the
+    # server refused
+    context.set_ciphers(options.get("ciphers", "ALL") + ":@SECLEVEL=0")
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            return tls.version()
+    except (ssl.SSLError, ConnectionResetError):
+        return None
+
+
+def test_tls_takes_only_versions_and_ciphers_without_known_weaknesses(tmp_path: Path) -> None:
+    certs = self_signed(tmp_path / "tls")
+    settings = Settings(
+        metadata_url=f"sqlite:///{tmp_path / 'm.db'}",
+        run_supervisors=False,
+        tls_cert=certs.cert,
+        tls_key=certs.key,
+    )
+    with RunningService(settings) as service:
+        port = service.port
+        assert _handshake(port, certs.ca) == "TLSv1.3"
+        tls12 = ssl.TLSVersion.TLSv1_2
+        assert _handshake(port, certs.ca, maximum=tls12) == "TLSv1.2"  # forward-secret AEAD
+        assert _handshake(port, certs.ca, maximum=ssl.TLSVersion.TLSv1_1) is None
+        assert _handshake(port, certs.ca, maximum=ssl.TLSVersion.TLSv1) is None
+        # TLS 1.2 in CBC mode (with SHA-1 or SHA-384: both agreed by a permissive server with
+        # this EC certificate): refused
+        for weak in ("ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384"):
+            assert _handshake(port, certs.ca, maximum=tls12, ciphers=weak) is None, weak
