@@ -39,7 +39,8 @@ format: $(STAMP)
 test: setup lint
 	$(BIN)/pytest
 
-# what `make test` leaves out: the process-per-task runtime end to end (~20 min more)
+# what `make test` leaves out: the process-per-task runtime end to end, and the whole stack
+# on task hosts, a Spark cluster and S3 (~15 min more)
 test-long: setup
 	$(BIN)/pytest -m long
 

@@ -42,6 +42,7 @@ from tests.e2e.harness import (
 from tests.e2e.test_supervisor import SID, spec
 
 
+@pytest.mark.long  # ~200 s: `make test-long` (its parts have their tests in `make test`)
 @pytest.mark.timeout(3600)
 def test_tasks_on_hosts_and_a_spark_cluster_publish_to_s3_exactly_once(
     kafka: LocalKafka, postgres: LocalPostgres, s3: LocalS3, jar_cache: Path, tmp_path: Path
