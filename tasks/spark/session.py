@@ -27,9 +27,6 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
     }
 
 
-REDACTED = r"(?i)secret|password|passwd|token|access[.]?key|apikey|credential|private|jaas|\.pem"
-
-
 def local_conf(master: str) -> dict[str, str]:
     """A local master's driver talks to no one but its own process: its RPC and block manager
     listen on loopback (Spark picks the machine's address otherwise), and take only peers that
@@ -81,10 +78,6 @@ def build_session(
         # a schemaless batch's cache lives for two scans (tasks/rows/pipeline.py): compressing it
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
-        # Plans, errors and logs show a Kafka source's options: Spark's own rule redacts
-        # secret, password, token and access key; a consumer's JAAS config (a password inline),
-        # key stores and credentials are redacted too
-        .config("spark.redaction.regex", REDACTED)
     )
     conf = {**local_conf(master), **(conf or {})}
     # The driver JVM's options: ours (the class archive, tasks/spark/class_archive.py), then

@@ -21,7 +21,6 @@ from pydantic import SecretStr
 
 from supervisor.db.models import TaskRow
 from supervisor.devstack.certs import self_signed
-from supervisor.devstack.kafka import LocalKafka
 from supervisor.runner.spawn import spawn
 from supervisor.services.login_limits import ADDRESS_RATE
 from supervisor.settings import Settings
@@ -421,24 +420,3 @@ def test_tls_takes_only_versions_and_ciphers_without_known_weaknesses(tmp_path: 
         # this EC certificate): refused
         for weak in ("ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384"):
             assert _handshake(port, certs.ca, maximum=tls12, ciphers=weak) is None, weak
-
-
-# -- not yet tried before: secrets in what Spark shows of a task's read --------------------
-
-
-@pytest.mark.kafka
-@pytest.mark.spark
-def test_spark_shows_a_kafka_reads_credentials_redacted(spark: Any, kafka: LocalKafka) -> None:
-    """A task's read as Spark shows it in plans and errors: its options, a JAAS config with a
-    password inline among them, redacted (Spark's own rule missed `sasl.jaas.config`)."""
-    jaas = f'{PLAIN} required username="u" password="hunter2-in-clear";'
-    frame = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", "no-such-topic-needed")
-        .option("kafka.sasl.jaas.config", jaas)
-        .option("kafka.ssl.keystore.keypassword", "keypass-in-clear")
-    )
-    plans = frame.load()._jdf.queryExecution().toString()
-    assert "no-such-topic-needed" in plans  # the options are shown
-    assert "in-clear" not in plans, plans
