@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.db.engine import make_engine, migrate, session_factory
@@ -179,6 +180,40 @@ def words_spec(supervisor_id: str, topic: str, bootstrap: str) -> dict[str, Any]
         period="PT1S",
         taskDuration="PT1H",
     )
+
+
+# -- a service with authentication on, and its users ---------------------------------------
+
+SEC = "/druid-ext/basic-security"
+AUTHN = f"{SEC}/authentication/db/basic"
+AUTHZ = f"{SEC}/authorization/db/basic"
+ADMIN = ("admin", "admin-pass-1")
+
+
+@pytest.fixture
+def secured(settings: Settings) -> Iterator[tuple[RunningService, httpx.Client]]:
+    """A service with basic authentication, and a client logged in as its admin."""
+    settings.auth = "basic"
+    settings.admin_password = SecretStr(ADMIN[1])
+    with (
+        RunningService(settings) as service,
+        httpx.Client(base_url=service.url, timeout=30, auth=ADMIN) as admin,
+    ):
+        yield service, admin
+
+
+def make_user(
+    admin: httpx.Client, name: str, password: str, permissions: list[dict[str, Any]]
+) -> None:
+    """A user who can log in with `password`, holding `permissions` through a role of its
+    own (`{name}-role`)."""
+    for path in (f"{AUTHN}/users/{name}", f"{AUTHZ}/users/{name}", f"{AUTHZ}/roles/{name}-role"):
+        assert admin.post(path).status_code == 200, path
+    body = {"password": password}
+    assert admin.post(f"{AUTHN}/users/{name}/credentials", json=body).status_code == 200
+    role = f"{AUTHZ}/roles/{name}-role"
+    assert admin.post(f"{role}/permissions", json=permissions).status_code == 200
+    assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-role").status_code == 200
 
 
 def _outliving(base: Path) -> list[tuple[int, str]]:

@@ -11,45 +11,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import pytest
-from pydantic import SecretStr
 from sqlalchemy import select
 
 from supervisor.db.engine import make_engine, session_factory
 from supervisor.db.models import AuditRow, TaskRow
 from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService, db_rows
+from tests.conftest import AUTHN, AUTHZ, SEC, make_user
 from tests.specs import spec, task
 
 SUP = "/druid/indexer/v1/supervisor"
-SEC = "/druid-ext/basic-security"
-AUTHN = f"{SEC}/authentication/db/basic"
-AUTHZ = f"{SEC}/authorization/db/basic"
-ADMIN = ("admin", "admin-pass-1")
-
-
-@pytest.fixture
-def secured(settings: Settings) -> Any:
-    settings.auth = "basic"
-    settings.admin_password = SecretStr(ADMIN[1])
-    with (
-        RunningService(settings) as service,
-        httpx.Client(base_url=service.url, timeout=30, auth=ADMIN) as admin,
-    ):
-        yield service, admin
-
-
-def make_user(
-    admin: httpx.Client, name: str, password: str, permissions: list[dict[str, Any]]
-) -> None:
-    for path in (f"{AUTHN}/users/{name}", f"{AUTHZ}/users/{name}", f"{AUTHZ}/roles/{name}-role"):
-        assert admin.post(path).status_code == 200, path
-    assert (
-        admin.post(f"{AUTHN}/users/{name}/credentials", json={"password": password}).status_code
-        == 200
-    )
-    assert admin.post(f"{AUTHZ}/roles/{name}-role/permissions", json=permissions).status_code == 200
-    assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-role").status_code == 200
 
 
 def grant(kind: str, name: str, *actions: str) -> list[dict[str, Any]]:

@@ -10,14 +10,12 @@ import ssl
 import stat
 import time
 import warnings
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from supervisor.db.models import TaskRow
 from supervisor.devstack.certs import self_signed
@@ -27,6 +25,7 @@ from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService
 from tasks import serving
 from tasks.protocol import TOKEN_HEADER as TOKEN
+from tests.conftest import AUTHN, AUTHZ, make_user
 from tests.specs import spec, task
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -116,31 +115,6 @@ def test_a_body_less_write_that_declares_a_form_is_415(
 
 
 # -- 5. no answer tells of what the identity may not see -------------------------------------
-
-SEC = "/druid-ext/basic-security"
-AUTHN = f"{SEC}/authentication/db/basic"
-AUTHZ = f"{SEC}/authorization/db/basic"
-ADMIN = ("admin", "admin-pass-1")
-
-
-@pytest.fixture
-def secured(settings: Settings) -> Iterator[tuple[RunningService, httpx.Client]]:
-    settings.auth = "basic"
-    settings.admin_password = SecretStr(ADMIN[1])
-    with (
-        RunningService(settings) as service,
-        httpx.Client(base_url=service.url, timeout=30, auth=ADMIN) as admin,
-    ):
-        yield service, admin
-
-
-def make_user(admin: httpx.Client, name: str, password: str, grants: list[Any]) -> None:
-    for path in (f"{AUTHN}/users/{name}", f"{AUTHZ}/users/{name}", f"{AUTHZ}/roles/{name}-r"):
-        assert admin.post(path).status_code == 200, path
-    body = {"password": password}
-    assert admin.post(f"{AUTHN}/users/{name}/credentials", json=body).status_code == 200
-    assert admin.post(f"{AUTHZ}/roles/{name}-r/permissions", json=grants).status_code == 200
-    assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-r").status_code == 200
 
 
 def reads(pattern: str) -> list[dict[str, Any]]:
@@ -234,7 +208,7 @@ def test_nobody_deletes_themselves_or_the_last_administrator(
             assert refused.status_code == 400, refused.text
             assert "no user who can manage security" in refused.json()["error"]
         # a change that leaves her the right goes through
-        assert carol.delete(f"{AUTHZ}/roles/carol-r").status_code == 200
+        assert carol.delete(f"{AUTHZ}/roles/carol-role").status_code == 200
         assert carol.get(f"{AUTHZ}/roles/admin?full").json()["users"] == ["carol"]
         assert carol.get(BASE).status_code == 200
 
