@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from supervisor.db.models import SegmentRow, TaskRow
-from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.kafka import CLIENT_USER, LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.testkit.service import db_rows, overlord_with_tasks
 from supervisor.testkit.waits import wait_for
@@ -75,6 +75,19 @@ def test_both_read_paths_and_the_lag_readers_over_sasl_ssl(
             assert api.get(f"{BASE}/{name}/status").json()["payload"]["aggregateLag"] == 0
         # the first generation of each has published: its report.json, once it has exited
         counters = wait_for(lambda: _counters(service), 60, "both first tasks' reports")
+        # the password answers nowhere: statuses (recentErrors too), reports, logs (issue 43)
+        password = secure_kafka.passwords[CLIENT_USER]
+        for name in ("direct", "spark"):
+            assert password not in api.get(f"{BASE}/{name}/status").text
+        for row in db_rows(service, select(TaskRow.id)):
+            for part in ("reports", "log", "status"):
+                answer = api.get(f"/druid/indexer/v1/task/{row[0]}/{part}")
+                assert password not in answer.text, (row[0], part)
+    # nor in any file the overlord, its application and its tasks wrote (the metadata DB,
+    # payloads, task and application logs, reports): the spec named a variable for it
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
     # the direct supervisor's batches were read by librdkafka, the other's by Spark's source
     assert counters["direct"]["directReads"] == counters["direct"]["persists"] > 0
     assert counters["spark"]["fastPersists"] == counters["spark"]["directReads"] == 0
