@@ -20,6 +20,7 @@ from supervisor.devstack.server import Managed, stop_group
 from supervisor.net import free_port
 
 HOST = "127.0.0.1"
+SPARK_SECRET_VARIABLE = "_SPARK_AUTH_SECRET"  # where Spark's daemons read a cluster's secret
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 
@@ -34,8 +35,11 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def _environment(log_dir: Path, host: str) -> dict[str, str]:
+def _environment(log_dir: Path, host: str, secret: str | None) -> dict[str, str]:
     env = dict(os.environ)
+    if secret:  # master and workers take only peers that know it (and give it to executors)
+        env[SPARK_SECRET_VARIABLE] = secret
+        env["SPARK_MASTER_OPTS"] = env["SPARK_WORKER_OPTS"] = "-Dspark.authenticate=true"
     env.update(
         {
             "SPARK_HOME": str(spark_home()),
@@ -61,9 +65,11 @@ class LocalSparkCluster(Managed):
         memory: str = "4g",
         port: int = 0,
         host: str = HOST,
+        secret: str | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.host = host  # the address the master and the workers listen on
+        self.secret = secret  # None: unauthenticated (a drivers' SLUICEGATE_SPARK_SECRET)
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -91,7 +97,7 @@ class LocalSparkCluster(Managed):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=_environment(logs, self.host),
+                env=_environment(logs, self.host, self.secret),
                 start_new_session=True,
                 cwd=self.data_dir,
             )

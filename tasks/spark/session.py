@@ -18,13 +18,21 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
     Nothing for local masters."""
     if not master.startswith("spark://"):
         return {}
-    return {
+    conf = {
         "spark.cores.max": str(cores),
         "spark.executor.cores": str(cores),
         "spark.executor.memory": executor_memory,
         "spark.driver.host": host,
         "spark.driver.bindAddress": host,
     }
+    if os.environ.get(CLUSTER_SECRET):
+        conf["spark.authenticate"] = "true"  # the secret: build_session
+    return conf
+
+
+# The secret a standalone cluster's master, workers and applications share (Spark's standalone
+# mode has one per cluster, not per application), from the operator's environment
+CLUSTER_SECRET = "SLUICEGATE_SPARK_SECRET"
 
 
 def local_conf(master: str) -> dict[str, str]:
@@ -80,6 +88,10 @@ def build_session(
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     conf = {**local_conf(master), **(conf or {})}
+    if master.startswith("spark://") and os.environ.get(CLUSTER_SECRET):
+        # given to the driver's JVM through the gateway, not on a command line
+        conf["spark.authenticate"] = "true"
+        conf["spark.authenticate.secret"] = os.environ[CLUSTER_SECRET]
     # The driver JVM's options: ours (the class archive, tasks/spark/class_archive.py), then
     # the caller's.
     java = ["-Dlog4j2.level=WARN"]

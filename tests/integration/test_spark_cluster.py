@@ -1,11 +1,13 @@
 """Tasks on a real Spark standalone cluster (`sluicegate spark-local`: a Master and a Worker
 from pyspark's own jars): both batch engines read, persist and merge on the cluster's
 executors, the host's application (or, `make test-long`, each task's) takes only its share of
-the cores, and `sluicegate sql` runs on the same cluster."""
+the cores, and `sluicegate sql` runs on the same cluster; a cluster with a secret takes
+applications that know it (SLUICEGATE_SPARK_SECRET)."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import subprocess
 import sys
@@ -27,9 +29,14 @@ BASE = "/druid/indexer/v1/supervisor"
 COUNT = 400
 
 
+SECRET = secrets.token_hex(16)  # the cluster's: its master, workers and applications share it
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkCluster]:
-    with LocalSparkCluster(tmp_path_factory.mktemp("spark"), workers=1, cores=6, memory="6g") as c:
+    """A cluster that takes only applications knowing its secret (issue 43)."""
+    data = tmp_path_factory.mktemp("spark")
+    with LocalSparkCluster(data, workers=1, cores=6, memory="6g", secret=SECRET) as c:
         yield c
 
 
@@ -37,8 +44,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkClus
 @pytest.mark.spark
 @pytest.mark.parametrize("runtime", ["shared", pytest.param("process", marks=pytest.mark.long)])
 def test_both_engines_run_on_the_cluster_executors(
-    kafka: LocalKafka, cluster: LocalSparkCluster, jar_cache: Path, tmp_path: Path, runtime: str
+    kafka: LocalKafka,
+    cluster: LocalSparkCluster,
+    jar_cache: Path,
+    tmp_path: Path,
+    runtime: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the operator's setting, which the overlord's application (and `sluicegate sql`) inherit
+    monkeypatch.setenv("SLUICEGATE_SPARK_SECRET", SECRET)
     topic = words_topic(kafka, "cluster", COUNT)
     direct = words_spec("direct", topic, kafka.bootstrap_servers)
     spark = words_spec("spark", topic, kafka.bootstrap_servers)
