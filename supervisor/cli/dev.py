@@ -170,19 +170,26 @@ def postgres_local(port: int, data_dir: Path) -> None:
 )
 def spark_local(workers: int, cores: int, memory: str, port: int, data_dir: Path) -> None:
     """Run a real Spark standalone cluster on 127.0.0.1 (a Master and WORKERS Workers from
-    pyspark's own jars) until SIGINT/SIGTERM; tasks use it with SLUICEGATE_TASK_MASTER."""
+    pyspark's own jars) until SIGINT/SIGTERM; tasks use it with SLUICEGATE_TASK_MASTER. With
+    SLUICEGATE_SPARK_SECRET set, it takes only applications that know that secret (the
+    overlord's and task hosts' drivers, given the same variable)."""
+    import os
+
     from supervisor.devstack.spark import LocalSparkCluster, SparkClusterError
+    from tasks.spark.session import CLUSTER_SECRET
 
     if not _SPARK_SIZE.fullmatch(memory):
         raise CliError(f"--memory {memory!r}: a size such as 512m or 8g", EXIT_USAGE)
-    cluster = LocalSparkCluster(data_dir, workers, cores, memory, port)
+    secret = os.environ.get(CLUSTER_SECRET) or None
+    cluster = LocalSparkCluster(data_dir, workers, cores, memory, port, secret=secret)
+    auth = f"authenticated ({CLUSTER_SECRET})" if secret else "unauthenticated"
 
     def start() -> None:
         cluster.start()
         click.echo(
             f"Spark master ready at {cluster.url} with {workers} workers of {cores} cores and "
-            f"{memory} (web UI {cluster.ui_url}, logs in {data_dir}/logs); Ctrl-C stops it\n"
-            f"  SLUICEGATE_TASK_MASTER={cluster.url} sluicegate serve"
+            f"{memory}, {auth} (web UI {cluster.ui_url}, logs in {data_dir}/logs); Ctrl-C "
+            f"stops it\n  SLUICEGATE_TASK_MASTER={cluster.url} sluicegate serve"
         )
 
     def interrupt() -> None:

@@ -7,6 +7,7 @@ applications that know it (SLUICEGATE_SPARK_SECRET)."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import signal
 import subprocess
@@ -126,11 +127,16 @@ def test_spark_local_starts_and_stops_a_cluster(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "SLUICEGATE_SPARK_SECRET": SECRET},
     )
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
         assert first.startswith("Spark master ready at spark://127.0.0.1:"), first
+        assert "authenticated (SLUICEGATE_SPARK_SECRET)" in first
+        master_log = (tmp_path / "spark" / "logs" / "master.log").read_text()
+        assert "authentication enabled" in master_log
+        assert SECRET not in master_log
         ui = first.split("web UI ")[1].split(",")[0]
         state = json.loads(subprocess.check_output(["curl", "-s", f"{ui}/json/"]))
         assert [w["state"] for w in state["workers"]] == ["ALIVE"]
