@@ -20,6 +20,7 @@ from tasks.granularity import STANDARD_PERIODS, standard_period
 from tasks.partitions import java_string_hash
 from tasks.spec.periods import parse_period
 from tasks.spec.tuning_config import INT_MAX
+from tasks.spec.written import derived_exclusions, written_dimension
 
 log = logging.getLogger(__name__)
 _SIMPLE_AGGREGATORS = {
@@ -129,21 +130,6 @@ def granularity(value: str | dict[str, Any]) -> str | dict[str, Any]:
     return value
 
 
-def _dimension(dimension: str | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(dimension, str):
-        dimension = {"name": dimension}
-    kind = dimension.get("type", "string")
-    numeric = kind in ("long", "float", "double")
-    written = {
-        "type": kind,
-        "name": dimension["name"],
-        "multiValueHandling": str(dimension.get("multiValueHandling", "SORTED_ARRAY")).upper(),
-        "createBitmapIndex": False if numeric else dimension.get("createBitmapIndex", True),
-    }
-    known = {"type", "name", "multiValueHandling", "createBitmapIndex"}
-    return {**written, **_rest(dimension, known)}
-
-
 def java_hash_set_order(items: list[str]) -> list[str]:
     """`items` (distinct, in insertion order) in the order a java.util.HashSet built from them
     iterates: by bucket of the spread String.hashCode, insertion order within a bucket."""
@@ -173,11 +159,6 @@ def _aggregator(metric: dict[str, Any]) -> dict[str, Any]:
     return metric
 
 
-def _metric_inputs(metric: dict[str, Any]) -> list[str]:
-    field = metric.get("fieldName")
-    return [field] if isinstance(field, str) else []
-
-
 def _data_schema(schema: dict[str, Any]) -> dict[str, Any]:
     # A legacy parser's parseSpec holds them when the dataSchema does not: Druid's DataSchema
     # reads them from there (getTimestampSpec, getDimensionsSpec) and from then on writes them,
@@ -187,16 +168,13 @@ def _data_schema(schema: dict[str, Any]) -> dict[str, Any]:
     timestamp = schema.get("timestampSpec") or parse_spec.get("timestampSpec") or {}
     dims = schema.get("dimensionsSpec") or parse_spec.get("dimensionsSpec") or {}
     metrics = [_aggregator(m) for m in schema.get("metricsSpec") or []]
-    dimensions = [_dimension(d) for d in dims.get("dimensions") or []]
+    dimensions = [written_dimension(d) for d in dims.get("dimensions") or []]
     names = {d["name"] for d in dimensions}
     column = timestamp.get("column", "timestamp")
     excluded: list[str] = []
     for name in [
         *(dims.get("dimensionExclusions") or []),
-        column,
-        "__time",
-        *(m["name"] for m in metrics),
-        *(field for m in metrics for field in _metric_inputs(m)),
+        *derived_exclusions(column, metrics),
     ]:
         if name not in names and name not in excluded:
             excluded.append(name)

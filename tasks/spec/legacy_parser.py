@@ -19,6 +19,7 @@ from tasks.spec.base import DruidModel
 from tasks.spec.data_schema import DimensionsSpec, TimestampSpec
 from tasks.spec.errors import SpecError
 from tasks.spec.io_config import InputFormat
+from tasks.spec.written import derived_exclusions, written_dimension
 
 _STRING_FORMATS = ("json", "csv", "tsv")
 _REFUSED_FORMATS = {
@@ -129,15 +130,11 @@ def translate(data_schema: Any, io_config: Any, prefix: str = "") -> tuple[Any, 
 def _without_derived(
     dims: dict[str, Any], parse_spec: dict[str, Any], data_schema: dict[str, Any]
 ) -> dict[str, Any]:
-    """A dimensionsSpec as read back (Druid adds the timestamp column, `__time` and the
-    metrics' names and inputs to its exclusions) without what was added: a spec read back and
-    sent again is the same as its parser's."""
+    """A dimensionsSpec as read back, without the exclusions Druid added to it
+    (`derived_exclusions`): a spec read back and sent again is the same as its parser's."""
     timestamp = parse_spec.get("timestampSpec") or data_schema.get("timestampSpec") or {}
-    added = {timestamp.get("column", "timestamp") if isinstance(timestamp, dict) else None}
-    added.add("__time")
-    for metric in data_schema.get("metricsSpec") or []:
-        if isinstance(metric, dict):
-            added |= {metric.get("name"), metric.get("fieldName")}
+    column = timestamp.get("column", "timestamp") if isinstance(timestamp, dict) else "timestamp"
+    added = set(derived_exclusions(column, data_schema.get("metricsSpec") or []))
     own = parse_spec.get("dimensionsSpec") or {}
     kept = set(own.get("dimensionExclusions") or []) if isinstance(own, dict) else set()
     exclusions = dims.get("dimensionExclusions")
@@ -149,29 +146,19 @@ def _without_derived(
     }
 
 
-def _dimension(given: Any) -> Any:
-    """A dimension as Druid reads it: a name is a string dimension; Druid writes a numeric
-    one's createBitmapIndex as false, whatever was given."""
-    if isinstance(given, str):
-        return ("string", given, "SORTED_ARRAY", True, {})
-    if not isinstance(given, dict):
-        return given
-    kind = given.get("type", "string")
-    bitmap = given.get("createBitmapIndex", True) if kind == "string" else None
-    rest = {k: v for k, v in given.items() if k not in _DIMENSION_KEYS}
-    return (kind, given.get("name"), given.get("multiValueHandling", "SORTED_ARRAY"), bitmap, rest)
-
-
-_DIMENSION_KEYS = frozenset({"type", "name", "multiValueHandling", "createBitmapIndex"})
+def _written(dimension: Any) -> Any:
+    """A dimension as Druid writes it (a value no dimension could be: as it is)."""
+    valid = isinstance(dimension, str) or (isinstance(dimension, dict) and "name" in dimension)
+    return written_dimension(dimension) if valid else dimension
 
 
 def _same_dimensions(model: type[DruidModel], one: Any, other: Any) -> bool:
-    """Two dimensionsSpecs the same as Druid reads them (a read-back writes every dimension
+    """Two dimensionsSpecs the same as Druid writes them (a read-back writes every dimension
     out in full)."""
     if not isinstance(one, dict) or not isinstance(other, dict):
         return _same(model, one, other)
-    dims = [_dimension(d) for d in one.get("dimensions") or []]
-    if dims != [_dimension(d) for d in other.get("dimensions") or []]:
+    dims = [_written(d) for d in one.get("dimensions") or []]
+    if dims != [_written(d) for d in other.get("dimensions") or []]:
         return False
     rest = ("dimensions",)
     return _same(
