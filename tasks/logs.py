@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 FIELDS = ("supervisor", "task", "group")
 _context: ContextVar[dict[str, Any]] = ContextVar("sluicegate_log_context", default={})  # noqa: B039
+
+
+def private_log(path: Path) -> int:
+    """A descriptor appending to `path`, a file its owner only may read (made so, or narrowed
+    so): what a task's Kafka client says of its settings stays its owner's."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(descriptor, 0o600)
+    return descriptor
 
 
 @contextmanager

@@ -53,42 +53,41 @@ class Authentication:
             headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
             authorization = headers.get(b"authorization")
             identity = authenticator.known(authorization)  # in memory: no hop to a thread
+            console = CONSOLE_HEADER.encode() in headers
             if identity is None and authorization:
-                identity = await _checked(authenticator, authorization, scope, receive, send)
-                if identity is None:
-                    return  # answered: 401 or 429
+                checked = await _checked(authenticator, authorization, console, scope)
+                if isinstance(checked, JSONResponse):  # 401 or 429
+                    await checked(scope, receive, send)
+                    return
+                identity = checked
             if identity is None:
-                await _unauthorized(CONSOLE_HEADER.encode() in headers)(scope, receive, send)
+                await _unauthorized(console)(scope, receive, send)
                 return
         scope.setdefault("state", {})["identity"] = identity
         await self.app(scope, receive, send)
 
 
 async def _checked(
-    authenticator: Authenticator, authorization: str, scope: Scope, receive: Receive, send: Send
-) -> Identity | None:
+    authenticator: Authenticator, authorization: str, console: bool, scope: Scope
+) -> Identity | JSONResponse:
     """Credentials not in memory, checked within the login limits: a 429 with Retry-After
     when the client's address (or the user it names) failed too often lately, before any
-    hashing; else the identity, or a 401 counted as a failure (None: answered)."""
+    hashing; else the identity, or a 401 counted as a failure."""
     client = scope.get("client")
     address = str(client[0]) if client else ""
     user = basic_user(authorization)
     wait = authenticator.limits.wait_s(address, user)
     if wait > 0:
-        refusal = JSONResponse(
+        return JSONResponse(
             status_code=429,
             content={"error": "Authorization: too many wrong credentials lately; try later"},
             headers={"Retry-After": retry_after(wait)},
         )
-        await refusal(scope, receive, send)
-        return None
     identity = await run_in_threadpool(authenticator.identify, authorization)
     if identity is None:
         authenticator.limits.failed(address, user)
         log.warning("wrong credentials from %s for %s", address, user or "a token")
-        console = any(k.lower() == CONSOLE_HEADER.encode() for k, _ in scope["headers"])
-        await _unauthorized(console)(scope, receive, send)
-        return None
+        return _unauthorized(console)
     if user is not None:
         authenticator.limits.succeeded(address, user)
     return identity
@@ -135,7 +134,6 @@ def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
         def find(session: Session) -> list[str]:
             return lookups.supervisor_datasources(session, supervisor_id)
 
-        who = identity(request)
         await _may(
             request,
             action,
@@ -145,7 +143,7 @@ def on_supervisor(action: Action) -> Callable[[Request, str], Awaitable[None]]:
             Out(
                 f"[{supervisor_id}] does not exist",
                 f"supervisor '{supervisor_id}'",
-                who.allows(ResourceType.DATASOURCE, supervisor_id, action),
+                lambda who: who.allows(ResourceType.DATASOURCE, supervisor_id, action),
             ),
         )
 
@@ -161,7 +159,6 @@ def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
         def find(session: Session) -> list[str]:
             return lookups.task_datasources(session, task_id)
 
-        who = identity(request)
         await _may(
             request,
             action,
@@ -171,7 +168,7 @@ def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
             Out(
                 f"Cannot find any task with id: [{task_id}]",
                 f"task '{task_id}'",
-                who.allows_every(ResourceType.DATASOURCE, action),
+                lambda who: who.allows_every(ResourceType.DATASOURCE, action),
             ),
         )
 
@@ -181,11 +178,11 @@ def on_task(action: Action) -> Callable[[Request, str], Awaitable[None]]:
 @dataclass(frozen=True)
 class Out:
     """What a request answers for a resource it cannot act on: its 404's words, the name its
-    403 gives it, and whether the identity could act on it if it existed (then a 404)."""
+    403 gives it, and whether an identity could act on it if it existed (then a 404)."""
 
     missing: str
     name: str
-    could: bool
+    could: Callable[[Identity], bool]
 
 
 async def _may(
@@ -203,7 +200,7 @@ async def _may(
     datasources = await _owners(request, key, find, keep_s)
     if datasources and all(who.allows(ResourceType.DATASOURCE, d, action) for d in datasources):
         return
-    if out.could:
+    if out.could(who):
         raise NotFoundError(out.missing)
     raise ForbiddenError(f"{who.name or 'this identity'} may not {action} {out.name}")
 

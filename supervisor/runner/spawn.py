@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from supervisor.settings import Settings
+from tasks.logs import private_log
 from tasks.runtime_args import RuntimeArgs
 
 
@@ -37,9 +38,7 @@ def spawn(
     """The process, in a session (and process group) of its own, its stdout and stderr
     appended to `log_path` (the task runtimes, and the dev stack's servers), a file its owner
     only may read (a task's log can hold what its Kafka client says of its settings)."""
-    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    os.fchmod(descriptor, 0o600)
-    with os.fdopen(descriptor, "ab") as log:
+    with os.fdopen(private_log(log_path), "ab") as log:
         return subprocess.Popen(
             command,
             stdout=log,

@@ -36,7 +36,7 @@ from tasks import runtime_args
 from tasks.host_protocol import (
     HostedTask,
 )
-from tasks.logs import configure_logging, log_context
+from tasks.logs import configure_logging, log_context, private_log
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reading.combiner import JobCombiner
 from tasks.runtime.control import TaskControl
@@ -64,8 +64,7 @@ class TaskLogs(logging.Handler):
 
     def open(self, task_id: str, path: Path) -> None:
         with self.files_lock:
-            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self.files[task_id] = os.fdopen(descriptor, "a", encoding="utf-8")
+            self.files[task_id] = os.fdopen(private_log(path), "a", encoding="utf-8")
 
     def close_task(self, task_id: str) -> None:
         with self.files_lock:

@@ -18,16 +18,13 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
     Nothing for local masters."""
     if not master.startswith("spark://"):
         return {}
-    conf = {
+    return {
         "spark.cores.max": str(cores),
         "spark.executor.cores": str(cores),
         "spark.executor.memory": executor_memory,
         "spark.driver.host": host,
         "spark.driver.bindAddress": host,
     }
-    if os.environ.get(CLUSTER_SECRET):
-        conf["spark.authenticate"] = "true"  # the secret: build_session
-    return conf
 
 
 # The secret a standalone cluster's master, workers and applications share (Spark's standalone
@@ -35,18 +32,23 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
 CLUSTER_SECRET = "SLUICEGATE_SPARK_SECRET"
 
 
-def local_conf(master: str) -> dict[str, str]:
-    """A local master's driver talks to no one but its own process: its RPC and block manager
-    listen on loopback (Spark picks the machine's address otherwise), and take only peers that
-    know the application's secret (with spark.authenticate, Spark makes one per application
-    in local mode). Nothing for a cluster's masters (`cluster_conf`)."""
-    if not master.startswith("local"):
-        return {}
-    return {
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
-        "spark.authenticate": "true",
-    }
+def driver_security(master: str) -> dict[str, str]:
+    """Who may talk to a driver. A local master's talks to no one but its own process: its RPC
+    and block manager listen on loopback (Spark picks the machine's address otherwise), and
+    take only peers that know the application's secret (with spark.authenticate, Spark makes
+    one per application in local mode). A cluster's driver authenticates with the cluster's
+    secret when the operator gives one (CLUSTER_SECRET; given to the JVM through the gateway,
+    not on a command line)."""
+    if master.startswith("local"):
+        return {
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": "127.0.0.1",
+            "spark.authenticate": "true",
+        }
+    secret = os.environ.get(CLUSTER_SECRET)
+    if master.startswith("spark://") and secret:
+        return {"spark.authenticate": "true", "spark.authenticate.secret": secret}
+    return {}
 
 
 def build_session(
@@ -87,11 +89,7 @@ def build_session(
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
-    conf = {**local_conf(master), **(conf or {})}
-    if master.startswith("spark://") and os.environ.get(CLUSTER_SECRET):
-        # given to the driver's JVM through the gateway, not on a command line
-        conf["spark.authenticate"] = "true"
-        conf["spark.authenticate.secret"] = os.environ[CLUSTER_SECRET]
+    conf = {**driver_security(master), **(conf or {})}
     # The driver JVM's options: ours (the class archive, tasks/spark/class_archive.py), then
     # the caller's.
     java = ["-Dlog4j2.level=WARN"]
