@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,6 +19,9 @@ from supervisor.db.models import (
 )
 from supervisor.errors import Raced
 
+# the advisory lock key of changes to users, roles and permissions ("sluiceSC" as 8 bytes)
+SECURITY_CHANGES = int.from_bytes(b"sluiceSC", "big") - (1 << 63)
+
 
 class SecurityRepository:
     def __init__(self, session: Session) -> None:
@@ -30,6 +33,17 @@ class SecurityRepository:
             self.session.flush()
         except IntegrityError:
             raise Raced("another request made it meanwhile; try again") from None
+
+    def one_change_at_a_time(self) -> None:
+        """Inside the caller's transaction, until it ends: no other change to users, roles or
+        permissions runs beside it. On PostgreSQL (read committed) two administrators deleting
+        each other at once would each see the other still there and both commit; a
+        transaction-scoped advisory lock queues them. SQLite has one writer at a time, and a
+        change's check after its first write reads what the other committed."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": SECURITY_CHANGES}
+            )
 
     # authentication users
 

@@ -60,6 +60,7 @@ class SecurityService:
         """`change`, refused (and undone with its transaction) when it would leave no
         administrator where there was one: the last holder of the right to mend the others
         cannot be deleted, stripped of its role, or have that role's permission taken away."""
+        self.repo.one_change_at_a_time()
         before = self.administrators()
         result = change()
         self.repo.session.flush()

@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 
+from supervisor.api.guard import json_media_type
 from supervisor.schemas.worker import Placement, ShutdownAnswer
 from supervisor.worker.agent import WorkerAgent
 from tasks.protocol import IndexKafkaTask
@@ -27,6 +28,9 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
             raise HTTPException(401, "this task host answers its overlords only")
         if agent.runner is None:
             raise HTTPException(503, "not registered with an overlord yet")
+        declared = request.headers.get("content-type")
+        if request.method == "POST" and declared is not None and not json_media_type(declared):
+            raise HTTPException(415, "a write here takes JSON (Content-Type: application/json)")
 
     def known_id(task_id: str) -> str:
         problem = task_id_problem(task_id)

@@ -65,6 +65,9 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": message})
 
 
+_NO_TASK = "\x00"  # the token of a task that is not here: no header can hold it
+
+
 def _authorized(
     request: Request,
     taskId: str,
@@ -75,9 +78,10 @@ def _authorized(
     """The task's indexer, once the call has shown the task's token (and, from an overlord,
     an epoch not older than the newest the task has seen, for a command)."""
     control = request.app.state.find(taskId)
-    if control is None:
-        raise ControlError(404, f"no task [{taskId}] here")
-    if not hmac.compare_digest(given or "", control.token):
+    # a task that is not here answers as a wrong token does: the API tells a caller without
+    # the task's token nothing, not even which tasks run here
+    token = control.token if control is not None else _NO_TASK
+    if not hmac.compare_digest(given or "", token) or control is None:
         raise ControlError(403, "missing or wrong task token")
     if epoch is not None:
         control.fence.admit(epoch, command=request.method != "GET", leader=leader)
@@ -176,11 +180,11 @@ def stop(indexer: Task) -> dict[str, str]:
 
 
 def create_control_app(find: Callable[[str], TaskControl | None]) -> FastAPI:
-    """The chat API of every task `find` knows (None: no such task here, a 404). A task
-    process serves its one task with it, a shared application all of its tasks: one app for
-    all, where an app of its own cost each new task ~17 ms of the interpreter (its routes,
-    then its middleware on its first call) and a host's burst of fifty new tasks most of a
-    second, while their first batches waited."""
+    """The chat API of every task `find` knows (None: no such task here, a 403 as for a wrong
+    token). A task process serves its one task with it, a shared application all of its
+    tasks: one app for all, where an app of its own cost each new task ~17 ms of the
+    interpreter (its routes, then its middleware on its first call) and a host's burst of
+    fifty new tasks most of a second, while their first batches waited."""
     app = FastAPI(title="Sluicegate tasks", openapi_url=None, docs_url=None)
 
     @app.exception_handler(ControlError)

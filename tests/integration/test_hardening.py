@@ -8,6 +8,7 @@ import re
 import socket
 import ssl
 import stat
+import threading
 import time
 import warnings
 from datetime import UTC, datetime
@@ -16,13 +17,18 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
+from supervisor.clock import utc_now
+from supervisor.db.engine import make_engine
 from supervisor.db.models import TaskRow
 from supervisor.devstack.certs import self_signed
 from supervisor.runner.spawn import spawn
 from supervisor.services.login_limits import ADDRESS_RATE
+from supervisor.services.security import SecurityService
 from supervisor.settings import Settings
-from supervisor.testkit.service import RunningService
+from supervisor.testkit.hosts import task_host
+from supervisor.testkit.service import RunningService, task_settings
 from tasks import serving
 from tasks.protocol import TOKEN_HEADER as TOKEN
 from tests.conftest import AUTHN, AUTHZ, make_user
@@ -213,6 +219,39 @@ def test_nobody_deletes_themselves_or_the_last_administrator(
         assert carol.get(BASE).status_code == 200
 
 
+def test_two_administrators_deleting_each_other_at_once_leave_one(
+    secured: tuple[RunningService, httpx.Client],
+) -> None:
+    """carol deletes admin in a transaction left open; admin's request to delete carol comes
+    meanwhile. It waits for carol's change and is then refused: one administrator is left.
+    (On PostgreSQL without the lock both committed: nobody could manage security.)"""
+    service, admin = secured
+    make_user(admin, "carol", "carol-pass-1", [])
+    assert admin.post(f"{AUTHZ}/users/carol/roles/admin").status_code == 200
+    engine = make_engine(service.settings.metadata_url)
+    answers: list[httpx.Response] = []
+    try:
+        with Session(engine) as session:
+            carols = SecurityService(session, utc_now, me="carol")
+            carols.keeping_an_administrator(lambda: carols.delete_authn_user("admin"))
+            request = threading.Thread(
+                target=lambda: answers.append(admin.delete(f"{AUTHN}/users/carol"))
+            )
+            request.start()
+            request.join(1.5)
+            assert request.is_alive() and not answers  # queued behind carol's change
+            session.commit()
+        request.join(30)
+    finally:
+        engine.dispose()
+    [answer] = answers
+    assert answer.status_code == 400, answer.text
+    assert "no user who can manage security" in answer.json()["error"]
+    with httpx.Client(base_url=service.url, timeout=30, auth=("carol", "carol-pass-1")) as carol:
+        assert carol.get(f"{AUTHZ}/roles/admin?full").json()["users"] == ["admin", "carol"]
+        assert carol.get(f"{AUTHN}/users").json() == ["carol"]
+
+
 def test_a_password_has_at_least_eight_characters(
     secured: tuple[RunningService, httpx.Client],
 ) -> None:
@@ -394,3 +433,76 @@ def test_tls_takes_only_versions_and_ciphers_without_known_weaknesses(tmp_path: 
         # this EC certificate): refused
         for weak in ("ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384"):
             assert _handshake(port, certs.ca, maximum=tls12, ciphers=weak) is None, weak
+
+
+# -- the task host's own API (`sluicegate worker`) under the same probes ----------------------
+
+
+def test_a_task_hosts_api_answers_its_overlords_token_only(jar_cache: Path, tmp_path: Path) -> None:
+    """Every route but health wants the host's token (Bearer), refused the same whether the
+    task it names exists or not; with the token, a task id that is a path is a 400, a form is
+    a 415 and a head past Druid's limit a 431, as on the overlord."""
+    settings = task_settings(tmp_path, jar_cache, worker_timeout_s=5)
+    with (
+        RunningService(settings) as service,
+        task_host(service.url, tmp_path / "host") as (host, _),
+        httpx.Client(base_url=f"http://{host}", timeout=30) as worker,
+    ):
+        token = (tmp_path / "host" / "worker-token").read_text().strip()
+        assert stat.S_IMODE((tmp_path / "host" / "worker-token").stat().st_mode) == 0o600
+        assert worker.get("/status/health").json() is True
+        routes = [
+            ("GET", "/druid/worker/v1/enabled"),
+            ("GET", "/druid/worker/v1/tasks"),
+            ("GET", "/druid-internal/v1/worker"),
+            ("POST", "/druid-internal/v1/worker/assignTask"),
+        ]
+        for task_id in ("index_kafka_nobody_0", "..."):
+            routes += [
+                ("POST", f"/druid/worker/v1/task/{task_id}/shutdown"),
+                ("GET", f"/druid/worker/v1/task/{task_id}/log"),
+                ("GET", f"/druid-internal/v1/worker/task/{task_id}/report"),
+            ]
+        wrong = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {token}x"}]
+        wrong.append({"Authorization": "Basic YWRtaW46YWRtaW4="})  # an overlord login
+        for method, path in routes:
+            for headers in wrong:
+                refused = worker.request(method, path, headers=headers, json={})
+                assert (refused.status_code, refused.json()) == (
+                    401,
+                    {"detail": "this task host answers its overlords only"},
+                ), (method, path, headers)
+        mine = {"Authorization": f"Bearer {token}"}
+        assert worker.get("/druid/worker/v1/tasks", headers=mine).json() == []
+        # a task id is a file name on the host: one that walks out of the tasks' directory is
+        # no task id (a path with / in it matches no route at all)
+        for task_id in ("...", ".hidden", "..%2F..%2Fworker-token"):
+            for route in (
+                "/druid/worker/v1/task/{}/log",
+                "/druid-internal/v1/worker/task/{}/report",
+            ):
+                answer = worker.get(route.format(task_id), headers=mine)
+                assert answer.status_code in (400, 404) and token not in answer.text, task_id
+        dots = worker.get("/druid/worker/v1/task/.../log", headers=mine)
+        assert (dots.status_code, dots.json()["detail"][:9]) == (400, "task id: ")
+        unknown = worker.get("/druid/worker/v1/task/index_kafka_nobody_0/log", headers=mine)
+        assert unknown.status_code == 404
+        bad = worker.post("/druid-internal/v1/worker/assignTask", headers=mine, json={})
+        assert bad.status_code == 400 and bad.json()["error"].startswith("type:")
+        form = {**mine, "Content-Type": "application/x-www-form-urlencoded"}
+        for path in (
+            "/druid-internal/v1/worker/assignTask",
+            "/druid/worker/v1/task/index_kafka_nobody_0/shutdown",
+        ):
+            assert worker.post(path, headers=form, content=b"").status_code == 415, path
+        shut = worker.post("/druid/worker/v1/task/index_kafka_nobody_0/shutdown", headers=mine)
+        assert shut.json() == {"task": "index_kafka_nobody_0", "killed": False}
+        port = int(host.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as big:
+            big.sendall(
+                b"GET /status/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: "
+                + b"a" * 200_000
+                + b"\r\n\r\n"
+            )
+            answer = _closed_within(big, 10)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]

@@ -141,6 +141,20 @@ def test_tasks_share_one_application_fail_alone_and_publish_exactly_once(
         running = [*tasks_of(service, "good"), *tasks_of(service, "other")]
         assert {t.location_port for t in running} == {running[0].location_port}
         assert all(chat_status(t) == 200 for t in running)
+        # the chat API tells a caller without a task's token nothing, not even that it runs
+        chat = f"http://127.0.0.1:{running[0].location_port}/druid/worker/v1/chat"
+        refusals = [
+            httpx.get(f"{chat}/{task}/status", headers={TOKEN_HEADER: token}, timeout=10)
+            for task, token in (
+                (running[0].id, "wrong"),
+                (running[0].id, running[1].token),
+                ("index_kafka_nobody_0", running[0].token),
+                ("index_kafka_nobody_0", "wrong"),
+            )
+        ]
+        assert {(r.status_code, r.text) for r in refusals} == {
+            (403, '{"error":"missing or wrong task token"}')
+        }
 
         # a handoff: both replicas stop at the same offsets, one publishes, the successor
         # starts in the same application
@@ -158,7 +172,7 @@ def test_tasks_share_one_application_fail_alone_and_publish_exactly_once(
         # a killed task is fenced at once (its chat API is gone) and replaced from its start
         victim = successors[0]
         assert api.post(f"/druid/indexer/v1/task/{victim.id}/shutdown").is_success
-        wait_for(lambda: chat_status(victim) == 404, 60, "the killed task's chat API to go")
+        wait_for(lambda: chat_status(victim) == 403, 60, "the killed task's chat API to go")
         wait_for(
             lambda: len(tasks_of(service, "good")) >= 5, 120, "a replacement for the killed task"
         )
