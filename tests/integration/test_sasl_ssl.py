@@ -8,6 +8,7 @@ of partitions, offsets and lag work against it too."""
 from __future__ import annotations
 
 import json
+import stat
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,19 @@ BASE = "/druid/indexer/v1/supervisor"
 COUNT = 300
 
 
-def secured_spec(supervisor_id: str, topic: str, broker: LocalKafka) -> dict[str, Any]:
+def secured_spec(
+    supervisor_id: str, topic: str, broker: LocalKafka, inline: bool = False
+) -> dict[str, Any]:
+    """A spec reading `topic` from the SASL_SSL broker: its JAAS config (the password) named
+    through Druid's environment provider, or held inline."""
     spec = words_spec(supervisor_id, topic, broker.bootstrap_servers)
     props = broker.java_properties()
-    del props["sasl.jaas.config"]  # the spec names it; the tasks' environment holds it
-    props["druid.dynamic.config.provider"] = {
-        "type": "environment",
-        "variables": {"sasl.jaas.config": "SG_TEST_KAFKA_JAAS"},
-    }
+    if not inline:
+        del props["sasl.jaas.config"]  # the spec names it; the tasks' environment holds it
+        props["druid.dynamic.config.provider"] = {
+            "type": "environment",
+            "variables": {"sasl.jaas.config": "SG_TEST_KAFKA_JAAS"},
+        }
     spec["spec"]["ioConfig"]["consumerProperties"] = props
     return spec
 
@@ -50,7 +56,7 @@ def test_both_read_paths_and_the_lag_readers_over_sasl_ssl(
     create_topic(secure_kafka.bootstrap_servers, topic, 1, client=client)
     record = (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": "w"}).encode())
     produce(secure_kafka.bootstrap_servers, topic, [record] * COUNT, client=client)
-    direct = secured_spec("direct", topic, secure_kafka)
+    direct = secured_spec("direct", topic, secure_kafka, inline=True)
     spark = secured_spec("spark", topic, secure_kafka)
     spark["spec"]["dataSchema"]["transformSpec"] = {
         "transforms": [{"type": "expression", "name": "copy", "expression": "word"}]
@@ -79,15 +85,22 @@ def test_both_read_paths_and_the_lag_readers_over_sasl_ssl(
         password = secure_kafka.passwords[CLIENT_USER]
         for name in ("direct", "spark"):
             assert password not in api.get(f"{BASE}/{name}/status").text
+            assert password not in api.get(f"{BASE}/{name}").text  # the spec read back
+            assert password not in api.get(f"{BASE}/{name}/history").text
         for row in db_rows(service, select(TaskRow.id)):
             for part in ("reports", "log", "status"):
                 answer = api.get(f"/druid/indexer/v1/task/{row[0]}/{part}")
                 assert password not in answer.text, (row[0], part)
-    # nor in any file the overlord, its application and its tasks wrote (the metadata DB,
-    # payloads, task and application logs, reports): the spec named a variable for it
-    for path in tmp_path.rglob("*"):
-        if path.is_file():
-            assert password.encode() not in path.read_bytes(), path
+    # nor in any file the overlord, its application and its tasks wrote (task and application
+    # logs, reports, work files) but the two that must keep what the direct spec held inline:
+    # the metadata DB and each of its tasks' payload, both the owner's only
+    secret = password.encode()
+    holding = [p for p in tmp_path.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    assert holding and {p.name for p in holding} <= {"meta.db", "meta.db-wal", "payload.json"}
+    for payload in (p for p in holding if p.name == "payload.json"):
+        held = json.loads(payload.read_text())  # a task of the direct spec: the other named it
+        assert held["supervisorId"] == "direct", payload
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in holding), holding
     # the direct supervisor's batches were read by librdkafka, the other's by Spark's source
     assert counters["direct"]["directReads"] == counters["direct"]["persists"] > 0
     assert counters["spark"]["fastPersists"] == counters["spark"]["directReads"] == 0
