@@ -1,15 +1,17 @@
-"""The cluster end to end: a Spark standalone cluster of two workers (`spark-local`), two
-task hosts (`sluicegate worker`, over TLS), segments in a real S3 server (`s3-local`),
-PostgreSQL as the metadata DB, the overlord with authentication and TLS. taskCount 2,
-replicas 2: the replicas of each group go to different hosts; one host is SIGKILLed whole
-mid-read and its tasks are replaced on the other; three rollovers later every record is
-published exactly once, the segments are in S3 and `sluicegate sql` on the cluster sums them.
+"""The cluster end to end: a Spark standalone cluster of two workers (`spark-local`) that
+takes only applications knowing its secret, two task hosts (`sluicegate worker`, over TLS),
+segments in a real S3 server (`s3-local`), PostgreSQL as the metadata DB, the overlord with
+authentication and TLS. taskCount 2, replicas 2: the replicas of each group go to different
+hosts; one host is SIGKILLed whole mid-read and its tasks are replaced on the other; three
+rollovers later every record is published exactly once, the segments are in S3 and
+`sluicegate sql` on the cluster sums them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -48,6 +50,7 @@ def test_tasks_on_hosts_and_a_spark_cluster_publish_to_s3_exactly_once(
     kafka: LocalKafka, postgres: LocalPostgres, s3: LocalS3, jar_cache: Path, tmp_path: Path
 ) -> None:
     topic = f"numbers-{uuid.uuid4().hex[:8]}"
+    secret = secrets.token_hex(16)
     create_topic(kafka.bootstrap_servers, topic, 3)
     prefix = f"e2e-{uuid.uuid4().hex[:8]}"
     db = postgres.create_database(f"cluster_{uuid.uuid4().hex[:8]}")
@@ -57,8 +60,12 @@ def test_tasks_on_hosts_and_a_spark_cluster_publish_to_s3_exactly_once(
         # each host's application: an executor of 2 cores (its four replicas and successors)
         "SLUICEGATE_TASK_EXECUTOR_MEMORY": "1g",
         "SLUICEGATE_TASK_CORES": "2",
+        # the cluster takes only applications that know its secret (issue 43)
+        "SLUICEGATE_SPARK_SECRET": secret,
     }
-    with LocalSparkCluster(tmp_path / "spark", workers=2, cores=8, memory="8g") as cluster:
+    with LocalSparkCluster(
+        tmp_path / "spark", workers=2, cores=8, memory="8g", secret=secret
+    ) as cluster:
         overlord = Overlord(tmp_path, jar_cache, db_url=db)
         overlord.env.update(
             {

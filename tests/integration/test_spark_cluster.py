@@ -6,6 +6,7 @@ applications that know it (SLUICEGATE_SPARK_SECRET)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -104,6 +105,61 @@ def test_both_engines_run_on_the_cluster_executors(
         assert not list((tmp_path / "deep" / "_tasks" / task_id).rglob("*.parquet"))
     assert (tmp_path / "deep" / "_tasks").is_dir()
     assert tuple(counted) == (COUNT, COUNT)
+
+
+@pytest.mark.spark
+def test_a_driver_without_the_clusters_secret_is_refused(
+    cluster: LocalSparkCluster, jar_cache: Path, tmp_path: Path
+) -> None:
+    """Two drivers of the product's own session builder, one with no SLUICEGATE_SPARK_SECRET
+    and one with a wrong one: the master refuses each at its first RPC (Spark's SASL), lists
+    neither, and the drivers hold no executor. (Each driver itself gives up only after its
+    three 20 s registration tries; the test does not wait for that.)"""
+    log = cluster.data_dir / "logs" / "master.log"
+    seen = log.read_text(errors="replace")
+    code = (
+        "import sys, pathlib; from tasks.spark.session import build_session; "
+        f"build_session(pathlib.Path({str(jar_cache)!r}), master={cluster.url!r}, "
+        "app_name=sys.argv[1])"
+        ".range(10).count()"
+    )
+    drivers = []
+    for name, secret in (("intruder-none", None), ("intruder-wrong", SECRET[::-1])):
+        env = {k: v for k, v in os.environ.items() if k != "SLUICEGATE_SPARK_SECRET"}
+        if secret is not None:
+            env["SLUICEGATE_SPARK_SECRET"] = secret
+        with (tmp_path / f"{name}.log").open("wb") as out:
+            drivers.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", code, name],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
+    refusals = (
+        "Expected SaslMessage, received something else",  # no secret: no SASL at all
+        "DIGEST-MD5: digest response format violation. Mismatched response",  # a wrong one
+    )
+    try:
+
+        def refused() -> bool:
+            ended = [d.args[-1] for d in drivers if d.poll() is not None]
+            assert not ended, f"{ended} ended before the master refused them (see their logs)"
+            return all(r in log.read_text(errors="replace")[len(seen) :] for r in refusals)
+
+        wait_for(refused, 120, "the master's refusal of both drivers")
+        state = cluster.state()
+        assert state is not None
+        names = [a["name"] for key in ("activeapps", "completedapps") for a in state[key]]
+        assert not [n for n in names if n.startswith("intruder")], names
+        assert all(driver.poll() is None for driver in drivers)  # still knocking
+    finally:
+        for driver in drivers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
 
 
 def test_spark_local_starts_and_stops_a_cluster(tmp_path: Path) -> None:
