@@ -35,6 +35,7 @@ from supervisor.api.redirect import FollowerRedirect
 from supervisor.clock import Clock, utc_now
 from supervisor.db.engine import SessionFactory, make_engine, migrate, session_factory
 from supervisor.errors import DomainError
+from supervisor.lake.tables import open_lake
 from supervisor.leading import LeaderDuties
 from supervisor.runner import host_runner
 from supervisor.runner.cluster import ClusterRunner
@@ -108,6 +109,7 @@ def _lifespan(
         sessions = context.started_sessions = session_factory(engine)
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
         context.shared = engine.dialect.name != "sqlite"
+        context.lake = open_lake(engine, settings.storage())
         if settings.auth == "basic":
             _start_authentication(context, sessions)
         held = leadership or Leadership(sessions, settings.advertised_url(), settings.lease_s)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.controller.manager import SupervisorManager
+from supervisor.lake.tables import Lake
 from supervisor.lru import Lru
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import StatusStore, SupervisorStatus
@@ -42,6 +43,7 @@ class AppContext:
     leadership: Leadership | None = None  # its hold on the lease, once taken
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
     authenticator: Authenticator | None = None  # with authentication on, once started
+    lake: Lake | None = None  # the datasources' Iceberg tables, once started
     # the datasources a supervisor has had, and a task's, for the routes' permission checks
     # (a supervisor's kept OWNERS_S, dropped when it is submitted here; a task's never change)
     owners: Lru[str, tuple[tuple[str, ...], float]] = field(

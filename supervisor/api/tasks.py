@@ -237,7 +237,7 @@ def _act(
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
     began = time.monotonic()
-    result = PublishService(session, app.clock, epoch).publish(task.id, act)
+    result = PublishService(session, app.clock, epoch, app.lake).publish(task.id, act)
     app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}

@@ -270,3 +270,28 @@ class AuthzUserRoleRow(Base):
 
     user_name: Mapped[str] = mapped_column(String(255), primary_key=True)
     role_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+
+
+class IcebergTableRow(Base):
+    """A table of the Iceberg catalog (Iceberg's JDBC catalog table, schema V1): where its
+    current metadata file is. A commit swaps metadata_location by compare-and-swap."""
+
+    __tablename__ = "iceberg_tables"
+
+    catalog_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    table_namespace: Mapped[str] = mapped_column(String(255), primary_key=True)
+    table_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    metadata_location: Mapped[str | None] = mapped_column(String(1000))
+    previous_metadata_location: Mapped[str | None] = mapped_column(String(1000))
+    iceberg_type: Mapped[str | None] = mapped_column(String(5))
+
+
+class IcebergNamespacePropertyRow(Base):
+    """A property of a namespace of the Iceberg catalog (Iceberg's JDBC catalog table)."""
+
+    __tablename__ = "iceberg_namespace_properties"
+
+    catalog_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(255), primary_key=True)
+    property_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    property_value: Mapped[str | None] = mapped_column(String(1000))

@@ -11,6 +11,7 @@ not published). Anything else fails with the reason.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime
 
@@ -23,6 +24,18 @@ from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import OffsetsRepository, SegmentRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading
+from supervisor.lake.tables import (
+    SUMMARY_COMMITTED,
+    SUMMARY_END,
+    SUMMARY_EPOCH,
+    SUMMARY_START,
+    SUMMARY_STREAM,
+    SUMMARY_SUPERVISOR,
+    SUMMARY_TASK,
+    Lake,
+    LakeConflict,
+    Published,
+)
 from tasks.partitions import offsets_json
 from tasks.protocol import PublishAction, PublishOutcome, PublishResult, SegmentDescriptor
 
@@ -61,10 +74,13 @@ def _compare(
 
 
 class PublishService:
-    def __init__(self, session: Session, clock: Clock, epoch: int | None = None) -> None:
+    def __init__(
+        self, session: Session, clock: Clock, epoch: int | None = None, lake: Lake | None = None
+    ) -> None:
         self.session = session
         self.clock = clock
         self.epoch = epoch  # the leader epoch this overlord publishes under (None: no lease)
+        self.lake = lake  # the datasources' Iceberg tables (None: segments rows alone)
         self.offsets = OffsetsRepository(session)
         self.segments = SegmentRepository(session)
 
@@ -157,4 +173,41 @@ class PublishService:
                 PublishOutcome.RETRY, "the committed offsets changed during the publish"
             )
         self.segments.insert([_segment_row(s, task_id, now) for s in action.segments])
+        if self.lake is not None:
+            try:
+                self._snapshot(task_id, action, new_offsets)
+            except LakeConflict as exc:
+                return PublishResult(PublishOutcome.RETRY, str(exc))
         return PublishResult(PublishOutcome.PUBLISHED)
+
+    def _snapshot(self, task_id: str, action: PublishAction, committed: dict[str, int]) -> None:
+        """The segments as one snapshot of the datasource's Iceberg table, in this
+        transaction; its summary says whose range it holds (the table describes itself: its
+        offsets can be audited, or a supervisor's state rebuilt, from it alone). A publish
+        with no segments commits an empty snapshot once the table exists, so the latest
+        snapshot's offsets stay the supervisor's."""
+        assert self.lake is not None
+        segments = action.segments
+        if not segments and not self.lake.exists(self.session, action.dataSource):
+            return
+        summary = {
+            SUMMARY_SUPERVISOR: action.supervisorId,
+            SUMMARY_TASK: task_id,
+            SUMMARY_EPOCH: "" if self.epoch is None else str(self.epoch),
+            SUMMARY_STREAM: action.startMetadata.stream,
+            SUMMARY_START: json.dumps(offsets_json(action.startMetadata.offsets())),
+            SUMMARY_END: json.dumps(offsets_json(action.endMetadata.offsets())),
+            SUMMARY_COMMITTED: json.dumps(committed, sort_keys=True),
+        }
+        self.lake.append(
+            self.session,
+            Published(
+                datasource=action.dataSource,
+                files=[(s.path, s.size) for s in segments],
+                intervals=[
+                    (datetime.fromisoformat(s.intervalStart), datetime.fromisoformat(s.intervalEnd))
+                    for s in segments
+                ],
+                summary=summary,
+            ),
+        )

@@ -1,0 +1,183 @@
+"""Iceberg's SQL catalog on the metadata DB, whose commits join the caller's transaction.
+
+The catalog's tables are Iceberg's JDBC catalog tables (`iceberg_tables`,
+`iceberg_namespace_properties`, schema V1; migration 0011), so Spark's `JdbcCatalog`,
+pyiceberg's `SqlCatalog` and Trino's JDBC catalog read them. pyiceberg builds every new
+version of a table's metadata (manifests, manifest list, metadata file: nothing here writes
+Iceberg's formats); this class only decides where the swap of the table's metadata location
+happens: in the session `bound` gives it, the publish's own transaction, by compare-and-swap
+on the location it started from, as Iceberg's JDBC catalog commits. A swap that finds the
+location moved raises CommitFailedException; its staged metadata file is deleted."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from pyiceberg.catalog import Catalog, MetastoreCatalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from supervisor.db.models import IcebergTableRow as IcebergTables
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "druid"  # Druid SQL's schema of datasources; the tables' Iceberg namespace
+TABLE = "TABLE"  # iceberg_type of a table in the V1 schema (views have VIEW)
+
+
+class MetadataCatalog(SqlCatalog):
+    """pyiceberg's SqlCatalog on the overlord's engine (no second pool), with commits in the
+    bound session when there is one (a publish's), else in a session of their own."""
+
+    def __init__(self, name: str, engine: Engine, **properties: str) -> None:
+        # SqlCatalog's own __init__ makes an engine and probes the tables; the migration made
+        # them (schema V1), and the overlord's engine is the one to use
+        MetastoreCatalog.__init__(self, name, uri=engine.url.render_as_string(), **properties)
+        self.engine = engine
+        self._schema_version = "v1"
+        self._bound: ContextVar[Session | None] = ContextVar(f"lake-{id(self)}", default=None)
+        self._metadata: dict[str, TableMetadata] = {}  # by location: its files never change
+
+    @contextlib.contextmanager
+    def bound(self, session: Session) -> Iterator[None]:
+        """Within: every read of a table's location and every commit runs in `session`."""
+        token = self._bound.set(session)
+        try:
+            yield
+        finally:
+            self._bound.reset(token)
+
+    def location_of(self, session: Session, identifier: tuple[str, str]) -> str | None:
+        namespace, name = identifier
+        found = session.execute(
+            select(IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == self.name,
+                IcebergTables.table_namespace == namespace,
+                IcebergTables.table_name == name,
+            )
+        ).scalar_one_or_none()
+        return str(found) if found is not None else None
+
+    def table_at(self, identifier: tuple[str, str], location: str) -> Table:
+        """The table whose metadata file is `location` (read once per location)."""
+        io = self._load_file_io(location=location)
+        metadata = self._metadata.get(location)
+        if metadata is None:
+            metadata = FromInputFile.table_metadata(io.new_input(location))
+            if len(self._metadata) > 256:
+                self._metadata.clear()
+            self._metadata[location] = metadata
+        return Table(identifier, metadata, location, io, self)
+
+    def load_table(self, identifier: str | tuple[str, ...]) -> Table:
+        session = self._bound.get()
+        if session is None:
+            return super().load_table(identifier)
+        ident = (
+            Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
+            Catalog.table_name_from(identifier),
+        )
+        location = self.location_of(session, ident)
+        if location is None:
+            raise NoSuchTableError(f"Table does not exist: {ident[0]}.{ident[1]}")
+        return self.table_at(ident, location)
+
+    def commit_table(
+        self,
+        table: Table,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+    ) -> CommitTableResponse:
+        session = self._bound.get()
+        if session is None:
+            return super().commit_table(table, requirements, updates)
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(table.name()))
+        name = Catalog.table_name_from(table.name())
+        started = self.location_of(session, (namespace, name))
+        current = self.table_at((namespace, name), started) if started else None
+        # a requirement that no longer holds (another commit moved the table) raises
+        # CommitFailedException here, before anything is written
+        staged = self._update_and_stage_table(current, table.name(), requirements, updates)
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        try:
+            if started is None:
+                with session.begin_nested():  # a race to create it: the loser retries
+                    session.execute(
+                        insert(IcebergTables).values(
+                            catalog_name=self.name,
+                            table_namespace=namespace,
+                            table_name=name,
+                            metadata_location=staged.metadata_location,
+                            previous_metadata_location=None,
+                            iceberg_type=TABLE,
+                        )
+                    )
+            else:
+                swapped = session.execute(
+                    update(IcebergTables)
+                    .where(
+                        IcebergTables.catalog_name == self.name,
+                        IcebergTables.table_namespace == namespace,
+                        IcebergTables.table_name == name,
+                        IcebergTables.metadata_location == started,
+                    )
+                    .values(
+                        metadata_location=staged.metadata_location,
+                        previous_metadata_location=started,
+                    )
+                )
+                if swapped.rowcount < 1:  # type: ignore[attr-defined]
+                    raise CommitFailedException(f"{namespace}.{name} was committed meanwhile")
+        except (CommitFailedException, IntegrityError):
+            self.discard(staged.metadata, staged.metadata_location, current)
+            raise CommitFailedException(f"{namespace}.{name} was committed meanwhile") from None
+        self._metadata[staged.metadata_location] = staged.metadata
+        return CommitTableResponse(
+            metadata=staged.metadata, metadata_location=staged.metadata_location
+        )
+
+    def discard(self, metadata: TableMetadata, location: str, base: Table | None) -> None:
+        """Delete what a commit that did not happen wrote: its metadata file, and its new
+        snapshot's manifest list and the manifests that snapshot added (best effort: a file
+        left behind is an orphan no reader sees)."""
+        io = self._load_file_io(location=location)
+        doomed = [location]
+        known = {s.snapshot_id for s in base.metadata.snapshots} if base is not None else set()
+        for snapshot in metadata.snapshots:
+            if snapshot.snapshot_id in known:
+                continue
+            doomed.append(snapshot.manifest_list)
+            for manifest in snapshot.manifests(io):
+                if manifest.added_snapshot_id == snapshot.snapshot_id:
+                    doomed.append(manifest.manifest_path)
+        for path in doomed:
+            try:
+                io.delete(path)
+            except (OSError, ValueError) as exc:
+                log.warning("could not delete %s of a commit that did not happen: %s", path, exc)
+
+
+def catalog_properties(storage: Any) -> dict[str, str]:
+    """pyiceberg's FileIO settings for deep storage (tasks/storage.py Storage): S3's endpoint,
+    region and credentials when it is a bucket."""
+    if not storage.is_s3:
+        return {}
+    found = {
+        "s3.endpoint": storage.endpoint,
+        "s3.region": storage.region,
+        "s3.access-key-id": storage.access_key,
+        "s3.secret-access-key": storage.secret_key,
+        "s3.session-token": storage.session_token,
+    }
+    return {key: value for key, value in found.items() if value}

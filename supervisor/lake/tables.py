@@ -1,0 +1,231 @@
+"""Each datasource an Iceberg table (format v2): a publish appends its segment files as one
+snapshot, in the publish's own metadata-DB transaction (supervisor/lake/catalog.py).
+
+The table lives at `<deep storage>/<datasource>` (its metadata under `metadata/`), named
+`druid.<datasource>` in the catalog. It is made by the first publish: its schema from the
+segment files (`__time` timestamptz, the dimensions and metrics as the task wrote them), its
+partitioning the Iceberg transform of the segment granularity (hour, day, month or year of
+`__time`; a week's segments have none that holds them: unpartitioned). A later publish whose
+files hold a column the table lacks (schema discovery) adds it; one whose segments a coarser
+or finer granularity cut gets the partitioning evolved. Segment files carry no Iceberg field
+ids: the table's name mapping (`schema.name-mapping.default`) maps their columns by name, as
+for files added to a table from elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.io.pyarrow import (
+    _check_pyarrow_schema_compatible,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.table import TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import (
+    DayTransform,
+    HourTransform,
+    MonthTransform,
+    Transform,
+    YearTransform,
+)
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from supervisor.lake.catalog import NAMESPACE, MetadataCatalog, catalog_properties
+from tasks.storage import Storage
+
+log = logging.getLogger(__name__)
+
+TIME = "__time"
+ATTEMPTS = 20  # commits of another group of the same table in between: each is one retry
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    # the metadata files of commits long past go (Iceberg's own default keeps 100)
+    TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+    TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: "100",
+}
+
+
+# what each snapshot's summary says of the range it holds (as Flink's sink records its
+# checkpoint): whose, under which leader epoch, and the offsets (JSON partition -> offset)
+SUMMARY_SUPERVISOR = "sluicegate.supervisor"
+SUMMARY_TASK = "sluicegate.task"
+SUMMARY_EPOCH = "sluicegate.leader-epoch"
+SUMMARY_STREAM = "sluicegate.stream"
+SUMMARY_START = "sluicegate.start-offsets"
+SUMMARY_END = "sluicegate.end-offsets"
+SUMMARY_COMMITTED = "sluicegate.committed-offsets"  # the supervisor's, this snapshot included
+
+
+class LakeConflict(RuntimeError):
+    """The table moved under every attempt of a publish: the publish is retried whole."""
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a publish appends: its segment files (with their size) and the snapshot's summary."""
+
+    datasource: str
+    files: list[tuple[str, int]]
+    intervals: list[tuple[datetime, datetime]]  # each file's segment interval
+    summary: dict[str, str]
+
+
+def transform_for(start: datetime, end: datetime) -> Transform[Any, Any] | None:
+    """The finest of Iceberg's time transforms with one partition that holds a segment
+    interval of this length (the segment granularity's), None when none does (a week)."""
+    span_ms = (end - start).total_seconds() * 1000
+    if span_ms <= HOUR_MS:
+        return HourTransform()
+    if span_ms <= DAY_MS:
+        return DayTransform()
+    if span_ms <= 7 * DAY_MS:
+        return None  # a week straddles months and years
+    if span_ms <= 31 * DAY_MS:
+        return MonthTransform()
+    return YearTransform()  # a quarter, a year
+
+
+def _spec(schema: Schema, transform: Transform[Any, Any] | None) -> PartitionSpec:
+    if transform is None:
+        return PartitionSpec()
+    source = schema.find_field(TIME).field_id
+    name = f"{TIME}_{transform!s}"
+    return PartitionSpec(PartitionField(source, 1000, transform, name))
+
+
+class Lake:
+    """The datasources' tables, committed through `catalog` in a publish's session."""
+
+    def __init__(self, catalog: MetadataCatalog, location: str) -> None:
+        self.catalog = catalog
+        self.location = location.rstrip("/")  # deep storage's URI
+
+    def identifier(self, datasource: str) -> tuple[str, str]:
+        return (NAMESPACE, datasource)
+
+    def exists(self, session: Session, datasource: str) -> bool:
+        return self.catalog.location_of(session, self.identifier(datasource)) is not None
+
+    def append(self, session: Session, published: Published) -> int:
+        """Commit the files as one snapshot in `session`'s transaction (not committed here);
+        its snapshot id. Another publish to the table in between is a retry on its metadata."""
+        ident = self.identifier(published.datasource)
+        io = self.catalog._load_file_io(location=self.location)
+        footers = []
+        for path, size in published.files:
+            with io.new_input(path).open() as stream:
+                footers.append((path, size, pq.read_metadata(stream)))
+        # the segment granularity's transform (its coarsest, should one publish hold two)
+        transforms = [transform_for(start, end) for start, end in published.intervals]
+        wanted = transforms[0] if len({str(t) for t in transforms}) == 1 else None
+        with self.catalog.bound(session):
+            for _ in range(ATTEMPTS):
+                location = self.catalog.location_of(session, ident)
+                if location is None:
+                    if not footers:
+                        raise ValueError("a table is made by a publish with files")
+                    first = footers[0][2].schema.to_arrow_schema()
+                    schema = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(first))
+                    txn: Transaction = self.catalog.create_table_transaction(
+                        ident,
+                        schema,
+                        location=f"{self.location}/{published.datasource}",
+                        partition_spec=_spec(schema, wanted),
+                        properties=TABLE_PROPERTIES,
+                    )
+                else:
+                    txn = self.catalog.table_at(ident, location).transaction()
+                _evolve(txn, footers, wanted)
+                with txn.update_snapshot(
+                    snapshot_properties=published.summary
+                ).fast_append() as add:
+                    for path, size, footer in footers:
+                        add.append_data_file(_data_file(txn.table_metadata, path, size, footer))
+                try:
+                    table = txn.commit_transaction()
+                except CommitFailedException as exc:
+                    log.info("publish to %s: %s; retried on the new metadata", ident, exc)
+                    continue
+                current = table.current_snapshot()
+                assert current is not None
+                return current.snapshot_id
+        raise LakeConflict(f"table {NAMESPACE}.{published.datasource} moved {ATTEMPTS} times")
+
+
+def _evolve(
+    txn: Transaction, footers: list[tuple[str, int, Any]], wanted: Transform[Any, Any] | None
+) -> None:
+    """Columns the files hold and the table lacks, added (by name); the name mapping set (the
+    files have no field ids) and kept up to date; the partitioning made the granularity's (a
+    publish with no files leaves it as it is)."""
+    metadata = txn.table_metadata
+    known = {field.name for field in metadata.schema().fields}
+    for _path, _size, footer in footers:
+        arrow = footer.schema.to_arrow_schema()
+        if not set(arrow.names) <= known:
+            with txn.update_schema() as update:
+                update.union_by_name(arrow)
+            known |= set(arrow.names)
+    if txn.table_metadata.name_mapping() is None:
+        mapping = txn.table_metadata.schema().name_mapping.model_dump_json()
+        txn.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+    if not footers:
+        return
+    current = [str(f.transform) for f in txn.table_metadata.spec().fields]
+    target = [] if wanted is None else [str(wanted)]
+    if current != target:
+        with txn.update_spec() as spec:
+            for field in txn.table_metadata.spec().fields:
+                spec.remove_field(field.name)
+            if wanted is not None:
+                spec.add_field(TIME, wanted, f"{TIME}_{wanted}")
+
+
+def _data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> DataFile:
+    """A segment file as a data file of the table: its stats and partition from its footer
+    (pyiceberg's own reading of a Parquet footer, as its add_files does)."""
+    schema = metadata.schema()
+    _check_pyarrow_schema_compatible(
+        schema,
+        footer.schema.to_arrow_schema(),
+        format_version=metadata.format_version,
+    )
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=statistics.partition(metadata.spec(), schema),
+        file_size_in_bytes=size,
+        sort_order_id=None,
+        spec_id=metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
+
+
+CATALOG = "sluicegate"  # the catalog's name in its tables (a reader names its catalog so)
+
+
+def open_lake(engine: Engine, storage: Storage) -> Lake:
+    """The datasources' tables in deep storage, catalogued in the metadata DB `engine` opens."""
+    return Lake(MetadataCatalog(CATALOG, engine, **catalog_properties(storage)), storage.location)
