@@ -1,0 +1,228 @@
+"""The publish transaction's Iceberg commit on SQLite and PostgreSQL (issue 44): eight groups
+of one supervisor whose commits are made to race lose and double nothing, and leave no file of
+a commit that lost; replicas of one range add one snapshot; a deposed leader's publish adds
+none. The table is read back by pyiceberg's own SqlCatalog on the same database."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+from sqlalchemy import Engine, select
+
+from supervisor.clock import utc_now
+from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.db.lease import LeaseRepository
+from supervisor.db.models import CommittedOffsetsRow
+from supervisor.lake import catalog as lake_catalog
+from supervisor.lake.tables import (
+    CATALOG,
+    SUMMARY_COMMITTED,
+    SUMMARY_SUPERVISOR,
+    SUMMARY_TASK,
+    Lake,
+    open_lake,
+)
+from supervisor.services.publish import PublishService
+from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
+from tasks.protocol import PublishOutcome as Outcome
+from tasks.storage import parse
+
+GROUPS = 8
+ROUNDS = 3
+ROWS = 10  # per segment file
+DAY = "2026-11-22"
+
+
+@pytest.fixture
+def engine(metadata_url: str) -> Iterator[Engine]:
+    made = make_engine(metadata_url)
+    migrate(made)
+    yield made
+    made.dispose()
+
+
+@pytest.fixture
+def lake(engine: Engine, tmp_path: Path) -> Lake:
+    return open_lake(engine, parse(tmp_path / "deep"))
+
+
+def segment(deep: Path, partition: int, start: int, replica: str = "r0") -> SegmentDescriptor:
+    """A segment file as a task writes it: rows `start` .. `start + ROWS` of the partition."""
+    path = deep / "wiki" / f"p{partition}-{start}-{replica}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = int(datetime.fromisoformat(f"{DAY}T10:00:00+00:00").timestamp() * 1_000_000)
+    table = pa.table(
+        {
+            "__time": pa.array([stamp + i for i in range(ROWS)], pa.timestamp("us", tz="UTC")),
+            "word": [f"p{partition}-{start + i}" for i in range(ROWS)],
+            "count": pa.array([1] * ROWS, pa.int64()),
+        }
+    )
+    pq.write_table(table, path, compression="zstd")
+    return SegmentDescriptor(
+        id=f"wiki_{partition}_{start}",
+        dataSource="wiki",
+        intervalStart=f"{DAY}T00:00:00+00:00",
+        intervalEnd="2026-11-23T00:00:00+00:00",
+        version=f"v{partition}-{start}",
+        partitionNum=0,
+        path=str(path),
+        size=path.stat().st_size,
+        numRows=ROWS,
+        dimensions=["word"],
+        metrics=["count"],
+    )
+
+
+def action(
+    deep: Path, partition: int, start: int, replica: str = "r0", supervisor: str = "wiki"
+) -> PublishAction:
+    def seq(kind: str, offset: int) -> SequenceNumbers:
+        return SequenceNumbers(
+            type=kind,  # type: ignore[arg-type]
+            stream="edits",
+            partitionSequenceNumberMap={str(partition): offset},
+        )
+
+    return PublishAction(
+        supervisorId=supervisor,
+        dataSource="wiki",
+        segments=[segment(deep, partition, start, replica)],
+        startMetadata=seq("start", start),
+        endMetadata=seq("end", start + ROWS),
+    )
+
+
+def publish(engine: Engine, lake: Lake, act: PublishAction, task: str, epoch: Any = None) -> Any:
+    with session_factory(engine)() as session:
+        return PublishService(session, utc_now, epoch, lake).publish(task, act)
+
+
+def read_back(metadata_url: str) -> Table:
+    return SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.wiki")
+
+
+@pytest.mark.parametrize("supervisors", [1, GROUPS])
+def test_eight_groups_whose_commits_race_lose_and_double_nothing(
+    supervisors: int,
+    engine: Engine,
+    lake: Lake,
+    metadata_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The eight groups are one supervisor's (their offsets, one row, queue them: a group that
+    loses there publishes again) or eight supervisors' of one datasource (their Iceberg commits
+    race on the table's metadata location: a commit that loses is retried on the new
+    metadata within its transaction, its staged files deleted)."""
+    deep = tmp_path / "deep"
+    owner = [f"wiki-{p}" if supervisors > 1 else "wiki" for p in range(GROUPS)]
+    # the table exists before the race (a first publish made it)
+    assert publish(engine, lake, action(deep, 99, 0), "first").outcome is Outcome.PUBLISHED
+    # every commit's first attempt stages its metadata, then waits until all eight have
+    # staged on the same table version (or a second has passed: SQLite lets one writer in at a
+    # time, so there they cannot all get here) before it swaps
+    staged = threading.Barrier(GROUPS)
+    write = lake_catalog.MetadataCatalog._write_metadata
+    lost = []
+
+    def racing_write(metadata: Any, io: Any, path: str) -> None:
+        write(metadata, io, path)
+        if not staged.broken:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                staged.wait(timeout=1.0)
+
+    monkeypatch.setattr(lake_catalog.MetadataCatalog, "_write_metadata", staticmethod(racing_write))
+    discard = lake_catalog.MetadataCatalog.discard
+
+    def counted_discard(self: Any, *args: Any) -> None:
+        lost.append(args[1])
+        discard(self, *args)
+
+    monkeypatch.setattr(lake_catalog.MetadataCatalog, "discard", counted_discard)
+    outcomes: dict[int, list[Outcome]] = {p: [] for p in range(GROUPS)}
+
+    def group(partition: int) -> None:
+        for round_ in range(ROUNDS):
+            act = action(deep, partition, round_ * ROWS, supervisor=owner[partition])
+            for _ in range(50):  # the task's publish client retries retryable outcomes
+                result = publish(engine, lake, act, f"task-{partition}-{round_}")
+                if result.outcome is not Outcome.RETRY:
+                    outcomes[partition].append(result.outcome)
+                    break
+
+    threads = [threading.Thread(target=group, args=(p,)) for p in range(GROUPS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert outcomes == {p: [Outcome.PUBLISHED] * ROUNDS for p in range(GROUPS)}
+
+    table = read_back(metadata_url)
+    words = table.scan().to_arrow().column("word").to_pylist()
+    expected = [f"p99-{i}" for i in range(ROWS)]
+    expected += [f"p{p}-{i}" for p in range(GROUPS) for i in range(ROUNDS * ROWS)]
+    assert sorted(words) == sorted(expected)  # nothing lost, nothing twice
+    if engine.dialect.name == "postgresql" and supervisors > 1:
+        assert lost, "the commits did not race"  # seven lost the first swap, and retried
+    assert len(table.snapshots()) == 1 + GROUPS * ROUNDS
+    with session_factory(engine)() as session:
+        rows = session.execute(
+            select(CommittedOffsetsRow.supervisor_id, CommittedOffsetsRow.offsets)
+        )
+        committed = {supervisor: dict(offsets) for supervisor, offsets in rows}
+    expected_offsets: dict[str, dict[str, int]] = {}
+    for partition, supervisor in enumerate(owner):
+        expected_offsets.setdefault(supervisor, {})[str(partition)] = ROUNDS * ROWS
+    expected_offsets.setdefault("wiki", {})["99"] = ROWS
+    assert committed == expected_offsets
+    # each supervisor's last snapshot says its committed offsets
+    last = {s.summary[SUMMARY_SUPERVISOR]: s.summary for s in table.snapshots() if s.summary}
+    assert {k: json.loads(v[SUMMARY_COMMITTED]) for k, v in last.items()} == committed
+    # what a lost commit wrote is gone: every metadata file left is the current one or in
+    # its log, every manifest list a snapshot's
+    folder = Path(table.metadata.location) / "metadata"
+    kept = {Path(e.metadata_file).name for e in table.metadata.metadata_log}
+    kept.add(Path(table.metadata_location).name)
+    assert {p.name for p in folder.glob("*.metadata.json")} == kept
+    lists = {Path(s.manifest_list).name for s in table.snapshots()}
+    assert {p.name for p in folder.glob("snap-*.avro")} == lists
+    assert all(not Path(path).exists() for path in lost)
+
+
+def test_replicas_add_one_snapshot_and_a_deposed_leader_none(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep"
+    with session_factory(engine)() as session:
+        assert LeaseRepository(session).acquire("a", "http://a", 60) == 1
+    first = action(deep, 0, 0, "r0")
+    assert publish(engine, lake, first, "r0", epoch=1).outcome is Outcome.PUBLISHED
+    twin = action(deep, 0, 0, "r1")  # the replica's files of the same range
+    assert publish(engine, lake, twin, "r1", epoch=1).outcome is Outcome.ALREADY_PUBLISHED
+    table = read_back(metadata_url)
+    assert len(table.snapshots()) == 1
+    assert [t.file.file_path for t in table.scan().plan_files()] == [first.segments[0].path]
+    # another overlord takes the lease: the old leader's next publish commits nothing
+    with session_factory(engine)() as session:
+        LeaseRepository(session).release("a", 1)
+        assert LeaseRepository(session).acquire("b", "http://b", 60) == 2
+    late = action(deep, 0, ROWS)
+    result = publish(engine, lake, late, "deposed", epoch=1)
+    assert result.outcome is Outcome.RETRY and "epoch 2" in result.reason
+    assert len(read_back(metadata_url).snapshots()) == 1
+    assert publish(engine, lake, late, "leader", epoch=2).outcome is Outcome.PUBLISHED
+    table = read_back(metadata_url)
+    assert [s.summary[SUMMARY_TASK] for s in table.snapshots() if s.summary] == ["r0", "leader"]
+    assert table.scan().to_arrow().num_rows == 2 * ROWS
