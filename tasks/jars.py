@@ -1,7 +1,8 @@
 """Resolve the JVM jars Sluicegate runs with from Maven Central, into a cache outside the repo.
 
-Two bundles: a real Apache Kafka broker (KRaft) for `sluicegate kafka-local` and the tests, and
-the spark-sql-kafka connector matching the installed pyspark. Resolution uses the machine's
+The bundles: a real Apache Kafka broker (KRaft) for `sluicegate kafka-local` and the tests,
+Kafka's tools, the spark-sql-kafka connector matching the installed pyspark, and Iceberg's
+Spark runtime with the JDBC drivers its catalog needs. Resolution uses the machine's
 `mvn` with a settings file that sends every repository to Maven Central, so POMs that name
 other mirrors cannot send it elsewhere.
 """
@@ -115,6 +116,31 @@ def spark_kafka_bundle() -> JarBundle:
         version=version,
         coordinates=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{version}",),
         provided=provided,
+    )
+
+
+ICEBERG_VERSION = "1.10.1"  # the newest with a runtime for Spark 4.0 that resolved here
+SQLITE_JDBC_VERSION = "3.51.1.0"
+POSTGRES_JDBC_VERSION = "42.7.8"
+
+
+def iceberg_spark_bundle() -> JarBundle:
+    """Iceberg's Spark runtime, its AWS bundle (S3FileIO) and the JDBC drivers of the metadata
+    DBs: what a user's Spark session needs to read the datasources' tables through Iceberg's
+    JdbcCatalog on the metadata DB (`sluicegate sql`, the tests' readers)."""
+    version = installed_spark_version()
+    spark_minor = ".".join(version.split(".")[:2])
+    return JarBundle(
+        name="iceberg-spark",
+        version=f"{ICEBERG_VERSION}-spark{spark_minor}",
+        coordinates=(
+            f"org.apache.iceberg:iceberg-spark-runtime-{spark_minor}_{SCALA_BINARY}:"
+            f"{ICEBERG_VERSION}",
+            f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",
+            f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}",
+            f"org.postgresql:postgresql:{POSTGRES_JDBC_VERSION}",
+        ),
+        provided=frozenset(_artifact_id(jar) for jar in pyspark_jar_dir().glob("*.jar")),
     )
 
 

@@ -300,10 +300,12 @@ def _kafka_version() -> str:
 
 @click.command("resolve-jars")
 def resolve_jars() -> None:
-    """Resolve the Kafka broker's, Kafka's tools' and spark-sql-kafka's jars from Maven Central,
-    then archive the Spark driver's classes so drivers start faster (idempotent)."""
+    """Resolve the Kafka broker's, Kafka's tools', spark-sql-kafka's and Iceberg's Spark jars
+    from Maven Central, then archive the Spark driver's classes so drivers start faster
+    (idempotent)."""
     from tasks.jars import (
         JarsMissingError,
+        iceberg_spark_bundle,
         kafka_broker_bundle,
         kafka_tools_bundle,
         resolve,
@@ -311,7 +313,8 @@ def resolve_jars() -> None:
     )
 
     cache = load_settings().jar_cache
-    for bundle in (kafka_broker_bundle(), kafka_tools_bundle(), spark_kafka_bundle()):
+    bundles = (kafka_broker_bundle(), kafka_tools_bundle(), spark_kafka_bundle())
+    for bundle in (*bundles, iceberg_spark_bundle()):
         try:
             folder = resolve(bundle, cache)
         except JarsMissingError as exc:

@@ -66,7 +66,10 @@ def build_session(
     # Python workers must run the driver's interpreter (the venv), not whatever python3 is on
     # PATH; pyspark reads this variable when it creates the SparkContext.
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    classpath = ",".join(str(jar) for jar in jars(spark_kafka_bundle(), jar_cache))
+    conf = dict(conf or {})
+    # the caller's jars (Iceberg's runtime for a reader, supervisor/lake/readers.py) join ours
+    given = [jar for jar in conf.pop("spark.jars", "").split(",") if jar]
+    classpath = ",".join([*(str(jar) for jar in jars(spark_kafka_bundle(), jar_cache)), *given])
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -89,7 +92,7 @@ def build_session(
         # costs more CPU than it saves
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
-    conf = {**driver_security(master), **(conf or {})}
+    conf = {**driver_security(master), **conf}
     # The driver JVM's options: ours (the class archive, tasks/spark/class_archive.py), then
     # the caller's.
     java = ["-Dlog4j2.level=WARN"]

@@ -6,6 +6,8 @@ record once; the latest snapshot's summary holds the supervisor's committed offs
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,30 +37,35 @@ def _records(count: int, start: int = 0) -> list[tuple[None, bytes]]:
 
 @pytest.mark.kafka
 @pytest.mark.spark
-def test_a_supervisors_publishes_are_snapshots_pyiceberg_reads(
+def test_a_supervisors_publishes_are_snapshots_every_reader_reads_once(
     kafka: LocalKafka, jar_cache: Path, tmp_path: Path, metadata_url: str
 ) -> None:
+    """replicas 2, one replica killed mid-read, two handoffs: pyiceberg's SqlCatalog and
+    Spark with Iceberg's runtime (JdbcCatalog) each read every record once."""
     topic = f"ice-{tmp_path.name[-12:].replace('_', '-')}"
     create_topic(kafka.bootstrap_servers, topic, 2)
     produce(kafka.bootstrap_servers, topic, _records(300))
     spec = words_spec("ice", topic, kafka.bootstrap_servers)
     spec["spec"]["dataSchema"]["granularitySpec"]["rollup"] = False
+    spec["spec"]["ioConfig"]["replicas"] = 2
     with overlord_with_tasks(tmp_path, jar_cache, "local[1]", metadata_url=metadata_url) as (
         service,
         api,
     ):
         assert api.post(BASE, json=spec).status_code == 200
-        wait_for(lambda: _read(api) == 300, 240, "the task reading all 300")
+        reading = wait_for(lambda: _reading(api), 240, "both replicas reading")
+        victim = reading[0]
+        assert api.post(f"/druid/indexer/v1/task/{victim}/shutdown").is_success
+        wait_for(lambda: _read(api, victim) == 300, 240, "both replicas (one new) at 300")
         api.post(f"{BASE}/ice/taskGroups/handoff", json={"taskGroupIds": [0]})
         wait_for(lambda: _published(service) == 300, 240, "300 rows published")
         produce(kafka.bootstrap_servers, topic, _records(100, 300))
-        wait_for(lambda: _read(api) == 400, 240, "the successor reading the next 100")
+        wait_for(lambda: _read(api) == 400, 240, "the successors reading the next 100")
         api.post(f"{BASE}/ice/taskGroups/handoff", json={"taskGroupIds": [0]})
         wait_for(lambda: _published(service) == 400, 240, "400 rows published")
         [committed] = db_rows(service, select(CommittedOffsetsRow.offsets))
 
-    catalog = SqlCatalog(CATALOG, uri=metadata_url)
-    table = catalog.load_table("druid.ice")
+    table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.ice")
     rows = table.scan().to_arrow()
     words = sorted(rows.column("word").to_pylist(), key=lambda w: int(w[1:]))
     assert words == [f"n{i}" for i in range(400)]  # every record once
@@ -70,16 +77,47 @@ def test_a_supervisors_publishes_are_snapshots_pyiceberg_reads(
     assert summary[SUMMARY_SUPERVISOR] == "ice"
     assert json.loads(summary[SUMMARY_COMMITTED]) == committed[0]
     assert sum(committed[0].values()) == 400
-    # one snapshot per publish, each holding its own segments' files
+    # one snapshot per publish (the replica's of the same range added none)
     appends = [s for s in table.snapshots() if s.summary and s.summary.get(SUMMARY_SUPERVISOR)]
     assert len(appends) == 2
+    # Spark, with Iceberg's runtime and its JdbcCatalog on the same database
+    query = "SELECT COUNT(*) AS n, COUNT(DISTINCT word) AS words FROM sluicegate.druid.ice"
+    spark = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor.lake.readers",
+            metadata_url,
+            str(tmp_path / "deep"),
+            str(jar_cache),
+            query,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert spark.returncode == 0, spark.stderr[-3000:]
+    assert json.loads(spark.stdout.strip().splitlines()[-1]) == {"n": 400, "words": 400}
 
 
-def _read(api: httpx.Client) -> int | None:
-    """Where the one reading task has reached, over both partitions; None before it reads."""
-    payload = api.get(f"{BASE}/ice/status").json()["payload"]
-    reading = [t["currentOffsets"] for t in payload["activeTasks"] if t.get("currentOffsets")]
-    return sum(reading[0].values()) if len(reading) == 1 else None
+def _tasks(api: httpx.Client) -> list[dict[str, Any]]:
+    return list(api.get(f"{BASE}/ice/status").json()["payload"]["activeTasks"])
+
+
+def _reading(api: httpx.Client) -> list[str] | None:
+    """The two replicas' ids once both read."""
+    ids = [t["id"] for t in _tasks(api) if t.get("currentOffsets")]
+    return ids if len(ids) == 2 else None
+
+
+def _read(api: httpx.Client, gone: str = "") -> int | None:
+    """Where both replicas have reached (the lesser, over both partitions); None until two
+    read (and neither is `gone`)."""
+    reading = [t for t in _tasks(api) if t.get("currentOffsets") and t["id"] != gone]
+    if len(reading) != 2:
+        return None
+    return min(sum(t["currentOffsets"].values()) for t in reading)
 
 
 def _published(service: Any) -> int:

@@ -1,0 +1,80 @@
+"""How another engine finds the datasources' tables: Iceberg's JDBC catalog on the metadata DB.
+
+`jdbc_url` turns the overlord's SQLAlchemy URL into the JDBC URL and credentials Iceberg's
+`JdbcCatalog` takes; `spark_catalog_conf` is the Spark configuration of a catalog named
+`sluicegate` over it (the README shows it; `python -m supervisor.lake.readers` runs one
+query through it, as a user's own Spark session would)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from supervisor.lake.tables import CATALOG
+from tasks.storage import Storage
+
+
+def jdbc_url(metadata_url: str) -> tuple[str, dict[str, str]]:
+    """The JDBC URL of a SQLAlchemy one (SQLite or PostgreSQL), and its user and password."""
+    url = make_url(metadata_url)
+    if url.get_backend_name() == "sqlite":
+        return f"jdbc:sqlite:{Path(url.database or '').resolve()}", {}
+    if url.get_backend_name() != "postgresql":
+        raise ValueError(f"no JDBC catalog for a {url.get_backend_name()} metadata DB")
+    host = f"{url.host or 'localhost'}:{url.port or 5432}"
+    credentials = {"user": url.username or "", "password": url.password or ""}
+    return f"jdbc:postgresql://{host}/{url.database}", {k: v for k, v in credentials.items() if v}
+
+
+def spark_catalog_conf(metadata_url: str, storage: Storage, name: str = CATALOG) -> dict[str, str]:
+    """Spark settings of a catalog `name` (Iceberg's SparkCatalog over its JdbcCatalog) that
+    reads the datasources' tables as `name`.druid.<datasource>."""
+    uri, credentials = jdbc_url(metadata_url)
+    prefix = f"spark.sql.catalog.{name}"
+    conf = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"{prefix}.uri": uri,
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.warehouse": storage.location,
+        **{f"{prefix}.jdbc.{key}": value for key, value in credentials.items()},
+    }
+    if storage.is_s3:
+        conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+        conf[f"{prefix}.s3.path-style-access"] = "true"
+        conf[f"{prefix}.client.region"] = storage.region
+        for key, value in (
+            ("s3.endpoint", storage.endpoint),
+            ("s3.access-key-id", storage.access_key),
+            ("s3.secret-access-key", storage.secret_key),
+            ("s3.session-token", storage.session_token),
+        ):
+            if value:
+                conf[f"{prefix}.{key}"] = value
+    return conf
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m supervisor.lake.readers METADATA_URL DEEP_STORAGE JAR_CACHE SQL`: the rows of
+    SQL run by a Spark session with Iceberg's runtime and the catalog, as JSON lines."""
+    from tasks.jars import iceberg_spark_bundle, jars
+    from tasks.spark.session import build_session
+    from tasks.storage import parse
+
+    metadata_url, deep, jar_cache, query = argv
+    conf = spark_catalog_conf(metadata_url, parse(deep))
+    conf["spark.jars"] = ",".join(str(j) for j in jars(iceberg_spark_bundle(), Path(jar_cache)))
+    session = build_session(Path(jar_cache), app_name="sluicegate-iceberg-reader", conf=conf)
+    try:
+        for row in session.sql(query).collect():
+            print(json.dumps(row.asDict(), default=str))
+    finally:
+        session.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
