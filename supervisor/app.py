@@ -42,6 +42,7 @@ from supervisor.runner.cluster import ClusterRunner
 from supervisor.services.authentication import ADMIN, Authenticator, ensure_admin
 from supervisor.services.leadership import Leadership, LeaseHeld
 from supervisor.services.metrics import Metrics
+from supervisor.services.publish import adopt_published
 from supervisor.settings import Settings
 from tasks.spec.errors import SpecError
 
@@ -110,6 +111,7 @@ def _lifespan(
         log.info("metadata DB ready at %s", engine.url.render_as_string(hide_password=True))
         context.shared = engine.dialect.name != "sqlite"
         context.lake = open_lake(engine, settings.storage())
+        adopt_published(sessions, context.lake)  # what a release before Iceberg published
         if settings.auth == "basic":
             _start_authentication(context, sessions)
         held = leadership or Leadership(sessions, settings.advertised_url(), settings.lease_s)

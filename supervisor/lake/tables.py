@@ -68,6 +68,8 @@ SUMMARY_STREAM = "sluicegate.stream"
 SUMMARY_START = "sluicegate.start-offsets"
 SUMMARY_END = "sluicegate.end-offsets"
 SUMMARY_COMMITTED = "sluicegate.committed-offsets"  # the supervisor's, this snapshot included
+# in the table's first snapshot: how many segments published before Iceberg it took in
+SUMMARY_ADOPTED = "sluicegate.adopted-segments"
 
 
 class LakeConflict(RuntimeError):
@@ -82,6 +84,21 @@ class Published:
     files: list[tuple[str, int]]
     intervals: list[tuple[datetime, datetime]]  # each file's segment interval
     summary: dict[str, str]
+
+
+def published(
+    datasource: str, files: list[tuple[str, int, str, str]], summary: dict[str, str]
+) -> Published:
+    """What a commit appends: (path, size, interval start, interval end) of each file."""
+    return Published(
+        datasource=datasource,
+        files=[(path, size) for path, size, _, _ in files],
+        intervals=[
+            (datetime.fromisoformat(start), datetime.fromisoformat(end))
+            for _, _, start, end in files
+        ],
+        summary=summary,
+    )
 
 
 def transform_for(start: datetime, end: datetime) -> Transform[Any, Any] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -25,6 +26,7 @@ from supervisor.db.repositories import OffsetsRepository, SegmentRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading
 from supervisor.lake.tables import (
+    SUMMARY_ADOPTED,
     SUMMARY_COMMITTED,
     SUMMARY_END,
     SUMMARY_EPOCH,
@@ -34,7 +36,7 @@ from supervisor.lake.tables import (
     SUMMARY_TASK,
     Lake,
     LakeConflict,
-    Published,
+    published,
 )
 from tasks.partitions import offsets_json
 from tasks.protocol import PublishAction, PublishOutcome, PublishResult, SegmentDescriptor
@@ -57,6 +59,44 @@ def _segment_row(segment: SegmentDescriptor, task_id: str, now: datetime) -> Seg
         payload={**segment.model_dump(mode="json"), "taskId": task_id},
         created_at=now,
     )
+
+
+def _file(row: SegmentRow) -> tuple[str, int, str, str]:
+    """A published segment as the table takes it: path, size, interval."""
+    return (
+        row.path,
+        row.size_bytes,
+        row.interval_start.isoformat(),
+        row.interval_end.isoformat(),
+    )
+
+
+def adopt_published(sessions: Callable[[], Session], lake: Lake) -> list[str]:
+    """Give every datasource a release before Iceberg published (used segments, no table) its
+    table, holding those segments (a snapshot of its own per datasource); the datasources it
+    adopted. A datasource whose files cannot be read stays as it is and is named in the log:
+    its next publish tries again."""
+    adopted = []
+    with sessions() as session:
+        waiting = [
+            d for d in SegmentRepository(session).datasources() if not lake.exists(session, d)
+        ]
+    for datasource in waiting:
+        with sessions() as session:
+            used = SegmentRepository(session).used(datasource)
+            summary = {SUMMARY_ADOPTED: str(len(used))}
+            try:
+                lake.append(session, published(datasource, [_file(r) for r in used], summary))
+                session.commit()
+            except (OSError, ValueError, LakeConflict) as exc:
+                session.rollback()
+                log.error("datasource %s keeps its segments without a table: %s", datasource, exc)
+                continue
+        adopted.append(datasource)
+        log.info(
+            "datasource %s: %d published segments adopted into its table", datasource, len(used)
+        )
+    return adopted
 
 
 def _compare(
@@ -187,10 +227,17 @@ class PublishService:
         with no segments commits an empty snapshot once the table exists, so the latest
         snapshot's offsets stay the supervisor's."""
         assert self.lake is not None
-        segments = action.segments
-        if not segments and not self.lake.exists(self.session, action.dataSource):
-            return
-        summary = {
+        summary: dict[str, str] = {}
+        segments = [(s.path, s.size, s.intervalStart, s.intervalEnd) for s in action.segments]
+        if not self.lake.exists(self.session, action.dataSource):
+            # the table's first commit holds every used segment of the datasource: those a
+            # release before Iceberg published (adopted), and this publish's (rows just added)
+            used = self.segments.used(action.dataSource)
+            if not used:
+                return
+            summary[SUMMARY_ADOPTED] = str(len(used) - len(segments))
+            segments = [_file(row) for row in used]
+        summary |= {
             SUMMARY_SUPERVISOR: action.supervisorId,
             SUMMARY_TASK: task_id,
             SUMMARY_EPOCH: "" if self.epoch is None else str(self.epoch),
@@ -199,15 +246,4 @@ class PublishService:
             SUMMARY_END: json.dumps(offsets_json(action.endMetadata.offsets())),
             SUMMARY_COMMITTED: json.dumps(committed, sort_keys=True),
         }
-        self.lake.append(
-            self.session,
-            Published(
-                datasource=action.dataSource,
-                files=[(s.path, s.size) for s in segments],
-                intervals=[
-                    (datetime.fromisoformat(s.intervalStart), datetime.fromisoformat(s.intervalEnd))
-                    for s in segments
-                ],
-                summary=summary,
-            ),
-        )
+        self.lake.append(self.session, published(action.dataSource, segments, summary))

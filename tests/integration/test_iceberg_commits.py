@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -27,6 +30,7 @@ from supervisor.db.models import CommittedOffsetsRow
 from supervisor.lake import catalog as lake_catalog
 from supervisor.lake.tables import (
     CATALOG,
+    SUMMARY_ADOPTED,
     SUMMARY_COMMITTED,
     SUMMARY_SUPERVISOR,
     SUMMARY_TASK,
@@ -34,6 +38,8 @@ from supervisor.lake.tables import (
     open_lake,
 )
 from supervisor.services.publish import PublishService
+from supervisor.settings import Settings
+from supervisor.testkit.service import RunningService
 from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
 from tasks.protocol import PublishOutcome as Outcome
 from tasks.storage import parse
@@ -226,3 +232,57 @@ def test_replicas_add_one_snapshot_and_a_deposed_leader_none(
     table = read_back(metadata_url)
     assert [s.summary[SUMMARY_TASK] for s in table.snapshots() if s.summary] == ["r0", "leader"]
     assert table.scan().to_arrow().num_rows == 2 * ROWS
+
+
+# -- a deployment of the release before Iceberg ----------------------------------------------
+
+PREVIOUS = Path(__file__).parent.parent / "fixtures" / "previous_release"
+
+
+def previous_release(root: Path) -> str:
+    """The metadata DB and segments the previous release left (its dump, and its files under
+    `root`); the DB's URL. Its segments: wiki, offsets 0..14, three files over two days."""
+    shutil.copytree(PREVIOUS / "segments", root / "segments")
+    script = (PREVIOUS / "metadata.sql").read_text().replace("{ROOT}", str(root))
+    with sqlite3.connect(root / "metadata.db") as db:
+        db.executescript(script)
+    return f"sqlite:///{root / 'metadata.db'}"
+
+
+def test_a_previous_releases_segments_are_adopted_when_the_service_starts(tmp_path: Path) -> None:
+    url = previous_release(tmp_path)
+    settings = Settings(metadata_url=url, deep_storage=tmp_path / "segments", run_supervisors=False)
+    with RunningService(settings) as service, httpx.Client(base_url=service.url) as api:
+        # the segments API shows what it showed before
+        listed = api.get("/druid/coordinator/v1/metadata/datasources/wiki/segments").json()
+        assert len(listed) == 3
+    table = SqlCatalog(CATALOG, uri=url).load_table("druid.wiki")
+    rows = table.scan().to_arrow()
+    assert sorted(rows.column("word").to_pylist()) == sorted(f"w{i}" for i in range(14))
+    assert rows.column("lang").to_pylist().count("en") == 4  # the discovered dimension
+    [snapshot] = table.snapshots()
+    assert snapshot.summary is not None and snapshot.summary[SUMMARY_ADOPTED] == "3"
+    # its next start adopts nothing again
+    with RunningService(settings):
+        pass
+    assert len(SqlCatalog(CATALOG, uri=url).load_table("druid.wiki").snapshots()) == 1
+
+
+def test_a_previous_releases_segments_join_the_first_publish_to_its_table(tmp_path: Path) -> None:
+    url = previous_release(tmp_path)
+    engine = make_engine(url)
+    try:
+        migrate(engine)  # 0010 -> head, as the new release's start does, without its adoption
+        lake = open_lake(engine, parse(tmp_path / "segments"))
+        act = action(tmp_path / "segments", 0, 14)
+        assert publish(engine, lake, act, "next").outcome is Outcome.PUBLISHED
+    finally:
+        engine.dispose()
+    table = SqlCatalog(CATALOG, uri=url).load_table("druid.wiki")
+    words = table.scan().to_arrow().column("word").to_pylist()
+    assert sorted(words) == sorted(
+        [f"w{i}" for i in range(14)] + [f"p0-{i}" for i in range(14, 24)]
+    )
+    [snapshot] = table.snapshots()
+    assert snapshot.summary is not None and snapshot.summary[SUMMARY_ADOPTED] == "3"
+    assert json.loads(snapshot.summary[SUMMARY_COMMITTED]) == {"0": 24}
