@@ -41,21 +41,42 @@ def _stdout_to_stderr() -> Iterator[None]:
     help="Print at most this many rows.",
 )
 @click.option("--master", default="local[*]", show_default=True, help="Spark master to run on.")
+@click.option(
+    "--iceberg",
+    is_flag=True,
+    help="Read each datasource's Iceberg table through the catalog in the metadata DB "
+    "(SLUICEGATE_METADATA_URL, SLUICEGATE_DEEP_STORAGE), not the service's segment list.",
+)
 def sql_command(
-    query: str, url: str, output: str, max_rows: int, master: str, user: str | None = None
+    query: str,
+    url: str,
+    output: str,
+    max_rows: int,
+    master: str,
+    iceberg: bool = False,
+    user: str | None = None,
 ) -> None:
     """Run QUERY (Spark SQL) over every datasource's published segments; each datasource is a
     view of its name, with __time a timestamp. For example:
     sluicegate sql "SELECT channel, SUM(added) FROM wikipedia GROUP BY 1 ORDER BY 2 DESC"
     """
-    from supervisor.cli.views import local_session, published_files, register_views
+    from supervisor.cli.views import (
+        local_session,
+        published_files,
+        register_tables,
+        register_views,
+    )
 
-    files = published_files(url, user)  # before Spark starts: an unreachable service fails fast
+    # before Spark starts: an unreachable service fails fast
+    files = {} if iceberg else published_files(url, user)
     with _stdout_to_stderr():  # the JVM's log lines must not mix with the result
-        spark = local_session(master)
+        spark = local_session(master, iceberg)
     # pyspark logs a failed query's context itself; the one-line error below says it
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL + 1)
-    register_views(spark, files)
+    if iceberg:
+        register_tables(spark)
+    else:
+        register_views(spark, files)
     try:
         frame = spark.sql(query)
         rows = frame.take(max_rows + 1)

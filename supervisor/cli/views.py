@@ -1,11 +1,14 @@
 """The Spark side of `sluicegate sql` (and of supervisor.query): a view per datasource over
-its published, used segments, as the service lists them, with `__time` a timestamp column."""
+its published, used segments, as the service lists them, or (`--iceberg`) over its Iceberg
+table through the catalog in the metadata DB; `__time` is a timestamp column."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from supervisor.cli.client import DEFAULT_URL, ServiceClient, credentials
+from supervisor.lake.catalog import NAMESPACE
+from supervisor.lake.tables import CATALOG
 from tasks.storage import load_spec_uri, parse, read_parquet
 
 METADATA = "/druid/coordinator/v1/metadata/datasources"
@@ -38,13 +41,27 @@ def register_views(spark: Any, files: dict[str, list[str]]) -> list[str]:
     return sorted(files)
 
 
-def local_session(master: str = "local[*]") -> Any:
+def local_session(master: str = "local[*]", iceberg: bool = False) -> Any:
+    """A Spark session for `sluicegate sql`; with `iceberg`, with Iceberg's runtime and the
+    catalog `sluicegate` over the metadata DB and deep storage this machine's settings name
+    (supervisor/lake/readers.py)."""
     from supervisor.cli.common import load_settings
+    from supervisor.lake.readers import spark_catalog_conf
+    from tasks.jars import iceberg_spark_bundle, jars
     from tasks.spark.session import build_session
 
-    return build_session(
-        load_settings().jar_cache,
-        master=master,
-        app_name="sluicegate-sql",
-        conf={"spark.ui.showConsoleProgress": "false"},  # no progress bars around the result
-    )
+    settings = load_settings()
+    conf = {"spark.ui.showConsoleProgress": "false"}  # no progress bars around the result
+    if iceberg:
+        conf |= spark_catalog_conf(settings.metadata_url, settings.storage())
+        bundle = jars(iceberg_spark_bundle(), settings.jar_cache)
+        conf["spark.jars"] = ",".join(str(jar) for jar in bundle)
+    return build_session(settings.jar_cache, master=master, app_name="sluicegate-sql", conf=conf)
+
+
+def register_tables(spark: Any) -> list[str]:
+    """A temporary view per datasource over its Iceberg table (`sluicegate.druid.<name>`)."""
+    names = sorted(row[1] for row in spark.sql(f"SHOW TABLES IN {CATALOG}.{NAMESPACE}").collect())
+    for name in names:
+        spark.table(f"{CATALOG}.{NAMESPACE}.`{name}`").createOrReplaceTempView(f"`{name}`")
+    return names

@@ -2,13 +2,10 @@
 
 `jdbc_url` turns the overlord's SQLAlchemy URL into the JDBC URL and credentials Iceberg's
 `JdbcCatalog` takes; `spark_catalog_conf` is the Spark configuration of a catalog named
-`sluicegate` over it (the README shows it; `python -m supervisor.lake.readers` runs one
-query through it, as a user's own Spark session would)."""
+`sluicegate` over it (the README shows it; `sluicegate sql --iceberg` reads through it)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -55,26 +52,3 @@ def spark_catalog_conf(metadata_url: str, storage: Storage, name: str = CATALOG)
             if value:
                 conf[f"{prefix}.{key}"] = value
     return conf
-
-
-def _main(argv: list[str]) -> int:
-    """`python -m supervisor.lake.readers METADATA_URL DEEP_STORAGE JAR_CACHE SQL`: the rows of
-    SQL run by a Spark session with Iceberg's runtime and the catalog, as JSON lines."""
-    from tasks.jars import iceberg_spark_bundle, jars
-    from tasks.spark.session import build_session
-    from tasks.storage import parse
-
-    metadata_url, deep, jar_cache, query = argv
-    conf = spark_catalog_conf(metadata_url, parse(deep))
-    conf["spark.jars"] = ",".join(str(j) for j in jars(iceberg_spark_bundle(), Path(jar_cache)))
-    session = build_session(Path(jar_cache), app_name="sluicegate-iceberg-reader", conf=conf)
-    try:
-        for row in session.sql(query).collect():
-            print(json.dumps(row.asDict(), default=str))
-    finally:
-        session.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

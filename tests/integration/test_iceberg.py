@@ -6,6 +6,7 @@ record once; the latest snapshot's summary holds the supervisor's committed offs
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -81,24 +82,23 @@ def test_a_supervisors_publishes_are_snapshots_every_reader_reads_once(
     appends = [s for s in table.snapshots() if s.summary and s.summary.get(SUMMARY_SUPERVISOR)]
     assert len(appends) == 2
     # Spark, with Iceberg's runtime and its JdbcCatalog on the same database
-    query = "SELECT COUNT(*) AS n, COUNT(DISTINCT word) AS words FROM sluicegate.druid.ice"
+    query = "SELECT COUNT(*) AS n, COUNT(DISTINCT word) AS words FROM ice"
+    env = {
+        **os.environ,
+        "SLUICEGATE_METADATA_URL": metadata_url,
+        "SLUICEGATE_DEEP_STORAGE": str(tmp_path / "deep"),
+        "SLUICEGATE_JAR_CACHE": str(jar_cache),
+    }
     spark = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "supervisor.lake.readers",
-            metadata_url,
-            str(tmp_path / "deep"),
-            str(jar_cache),
-            query,
-        ],
+        [sys.executable, "-m", "supervisor.cli", "sql", "--iceberg", query, "-o", "json"],
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
+        env=env,
     )
     assert spark.returncode == 0, spark.stderr[-3000:]
-    assert json.loads(spark.stdout.strip().splitlines()[-1]) == {"n": 400, "words": 400}
+    assert json.loads(spark.stdout) == [{"n": 400, "words": 400}]
 
 
 def _tasks(api: httpx.Client) -> list[dict[str, Any]]:
