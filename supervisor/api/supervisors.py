@@ -43,7 +43,7 @@ async def with_service(
     app = context(request)
     return await in_session(
         request,
-        lambda session: work(SupervisorService(session, app.clock, app.kafka_access)),
+        lambda session: work(SupervisorService(session, app.clock, app.kafka_access, app.lake)),
         then,
     )
 

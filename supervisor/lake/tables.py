@@ -68,6 +68,8 @@ SUMMARY_STREAM = "sluicegate.stream"
 SUMMARY_START = "sluicegate.start-offsets"
 SUMMARY_END = "sluicegate.end-offsets"
 SUMMARY_COMMITTED = "sluicegate.committed-offsets"  # the supervisor's, this snapshot included
+# a snapshot that is not a publish: "reset", "resetOffsets" (no files; its committed offsets)
+SUMMARY_OPERATION = "sluicegate.operation"
 # in the table's first snapshot: how many segments published before Iceberg it took in
 SUMMARY_ADOPTED = "sluicegate.adopted-segments"
 

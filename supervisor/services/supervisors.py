@@ -24,7 +24,15 @@ from supervisor.db.repositories import (
     SpecRepository,
     SpecVersion,
 )
-from supervisor.errors import BadRequestError, ForbiddenError, NotFoundError
+from supervisor.errors import BadRequestError, ForbiddenError, NotFoundError, Raced
+from supervisor.lake.tables import (
+    SUMMARY_COMMITTED,
+    SUMMARY_OPERATION,
+    SUMMARY_SUPERVISOR,
+    Lake,
+    LakeConflict,
+    published,
+)
 from supervisor.model.access import ANONYMOUS, Action, Identity, ResourceType
 from supervisor.model.views import effective_task_count
 from supervisor.schemas.druid_form import druid_form
@@ -64,10 +72,17 @@ class Actor:
 
 
 class SupervisorService:
-    def __init__(self, session: Session, clock: Clock, access: KafkaAccess | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        clock: Clock,
+        access: KafkaAccess | None = None,
+        lake: Lake | None = None,
+    ) -> None:
         self.session = session
         self.clock = clock
         self.access = access or KafkaAccess()  # nothing beyond the defaults
+        self.lake = lake  # the datasources' Iceberg tables: a reset is recorded in its table
         self.specs = SpecRepository(session)
         self.audit = AuditRepository(session)
 
@@ -230,8 +245,9 @@ class SupervisorService:
     def reset(self, supervisor_id: str, actor: Actor) -> None:
         """Druid's hard reset: forget the committed offsets; the supervisor's next pass kills
         every task (an intent written with the change, in its transaction)."""
-        self._require(supervisor_id)
+        row = self._require(supervisor_id)
         OffsetsRepository(self.session).delete(supervisor_id)
+        self._record(row.datasource, supervisor_id, "reset", {})
         now = self.clock()
         self.audit.add(
             supervisor_id,
@@ -263,12 +279,12 @@ class SupervisorService:
         repo = OffsetsRepository(self.session)
         now = self.clock()
         stored = repo.get(supervisor_id)
+        merged = offsets if stored is None else {**stored.offsets, **offsets}
         if stored is None:
             repo.insert(supervisor_id, row.datasource, stream, offsets, now)
-        else:
-            merged = {**stored.offsets, **offsets}
-            if not repo.compare_and_swap(supervisor_id, stored.version, merged, now):
-                raise BadRequestError("the committed offsets changed meanwhile; try again")
+        elif not repo.compare_and_swap(supervisor_id, stored.version, merged, now):
+            raise BadRequestError("the committed offsets changed meanwhile; try again")
+        self._record(row.datasource, supervisor_id, "resetOffsets", merged)
         self.audit.add(
             supervisor_id,
             "supervisor",
@@ -285,6 +301,25 @@ class SupervisorService:
         groups = sorted({task_group(parse_key(p), task_count) for p in offsets})
         intend(self.session, supervisor_id, Restart(groups=groups), actor, now)
         return groups
+
+    def _record(
+        self, datasource: str, supervisor_id: str, operation: str, committed: dict[str, int]
+    ) -> None:
+        """A reset as an empty snapshot of the datasource's table (once it has one), in this
+        transaction: its summary holds the supervisor's committed offsets from now on, so the
+        table's latest word on them stays the DB's. The rows already published stay (as
+        Druid's segments do): records read again after a reset are in the table twice."""
+        if self.lake is None or not self.lake.exists(self.session, datasource):
+            return
+        summary = {
+            SUMMARY_SUPERVISOR: supervisor_id,
+            SUMMARY_OPERATION: operation,
+            SUMMARY_COMMITTED: json.dumps(committed, sort_keys=True),
+        }
+        try:
+            self.lake.append(self.session, published(datasource, [], summary))
+        except LakeConflict as exc:
+            raise Raced(str(exc)) from None
 
 
 def intend(

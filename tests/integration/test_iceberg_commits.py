@@ -32,17 +32,20 @@ from supervisor.lake.tables import (
     CATALOG,
     SUMMARY_ADOPTED,
     SUMMARY_COMMITTED,
+    SUMMARY_OPERATION,
     SUMMARY_SUPERVISOR,
     SUMMARY_TASK,
     Lake,
     open_lake,
 )
 from supervisor.services.publish import PublishService
+from supervisor.services.supervisors import Actor, SupervisorService
 from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService
 from tasks.protocol import PublishAction, SegmentDescriptor, SequenceNumbers
 from tasks.protocol import PublishOutcome as Outcome
 from tasks.storage import parse
+from tests.specs import spec
 
 GROUPS = 8
 ROUNDS = 3
@@ -286,3 +289,42 @@ def test_a_previous_releases_segments_join_the_first_publish_to_its_table(tmp_pa
     [snapshot] = table.snapshots()
     assert snapshot.summary is not None and snapshot.summary[SUMMARY_ADOPTED] == "3"
     assert json.loads(snapshot.summary[SUMMARY_COMMITTED]) == {"0": 24}
+
+
+def test_a_reset_is_a_snapshot_holding_the_offsets_from_then_on(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    """resetOffsets and a hard reset each add an empty snapshot whose summary holds the
+    supervisor's committed offsets after it; the rows published before stay."""
+    sessions = session_factory(engine)
+    with sessions() as session:
+        SupervisorService(session, utc_now).submit(spec("wiki", topic="edits"), Actor())
+        session.commit()
+    act = action(tmp_path / "deep", 0, 0)
+    assert publish(engine, lake, act, "t1").outcome is Outcome.PUBLISHED
+    for operation, expected in (("resetOffsets", {"0": 5, "1": 7}), ("reset", {})):
+        with sessions() as session:
+            service = SupervisorService(session, utc_now, lake=lake)
+            if operation == "reset":
+                service.reset("wiki", Actor())
+            else:
+                body = {
+                    "type": "kafka",
+                    "partitions": {
+                        "type": "end",
+                        "stream": "edits",
+                        "partitionOffsetMap": {"0": 5, "1": 7},
+                    },
+                }
+                service.reset_offsets("wiki", body, Actor())
+            session.commit()
+        with sessions() as session:
+            row = session.get(CommittedOffsetsRow, "wiki")
+            assert (dict(row.offsets) if row else {}) == expected
+        latest = read_back(metadata_url).current_snapshot()
+        assert latest is not None and latest.summary is not None
+        assert latest.summary[SUMMARY_OPERATION] == operation
+        assert json.loads(latest.summary[SUMMARY_COMMITTED]) == expected
+    table = read_back(metadata_url)
+    assert table.scan().to_arrow().num_rows == ROWS  # what was published stays
+    assert len(table.snapshots()) == 3
