@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import select
 
 from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.s3 import LocalS3
+from supervisor.lake.tables import CATALOG
 from supervisor.testkit.service import db_rows, overlord_with_tasks
 from supervisor.testkit.waits import wait_for
 from tests.conftest import words_spec, words_topic
@@ -89,10 +91,51 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
             check=False,
             env={**os.environ},
         )
+        metadata_url = service.settings.metadata_url
+    # the tables in the bucket: pyiceberg's SqlCatalog and Spark's JdbcCatalog (S3FileIO)
+    catalog = SqlCatalog(
+        CATALOG,
+        uri=metadata_url,
+        **{"s3.endpoint": s3.endpoint, "s3.access-key-id": s3.access_key},
+        **{"s3.secret-access-key": s3.secret_key, "s3.region": "us-east-1"},
+    )
+    for name in ("direct", "spark"):
+        table = catalog.load_table(f"druid.{name}")
+        assert table.metadata.location == f"s3://segments/{prefix}/{name}"
+        assert table.scan().to_arrow().num_rows == COUNT
+    iceberg = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "sql",
+            "--iceberg",
+            "SELECT (SELECT COUNT(*) FROM direct) AS d, (SELECT COUNT(*) FROM spark) AS s",
+            "-o",
+            "json",
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **os.environ,
+            "SLUICEGATE_METADATA_URL": metadata_url,
+            "SLUICEGATE_DEEP_STORAGE": f"s3://segments/{prefix}",
+            "SLUICEGATE_JAR_CACHE": str(jar_cache),
+        },
+    )
+    assert iceberg.returncode == 0, iceberg.stderr[-3000:]
+    assert json.loads(iceberg.stdout) == [{"d": COUNT, "s": COUNT}]
     assert published and all(p.startswith(f"s3://segments/{prefix}/") for p in published)
     assert all(storage.size(storage.fs_path(p)) > 0 for p in published)
     # only the winners' files: every Parquet file under the prefix is a published one
-    segments = [p for p in _all_files(storage, storage.path()) if "/_tasks/" not in p]
+    segments = [
+        p
+        for p in _all_files(storage, storage.path())
+        if "/_tasks/" not in p and "/metadata/" not in p  # (the tables' own files)
+    ]
     assert sorted(segments) == sorted(storage.fs_path(p) for p in published)
     assert specs and all(
         s["loadSpec"]["type"] == "s3_zip"
