@@ -10,6 +10,7 @@ import json
 import shutil
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,12 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
+from sqlalchemy.engine import make_url
 
 from supervisor.clock import utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import CommittedOffsetsRow
+from supervisor.devstack.postgres import LocalPostgres
 from supervisor.lake import catalog as lake_catalog
 from supervisor.lake.tables import (
     CATALOG,
@@ -328,3 +331,61 @@ def test_a_reset_is_a_snapshot_holding_the_offsets_from_then_on(
     table = read_back(metadata_url)
     assert table.scan().to_arrow().num_rows == ROWS  # what was published stays
     assert len(table.snapshots()) == 3
+
+
+def test_a_new_column_and_a_new_granularity_evolve_the_table(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    """A publish whose file holds a column the table lacks (a discovered dimension) adds it;
+    one whose segments an hour granularity cut (the spec changed) evolves the partitioning;
+    every row reads back, old files with null in the new column."""
+    deep = tmp_path / "deep"
+    assert publish(engine, lake, action(deep, 0, 0), "t1").outcome is Outcome.PUBLISHED
+    later = action(deep, 0, ROWS)
+    path = Path(later.segments[0].path)
+    rows = pq.read_table(path)
+    pq.write_table(rows.append_column("lang", pa.array(["en"] * ROWS)), path)
+    hourly = later.segments[0].model_copy(
+        update={
+            "intervalStart": f"{DAY}T10:00:00+00:00",
+            "intervalEnd": f"{DAY}T11:00:00+00:00",
+            "size": path.stat().st_size,
+            "dimensions": ["word", "lang"],
+        }
+    )
+    later = later.model_copy(update={"segments": [hourly]})
+    assert publish(engine, lake, later, "t2").outcome is Outcome.PUBLISHED
+    table = read_back(metadata_url)
+    assert [f.name for f in table.schema().fields] == ["__time", "word", "count", "lang"]
+    assert [str(f.transform) for f in table.spec().fields] == ["hour"]
+    assert len(table.specs()) == 2  # the day spec stays for the files written under it
+    read = table.scan().to_arrow()
+    assert read.num_rows == 2 * ROWS
+    assert read.column("lang").to_pylist().count("en") == ROWS
+    assert read.column("lang").null_count == ROWS
+
+
+def test_a_read_only_postgres_user_reads_the_tables(
+    postgres: LocalPostgres, tmp_path: Path
+) -> None:
+    """What the README tells an operator to grant a reader on PostgreSQL (SELECT on the two
+    catalog tables, nothing else) is enough for pyiceberg's SqlCatalog, and writes nothing."""
+    metadata_url = postgres.create_database(f"ro_{uuid.uuid4().hex[:8]}")
+    engine = make_engine(metadata_url)
+    try:
+        migrate(engine)
+        lake = open_lake(engine, parse(tmp_path / "deep"))
+        assert publish(engine, lake, action(tmp_path / "deep", 0, 0), "t1").outcome.success
+        reader = f"reader_{uuid.uuid4().hex[:8]}"
+        tables = "iceberg_tables, iceberg_namespace_properties"
+        with engine.begin() as conn:
+            conn.execute(text(f"CREATE ROLE {reader} LOGIN PASSWORD 'reader-pass'"))
+            conn.execute(text(f"GRANT SELECT ON {tables} TO {reader}"))
+    finally:
+        engine.dispose()
+    url = make_url(metadata_url).set(username=reader, password="reader-pass")
+    catalog = SqlCatalog(CATALOG, uri=url.render_as_string(hide_password=False))
+    assert catalog.load_table("druid.wiki").scan().to_arrow().num_rows == ROWS
+    assert catalog.list_tables("druid") == [("druid", "wiki")]
+    with pytest.raises(Exception, match="permission denied"):
+        catalog.drop_table("druid.wiki")
