@@ -16,8 +16,9 @@ when it begins. They are injected one after another while the producers run. Aft
 one the run waits until each supervisor's committed offsets reach where its partitions ended
 when the fault ended (the recovery time; a run that has not caught up within --stuck-s is
 *stuck*), stops the producers, waits until the committed offsets reach the logs' ends, and
-reads every published segment: each committed record of a supervisor's topics must be in
-them exactly once, and no record of an aborted transaction at all.
+reads each supervisor's Iceberg table with pyiceberg: each committed record of its topics must
+be in it exactly once, no record of an aborted transaction at all, its files must be the used
+segments' and its latest snapshot must hold the committed offsets.
 
     .venv/bin/python bench/chaos.py                      # seeds 10-59: every kind 5+ times
     .venv/bin/python bench/chaos.py --seed 7 --runs 1 --kinds leader_kill,broker_kill --keep /tmp/c
@@ -56,7 +57,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from bench.common import write_results  # noqa: E402
@@ -716,21 +716,41 @@ def _run(
 
 
 def check(st: Stack, numbers: Numbers, outcome: Outcome) -> None:
-    """Each supervisor's segments against what was produced to its topics."""
+    """Each supervisor's Iceberg table, read by pyiceberg through the catalog in the metadata
+    DB, against what was produced to its topics; the table's files are the used segments' and
+    its latest snapshot of the supervisor holds its committed offsets."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from supervisor.lake.tables import CATALOG, SUMMARY_COMMITTED, SUMMARY_SUPERVISOR
+
     outcome.uncertain = len(numbers.uncertain)
     outcome.aborted_produced = len(numbers.aborted)
     outcome.producer_errors = numbers.errors[:10]
-    storage = st.s3.storage(st.prefix)
+    catalog = SqlCatalog(
+        CATALOG,
+        uri=st.db_url,
+        **{"s3.endpoint": st.s3.endpoint, "s3.region": "us-east-1"},
+        **{"s3.access-key-id": st.s3.access_key, "s3.secret-access-key": st.s3.secret_key},
+    )
+    committed = st.committed()
     for sid, topics in st.topics.items():
-        paths = st.rows(
+        table = catalog.load_table(f"druid.{sid}")
+        published: list[int] = table.scan(selected_fields=("n",)).to_arrow().column("n").to_pylist()
+        files = {task.file.file_path for task in table.scan().plan_files()}
+        used = st.rows(
             select(SegmentRow.path).where(SegmentRow.datasource == sid, SegmentRow.used.is_(True))
         )
-        published: list[int] = []
-        for (path,) in paths:
-            table = pq.read_table(
-                storage.fs_path(path), columns=["n"], filesystem=storage.filesystem()
+        if files != {path for (path,) in used}:
+            outcome.error = f"{sid}: the table's files are not the used segments' files"
+        mine_last = [
+            s.summary
+            for s in table.snapshots()
+            if s.summary and s.summary.get(SUMMARY_SUPERVISOR) == sid
+        ]
+        if not mine_last or json.loads(mine_last[-1][SUMMARY_COMMITTED]) != committed.get(sid):
+            outcome.error = (
+                f"{sid}: the table's latest snapshot does not hold its committed offsets"
             )
-            published.extend(table.column("n").to_pylist())
         counts = Counter(published)
         expected = {n for n, (topic, _, _) in numbers.where.items() if topic in topics}
         mine = set(counts)
