@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from pyiceberg.catalog import Catalog, MetastoreCatalog
@@ -36,6 +37,17 @@ NAMESPACE = "druid"  # Druid SQL's schema of datasources; the tables' Iceberg na
 TABLE = "TABLE"  # iceberg_type of a table in the V1 schema (views have VIEW)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A commit whose metadata is written and whose swap is still to come."""
+
+    identifier: tuple[str, str]
+    started: str | None  # the metadata location it was staged on (None: a new table)
+    metadata: TableMetadata
+    location: str  # its own metadata file
+    base: Table | None
+
+
 class MetadataCatalog(SqlCatalog):
     """pyiceberg's SqlCatalog on the overlord's engine (no second pool), with commits in the
     bound session when there is one (a publish's), else in a session of their own."""
@@ -47,6 +59,9 @@ class MetadataCatalog(SqlCatalog):
         self.engine = engine
         self._schema_version = "v1"
         self._bound: ContextVar[Session | None] = ContextVar(f"lake-{id(self)}", default=None)
+        self._deferred: ContextVar[list[Pending] | None] = ContextVar(
+            f"lake-deferred-{id(self)}", default=None
+        )
         self._metadata: dict[str, TableMetadata] = {}  # by location: its files never change
 
     @contextlib.contextmanager
@@ -110,15 +125,44 @@ class MetadataCatalog(SqlCatalog):
         # CommitFailedException here, before anything is written
         staged = self._update_and_stage_table(current, table.name(), requirements, updates)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        pending = Pending(
+            (namespace, name), started, staged.metadata, staged.metadata_location, current
+        )
+        deferred = self._deferred.get()
+        if deferred is not None:  # the caller swaps it later (swap), or discards it
+            deferred.append(pending)
+        else:
+            self.swap(session, pending)
+        return CommitTableResponse(
+            metadata=staged.metadata, metadata_location=staged.metadata_location
+        )
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[list[Pending]]:
+        """Within: a commit writes its metadata but does not swap the table's location; the
+        list gets what is pending, for `swap` (or `discard`) later."""
+        pending: list[Pending] = []
+        token = self._deferred.set(pending)
         try:
-            if started is None:
+            yield pending
+        finally:
+            self._deferred.reset(token)
+
+    def swap(self, session: Session, pending: Pending) -> None:
+        """Make `pending` the table's current metadata in `session`'s transaction: a
+        compare-and-swap on the location it was staged on (an insert for a new table). One
+        that finds the location moved deletes what it staged and raises
+        CommitFailedException."""
+        namespace, name = pending.identifier
+        try:
+            if pending.started is None:
                 with session.begin_nested():  # a race to create it: the loser retries
                     session.execute(
                         insert(IcebergTables).values(
                             catalog_name=self.name,
                             table_namespace=namespace,
                             table_name=name,
-                            metadata_location=staged.metadata_location,
+                            metadata_location=pending.location,
                             previous_metadata_location=None,
                             iceberg_type=TABLE,
                         )
@@ -130,31 +174,40 @@ class MetadataCatalog(SqlCatalog):
                         IcebergTables.catalog_name == self.name,
                         IcebergTables.table_namespace == namespace,
                         IcebergTables.table_name == name,
-                        IcebergTables.metadata_location == started,
+                        IcebergTables.metadata_location == pending.started,
                     )
                     .values(
-                        metadata_location=staged.metadata_location,
-                        previous_metadata_location=started,
+                        metadata_location=pending.location,
+                        previous_metadata_location=pending.started,
                     )
                 )
                 if swapped.rowcount < 1:  # type: ignore[attr-defined]
                     raise CommitFailedException(f"{namespace}.{name} was committed meanwhile")
         except (CommitFailedException, IntegrityError):
-            self.discard(staged.metadata, staged.metadata_location, current)
+            self.discard(pending)
             raise CommitFailedException(f"{namespace}.{name} was committed meanwhile") from None
-        self._metadata[staged.metadata_location] = staged.metadata
-        return CommitTableResponse(
-            metadata=staged.metadata, metadata_location=staged.metadata_location
-        )
+        self._metadata[pending.location] = pending.metadata
+        if pending.base is not None:  # metadata files past the table's kept log
+            io = self._load_file_io(location=pending.location)
+            try:
+                Catalog._delete_old_metadata(io, pending.base.metadata, pending.metadata)
+            except Exception as exc:  # (an orphan no reader sees; the commit stands)
+                log.warning("old metadata of %s not deleted: %s", pending.identifier, exc)
 
-    def discard(self, metadata: TableMetadata, location: str, base: Table | None) -> None:
+    @staticmethod
+    def _delete_old_metadata(io: Any, base: TableMetadata, metadata: TableMetadata) -> None:
+        """(pyiceberg calls this after each commit; here `swap` does, once the swap is made:
+        a deferred commit may never be)"""
+
+    def discard(self, pending: Pending) -> None:
         """Delete what a commit that did not happen wrote: its metadata file, and its new
         snapshot's manifest list and the manifests that snapshot added (best effort: a file
         left behind is an orphan no reader sees)."""
-        io = self._load_file_io(location=location)
-        doomed = [location]
+        io = self._load_file_io(location=pending.location)
+        doomed = [pending.location]
+        base = pending.base
         known = {s.snapshot_id for s in base.metadata.snapshots} if base is not None else set()
-        for snapshot in metadata.snapshots:
+        for snapshot in pending.metadata.snapshots:
             if snapshot.snapshot_id in known:
                 continue
             doomed.append(snapshot.manifest_list)

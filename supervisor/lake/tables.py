@@ -42,7 +42,7 @@ from pyiceberg.transforms import (
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from supervisor.lake.catalog import NAMESPACE, MetadataCatalog, catalog_properties
+from supervisor.lake.catalog import NAMESPACE, MetadataCatalog, Pending, catalog_properties
 from tasks.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,9 @@ TABLE_PROPERTIES = {
     # the metadata files of commits long past go (Iceberg's own default keeps 100)
     TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
     TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: "100",
+    # pyiceberg would retry a lost swap itself after a sleep, inside the publish's transaction
+    # and its locks; Lake retries at once (the winner has committed by then)
+    TableProperties.COMMIT_NUM_RETRIES: "0",
 }
 
 
@@ -139,50 +142,86 @@ class Lake:
     def exists(self, session: Session, datasource: str) -> bool:
         return self.catalog.location_of(session, self.identifier(datasource)) is not None
 
-    def append(self, session: Session, published: Published) -> int:
-        """Commit the files as one snapshot in `session`'s transaction (not committed here);
-        its snapshot id. Another publish to the table in between is a retry on its metadata."""
-        ident = self.identifier(published.datasource)
+    def append(self, session: Session, published: Published) -> None:
+        """Commit the files as one snapshot in `session`'s transaction (not committed here).
+        Another publish to the table in between is a retry on its metadata."""
+        footers = self._footers(published)
+        with self.catalog.bound(session):
+            for _ in range(ATTEMPTS):
+                try:
+                    self._transaction(session, published, footers).commit_transaction()
+                    return
+                except CommitFailedException as exc:
+                    log.info(
+                        "commit to %s: %s; retried on its new metadata", published.datasource, exc
+                    )
+        raise LakeConflict(f"table {NAMESPACE}.{published.datasource} moved {ATTEMPTS} times")
+
+    def stage(self, session: Session, published: Published) -> Pending | None:
+        """The snapshot's files and metadata written, its swap not made: what a publish does
+        before its transaction writes anything (on SQLite, before it holds the one writer
+        lock), to `commit` once its offsets are swapped, or `discard` if they are not. None
+        when the table moved meanwhile (the commit then builds it again)."""
+        footers = self._footers(published)
+        with self.catalog.bound(session), self.catalog.deferring() as pending:
+            try:
+                self._transaction(session, published, footers).commit_transaction()
+            except CommitFailedException:
+                return None
+        return pending[0] if pending else None
+
+    def commit(self, session: Session, published: Published, staged: Pending | None) -> None:
+        """Swap `staged` in; where the table moved since it was staged (or it was not),
+        append the files anew on what the table holds now."""
+        if staged is not None:
+            try:
+                self.catalog.swap(session, staged)
+                return
+            except CommitFailedException as exc:  # (staged is deleted)
+                log.info("commit to %s: %s; staged again", published.datasource, exc)
+        self.append(session, published)
+
+    def discard(self, staged: Pending | None) -> None:
+        if staged is not None:
+            self.catalog.discard(staged)
+
+    def _footers(self, published: Published) -> list[tuple[str, int, Any]]:
         io = self.catalog._load_file_io(location=self.location)
         footers = []
         for path, size in published.files:
             with io.new_input(path).open() as stream:
                 footers.append((path, size, pq.read_metadata(stream)))
+        return footers
+
+    def _transaction(
+        self, session: Session, published: Published, footers: list[tuple[str, int, Any]]
+    ) -> Transaction:
+        """The table's next version: the files added as one snapshot, with its summary, on
+        the table as it is now (made, if it is not yet)."""
+        ident = self.identifier(published.datasource)
         # the segment granularity's transform (its coarsest, should one publish hold two)
         transforms = [transform_for(start, end) for start, end in published.intervals]
         wanted = transforms[0] if len({str(t) for t in transforms}) == 1 else None
-        with self.catalog.bound(session):
-            for _ in range(ATTEMPTS):
-                location = self.catalog.location_of(session, ident)
-                if location is None:
-                    if not footers:
-                        raise ValueError("a table is made by a publish with files")
-                    first = footers[0][2].schema.to_arrow_schema()
-                    schema = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(first))
-                    txn: Transaction = self.catalog.create_table_transaction(
-                        ident,
-                        schema,
-                        location=f"{self.location}/{published.datasource}",
-                        partition_spec=_spec(schema, wanted),
-                        properties=TABLE_PROPERTIES,
-                    )
-                else:
-                    txn = self.catalog.table_at(ident, location).transaction()
-                _evolve(txn, footers, wanted)
-                with txn.update_snapshot(
-                    snapshot_properties=published.summary
-                ).fast_append() as add:
-                    for path, size, footer in footers:
-                        add.append_data_file(_data_file(txn.table_metadata, path, size, footer))
-                try:
-                    table = txn.commit_transaction()
-                except CommitFailedException as exc:
-                    log.info("publish to %s: %s; retried on the new metadata", ident, exc)
-                    continue
-                current = table.current_snapshot()
-                assert current is not None
-                return current.snapshot_id
-        raise LakeConflict(f"table {NAMESPACE}.{published.datasource} moved {ATTEMPTS} times")
+        location = self.catalog.location_of(session, ident)
+        if location is None:
+            if not footers:
+                raise ValueError("a table is made by a publish with files")
+            first = footers[0][2].schema.to_arrow_schema()
+            schema = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(first))
+            txn: Transaction = self.catalog.create_table_transaction(
+                ident,
+                schema,
+                location=f"{self.location}/{published.datasource}",
+                partition_spec=_spec(schema, wanted),
+                properties=TABLE_PROPERTIES,
+            )
+        else:
+            txn = self.catalog.table_at(ident, location).transaction()
+        _evolve(txn, footers, wanted)
+        with txn.update_snapshot(snapshot_properties=published.summary).fast_append() as add:
+            for path, size, footer in footers:
+                add.append_data_file(_data_file(txn.table_metadata, path, size, footer))
+        return txn
 
 
 def _evolve(

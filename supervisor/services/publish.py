@@ -36,6 +36,7 @@ from supervisor.lake.tables import (
     SUMMARY_TASK,
     Lake,
     LakeConflict,
+    Published,
     published,
 )
 from tasks.partitions import offsets_json
@@ -206,37 +207,52 @@ class PublishService:
             # after the offsets were read: the retry will see it.
             return PublishResult(PublishOutcome.RETRY, "these segments were published concurrently")
         new_offsets = {**stored, **end}
-        if row is None:
-            self.offsets.insert(action.supervisorId, action.dataSource, stream, new_offsets, now)
-        elif not self.offsets.compare_and_swap(action.supervisorId, row.version, new_offsets, now):
-            return PublishResult(
-                PublishOutcome.RETRY, "the committed offsets changed during the publish"
-            )
-        self.segments.insert([_segment_row(s, task_id, now) for s in action.segments])
-        if self.lake is not None:
-            try:
-                self._snapshot(task_id, action, new_offsets)
-            except LakeConflict as exc:
-                return PublishResult(PublishOutcome.RETRY, str(exc))
+        # the table's snapshot is staged before anything is written (the writes take the
+        # rows' locks, and on SQLite the one writer lock): only its swap comes last
+        snapshot = self._snapshot(task_id, action, new_offsets)
+        staged = self.lake.stage(self.session, snapshot) if self.lake and snapshot else None
+        try:
+            if row is None:
+                self.offsets.insert(
+                    action.supervisorId, action.dataSource, stream, new_offsets, now
+                )
+            elif not self.offsets.compare_and_swap(
+                action.supervisorId, row.version, new_offsets, now
+            ):
+                return PublishResult(
+                    PublishOutcome.RETRY, "the committed offsets changed during the publish"
+                )
+            self.segments.insert([_segment_row(s, task_id, now) for s in action.segments])
+            if self.lake is not None and snapshot is not None:
+                pending, staged = staged, None
+                self.lake.commit(self.session, snapshot, pending)
+        except LakeConflict as exc:
+            return PublishResult(PublishOutcome.RETRY, str(exc))
+        finally:
+            if self.lake is not None:
+                self.lake.discard(staged)  # (a publish that did not get that far)
         return PublishResult(PublishOutcome.PUBLISHED)
 
-    def _snapshot(self, task_id: str, action: PublishAction, committed: dict[str, int]) -> None:
-        """The segments as one snapshot of the datasource's Iceberg table, in this
-        transaction; its summary says whose range it holds (the table describes itself: its
-        offsets can be audited, or a supervisor's state rebuilt, from it alone). A publish
-        with no segments commits an empty snapshot once the table exists, so the latest
-        snapshot's offsets stay the supervisor's."""
-        assert self.lake is not None
+    def _snapshot(
+        self, task_id: str, action: PublishAction, committed: dict[str, int]
+    ) -> Published | None:
+        """The segments as one snapshot of the datasource's Iceberg table; its summary says
+        whose range it holds (the table describes itself: its offsets can be audited, or a
+        supervisor's state rebuilt, from it alone). A publish with no segments is an empty
+        snapshot once the table exists, so the latest snapshot's offsets stay the
+        supervisor's. None: no tables here, or nothing to make one of."""
+        if self.lake is None:
+            return None
         summary: dict[str, str] = {}
         segments = [(s.path, s.size, s.intervalStart, s.intervalEnd) for s in action.segments]
         if not self.lake.exists(self.session, action.dataSource):
             # the table's first commit holds every used segment of the datasource: those a
-            # release before Iceberg published (adopted), and this publish's (rows just added)
-            used = self.segments.used(action.dataSource)
-            if not used:
-                return
-            summary[SUMMARY_ADOPTED] = str(len(used) - len(segments))
-            segments = [_file(row) for row in used]
+            # release before Iceberg published (adopted), and this publish's
+            used = [_file(row) for row in self.segments.used(action.dataSource)]
+            if not used and not segments:
+                return None
+            summary[SUMMARY_ADOPTED] = str(len(used))
+            segments = used + segments
         summary |= {
             SUMMARY_SUPERVISOR: action.supervisorId,
             SUMMARY_TASK: task_id,
@@ -246,4 +262,4 @@ class PublishService:
             SUMMARY_END: json.dumps(offsets_json(action.endMetadata.offsets())),
             SUMMARY_COMMITTED: json.dumps(committed, sort_keys=True),
         }
-        self.lake.append(self.session, published(action.dataSource, segments, summary))
+        return published(action.dataSource, segments, summary)
