@@ -3,9 +3,11 @@
 N supervisors, each of its own one-partition topic at `--rate` records a second (20), on one
 host; `--levels` raises N step by step. At each level, once every supervisor has published
 since it was added, a window of `--window` seconds is measured: a record's freshness is its
-segment's publish time minus its produce time (as bench/freshness.py), and the memory is the
-resident set of every process of the host's tasks (the sessions they lead: one task process
-each, or the one shared application with its JVM and Python workers). The level passes while
+segment's publish time minus its produce time (as bench/freshness.py), the publish latency is
+the overlord's sluicegate_publish_seconds over the window (each publish a snapshot of its
+datasource's Iceberg table), and the memory is the resident set of every process of the
+host's tasks (the sessions they lead: one task process each, or the one shared application
+with its JVM and Python workers). The level passes while
 freshness p99 is at most `--p99-limit` (15 s) and the memory at most `--memory-limit-gb`
 (16); the first level that does not pass ends the ramp.
 
@@ -258,12 +260,14 @@ def measure(
     end); a record still unpublished counts as never published, not as left out."""
     runtime = stack.settings.task_runtime
     measured_from = time.time()
+    published_before = publish_buckets(stack)
     memory = []
     deadline = time.monotonic() + args.window
     while time.monotonic() < deadline:
         memory.append(rss_mb(sessions(stack, runtime)))
         time.sleep(2)
     measured_to = time.time()
+    publishes = publish_latency(published_before, publish_buckets(stack))
     expected = producers.produced(measured_from, measured_to)
     values = freshness(stack, measured_from, measured_to)
     while len(values) < expected and time.time() < measured_to + args.p99_limit + 5:
@@ -282,7 +286,52 @@ def measure(
         "p99_s": round(p99, 2),
         "rss_mb": round(peak),
         "rss_mb_per_task": round(peak / level, 1),
+        **publishes,
         "passed": bool(values) and p99 <= args.p99_limit and peak <= args.memory_limit_gb * 1024,
+    }
+
+
+def publish_buckets(stack: Stack) -> dict[float, float]:
+    """The overlord's sluicegate_publish_seconds histogram of published outcomes, summed over
+    the datasources: cumulative count by upper bound."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{stack.url}/metrics", timeout=30).text
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "sluicegate_publish_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") and sample.labels.get("outcome") == "published":
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return buckets
+
+
+def publish_latency(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """The window's publishes: how many, p50 and p99 interpolated within the histogram's
+    buckets (as Prometheus' histogram_quantile does), and the share done within 1 s."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+
+    def quantile(q: float) -> float:
+        rank, lower, below = q * total, 0.0, 0.0
+        for bound, count in zip(bounds, counts, strict=True):
+            if count >= rank:
+                if math.isinf(bound):
+                    return lower
+                share = (rank - below) / (count - below) if count > below else 0.0
+                return lower + (bound - lower) * share
+            lower, below = bound, count
+        return math.nan
+
+    within = next((c for b, c in zip(bounds, counts, strict=True) if b == 1.0), 0.0)
+    return {
+        "publishes": int(total),
+        "publish_p50_s": round(quantile(0.5), 3) if total else None,
+        "publish_p99_s": round(quantile(0.99), 3) if total else None,
+        "publish_within_1s": round(within / total, 4) if total else None,
     }
 
 
