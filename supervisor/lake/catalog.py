@@ -30,9 +30,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import IcebergTableRow as IcebergTables
+from supervisor.lru import Lru
 
 log = logging.getLogger(__name__)
 
+TABLES_KEPT = 10_000  # tables whose metadata the catalog keeps in memory
 NAMESPACE = "druid"  # Druid SQL's schema of datasources; the tables' Iceberg namespace
 TABLE = "TABLE"  # iceberg_type of a table in the V1 schema (views have VIEW)
 
@@ -62,7 +64,8 @@ class MetadataCatalog(SqlCatalog):
         self._deferred: ContextVar[list[Pending] | None] = ContextVar(
             f"lake-deferred-{id(self)}", default=None
         )
-        self._metadata: dict[str, TableMetadata] = {}  # by location: its files never change
+        # each table's metadata as of its latest location seen here (a file never changes)
+        self._metadata: Lru[tuple[str, str], tuple[str, TableMetadata]] = Lru(TABLES_KEPT)
 
     @contextlib.contextmanager
     def bound(self, session: Session) -> Iterator[None]:
@@ -87,12 +90,12 @@ class MetadataCatalog(SqlCatalog):
     def table_at(self, identifier: tuple[str, str], location: str) -> Table:
         """The table whose metadata file is `location` (read once per location)."""
         io = self._load_file_io(location=location)
-        metadata = self._metadata.get(location)
-        if metadata is None:
+        known = self._metadata.get(identifier)
+        if known is not None and known[0] == location:
+            metadata = known[1]
+        else:
             metadata = FromInputFile.table_metadata(io.new_input(location))
-            if len(self._metadata) > 256:
-                self._metadata.clear()
-            self._metadata[location] = metadata
+            self._metadata.put(identifier, (location, metadata))
         return Table(identifier, metadata, location, io, self)
 
     def load_table(self, identifier: str | tuple[str, ...]) -> Table:
@@ -186,7 +189,7 @@ class MetadataCatalog(SqlCatalog):
         except (CommitFailedException, IntegrityError):
             self.discard(pending)
             raise CommitFailedException(f"{namespace}.{name} was committed meanwhile") from None
-        self._metadata[pending.location] = pending.metadata
+        self._metadata.put(pending.identifier, (pending.location, pending.metadata))
         if pending.base is not None:  # metadata files past the table's kept log
             io = self._load_file_io(location=pending.location)
             try:

@@ -13,10 +13,11 @@ for files added to a table from elsewhere."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
@@ -30,7 +31,7 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
-from pyiceberg.table import TableProperties, Transaction
+from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import (
     DayTransform,
@@ -42,7 +43,9 @@ from pyiceberg.transforms import (
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from supervisor.lake.append import append as lean_append
 from supervisor.lake.catalog import NAMESPACE, MetadataCatalog, Pending, catalog_properties
+from supervisor.lru import Lru
 from tasks.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -195,7 +198,7 @@ class Lake:
 
     def _transaction(
         self, session: Session, published: Published, footers: list[tuple[str, int, Any]]
-    ) -> Transaction:
+    ) -> _Commit:
         """The table's next version: the files added as one snapshot, with its summary, on
         the table as it is now (made, if it is not yet)."""
         ident = self.identifier(published.datasource)
@@ -216,12 +219,56 @@ class Lake:
                 properties=TABLE_PROPERTIES,
             )
         else:
-            txn = self.catalog.table_at(ident, location).transaction()
+            table = self.catalog.table_at(ident, location)
+            if _fits(table.metadata, footers, wanted):
+                return _Lean(self.catalog, table, footers, published.summary)
+            txn = table.transaction()
         _evolve(txn, footers, wanted)
         with txn.update_snapshot(snapshot_properties=published.summary).fast_append() as add:
             for path, size, footer in footers:
                 add.append_data_file(_data_file(txn.table_metadata, path, size, footer))
         return txn
+
+
+class _Commit(Protocol):
+    def commit_transaction(self) -> object: ...
+
+
+@dataclass
+class _Lean:
+    """The common publish: files the table's schema, partitioning and name mapping already
+    hold, appended with one metadata update (supervisor/lake/append.py)."""
+
+    catalog: MetadataCatalog
+    table: Table
+    footers: list[tuple[str, int, Any]]
+    summary: dict[str, str]
+
+    def commit_transaction(self) -> object:
+        metadata = self.table.metadata
+        files = [_data_file(metadata, path, size, footer) for path, size, footer in self.footers]
+        updates, requirements, written = lean_append(self.table.io, metadata, files, self.summary)
+        try:
+            return self.catalog.commit_table(self.table, requirements, updates)
+        except CommitFailedException:
+            for path in written:  # (a lost swap deleted them already; a refused one did not)
+                with contextlib.suppress(OSError, ValueError):
+                    self.table.io.delete(path)
+            raise
+
+
+def _fits(metadata: TableMetadata, footers: list[tuple[str, int, Any]], wanted: Any) -> bool:
+    """Whether the table takes these files as it is: every column known by name, its name
+    mapping set, and (files given) its partitioning the granularity's."""
+    if metadata.name_mapping() is None:
+        return False
+    known = {field.name for field in metadata.schema().fields}
+    if any(not set(footer.schema.to_arrow_schema().names) <= known for _, _, footer in footers):
+        return False
+    if not footers:
+        return True
+    current = [str(f.transform) for f in metadata.spec().fields]
+    return current == ([] if wanted is None else [str(wanted)])
 
 
 def _evolve(
@@ -253,19 +300,27 @@ def _evolve(
                 spec.add_field(TIME, wanted, f"{TIME}_{wanted}")
 
 
+# what a footer's reading needs of a table's schema, by (table, schema, the file's own
+# schema): the check that the file's columns fit, the stats plan and the column ids by path
+_PLANS: Lru[tuple[str, int, str], tuple[Any, Any]] = Lru(10_000)
+
+
 def _data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> DataFile:
     """A segment file as a data file of the table: its stats and partition from its footer
     (pyiceberg's own reading of a Parquet footer, as its add_files does)."""
     schema = metadata.schema()
-    _check_pyarrow_schema_compatible(
-        schema,
-        footer.schema.to_arrow_schema(),
-        format_version=metadata.format_version,
-    )
+    arrow = footer.schema.to_arrow_schema()
+    key = (str(metadata.table_uuid), metadata.current_schema_id, arrow.to_string())
+    plan = _PLANS.get(key)
+    if plan is None:
+        _check_pyarrow_schema_compatible(schema, arrow, format_version=metadata.format_version)
+        plan = (
+            compute_statistics_plan(schema, metadata.properties),
+            parquet_path_to_id_mapping(schema),
+        )
+        _PLANS.put(key, plan)
     statistics = data_file_statistics_from_parquet_metadata(
-        parquet_metadata=footer,
-        stats_columns=compute_statistics_plan(schema, metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+        parquet_metadata=footer, stats_columns=plan[0], parquet_column_mapping=plan[1]
     )
     return DataFile.from_args(
         content=DataFileContent.DATA,
