@@ -7,12 +7,13 @@ threads (the overlord's request threads; 40 as its thread limiter) through the p
 transaction itself (PublishService.publish, what `POST /action` runs and
 `sluicegate_publish_seconds` times), once with the segment rows alone (the baseline, the
 release before Iceberg) and once with each publish a snapshot of its datasource's table.
-With `--history N` each table first gets N snapshots (the metadata file a table carries after
-N publishes, without snapshot expiry). The metadata DB is a SQLite file, or PostgreSQL with
+Each table first gets `--history` snapshots (1: made by its first publish, as a running
+deployment's tables are; more: the metadata a table carries after that many publishes, with no
+snapshot expiry yet). The metadata DB is a SQLite file, or PostgreSQL with
 `--postgres` (Debian's, started here).
 
     .venv/bin/python bench/publish.py
-    .venv/bin/python bench/publish.py --postgres --history 500
+    .venv/bin/python bench/publish.py --postgres --history 100
 
 Prints each run's p50/p99/max and ends with
 `RATIO publish_p99_s=<iceberg> baseline_p99_s=<segments alone> p50_s=<...> vs_baseline=<p99 ratio>`;
@@ -162,7 +163,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=40)
-    parser.add_argument("--history", type=int, default=0)
+    parser.add_argument("--history", type=int, default=1)
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
     results: dict[str, Any] = {"args": vars(args), "runs": []}
