@@ -72,25 +72,7 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
         specs = api.get(
             "/druid/coordinator/v1/metadata/datasources/direct/segments", params={"full": ""}
         ).json()
-        sql = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "supervisor.cli",
-                "sql",
-                "SELECT (SELECT COUNT(*) FROM direct) AS d, (SELECT COUNT(*) FROM spark) AS s",
-                "--url",
-                service.url,
-                "-o",
-                "json",
-                "--master",
-                "local[1]",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ},
-        )
+        sql = _sql("--url", service.url)
         metadata_url = service.settings.metadata_url
     # the tables in the bucket: pyiceberg's SqlCatalog and Spark's JdbcCatalog (S3FileIO)
     catalog = SqlCatalog(
@@ -103,28 +85,11 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
         table = catalog.load_table(f"druid.{name}")
         assert table.metadata.location == f"s3://segments/{prefix}/{name}"
         assert table.scan().to_arrow().num_rows == COUNT
-    iceberg = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "supervisor.cli",
-            "sql",
-            "--iceberg",
-            "SELECT (SELECT COUNT(*) FROM direct) AS d, (SELECT COUNT(*) FROM spark) AS s",
-            "-o",
-            "json",
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            **os.environ,
-            "SLUICEGATE_METADATA_URL": metadata_url,
-            "SLUICEGATE_DEEP_STORAGE": f"s3://segments/{prefix}",
-            "SLUICEGATE_JAR_CACHE": str(jar_cache),
-        },
+    iceberg = _sql(
+        "--iceberg",
+        SLUICEGATE_METADATA_URL=metadata_url,
+        SLUICEGATE_DEEP_STORAGE=f"s3://segments/{prefix}",
+        SLUICEGATE_JAR_CACHE=str(jar_cache),
     )
     assert iceberg.returncode == 0, iceberg.stderr[-3000:]
     assert json.loads(iceberg.stdout) == [{"d": COUNT, "s": COUNT}]
@@ -146,6 +111,19 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
     )
     assert sql.returncode == 0, sql.stderr
     assert json.loads(sql.stdout) == [{"d": COUNT, "s": COUNT}]
+
+
+def _sql(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`sluicegate sql` counting both datasources' rows, on a local[1] Spark."""
+    query = "SELECT (SELECT COUNT(*) FROM direct) AS d, (SELECT COUNT(*) FROM spark) AS s"
+    command = [sys.executable, "-m", "supervisor.cli", "sql", query, *args, "-o", "json"]
+    return subprocess.run(
+        [*command, "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env},
+    )
 
 
 def _all_files(storage: Any, root: str) -> list[str]:
