@@ -55,6 +55,7 @@ bench: setup
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/handoff.py
 	$(BIN)/python bench/freshness.py
+	$(BIN)/python bench/publish.py
 	$(BIN)/python bench/control_plane.py
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/combined_jobs.py
