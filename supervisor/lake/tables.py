@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -74,8 +74,10 @@ SUMMARY_STREAM = "sluicegate.stream"
 SUMMARY_START = "sluicegate.start-offsets"
 SUMMARY_END = "sluicegate.end-offsets"
 SUMMARY_COMMITTED = "sluicegate.committed-offsets"  # the supervisor's, this snapshot included
-# a snapshot that is not a publish: "reset", "resetOffsets" (no files; its committed offsets)
+# a snapshot that is not a publish: "reset", "resetOffsets" (no files; its committed offsets),
+# "adopt" (a table made for the segments of a release before Iceberg)
 SUMMARY_OPERATION = "sluicegate.operation"
+ADOPTION = "adopt"
 # in the table's first snapshot: how many segments published before Iceberg it took in
 SUMMARY_ADOPTED = "sluicegate.adopted-segments"
 
@@ -92,20 +94,42 @@ class Published:
     files: list[tuple[str, int]]
     intervals: list[tuple[datetime, datetime]]  # each file's segment interval
     summary: dict[str, str]
+    # what the table takes in only should this commit make it: the datasource's segments a
+    # release before Iceberg published (a commit that finds it made meanwhile leaves them)
+    adopted: list[tuple[str, int]] = field(default_factory=list)
+    adopted_intervals: list[tuple[datetime, datetime]] = field(default_factory=list)
+
+    def making(self) -> Published:
+        """This commit as the table's first: the adopted files too, and how many."""
+        return replace(
+            self,
+            files=self.adopted + self.files,
+            intervals=self.adopted_intervals + self.intervals,
+            summary={**self.summary, SUMMARY_ADOPTED: str(len(self.adopted))},
+            adopted=[],
+            adopted_intervals=[],
+        )
 
 
 def published(
-    datasource: str, files: list[tuple[str, int, str, str]], summary: dict[str, str]
+    datasource: str,
+    files: list[tuple[str, int, str, str]],
+    summary: dict[str, str],
+    adopted: list[tuple[str, int, str, str]] = (),  # type: ignore[assignment]
 ) -> Published:
-    """What a commit appends: (path, size, interval start, interval end) of each file."""
+    """What a commit appends: (path, size, interval start, interval end) of each file, and of
+    each file it adopts should it make the table."""
+
+    def intervals(of: list[tuple[str, int, str, str]]) -> list[tuple[datetime, datetime]]:
+        return [(datetime.fromisoformat(a), datetime.fromisoformat(b)) for _, _, a, b in of]
+
     return Published(
         datasource=datasource,
         files=[(path, size) for path, size, _, _ in files],
-        intervals=[
-            (datetime.fromisoformat(start), datetime.fromisoformat(end))
-            for _, _, start, end in files
-        ],
+        intervals=intervals(files),
         summary=summary,
+        adopted=[(path, size) for path, size, _, _ in adopted],
+        adopted_intervals=intervals(list(adopted)),
     )
 
 
@@ -152,7 +176,9 @@ class Lake:
         with self.catalog.bound(session):
             for _ in range(ATTEMPTS):
                 try:
-                    self._transaction(session, published, footers).commit_transaction()
+                    commit = self._transaction(session, published, footers)
+                    if commit is not None:
+                        commit.commit_transaction()
                     return
                 except CommitFailedException as exc:
                     log.info(
@@ -168,7 +194,9 @@ class Lake:
         footers = self._footers(published)
         with self.catalog.bound(session), self.catalog.deferring() as pending:
             try:
-                self._transaction(session, published, footers).commit_transaction()
+                commit = self._transaction(session, published, footers)
+                if commit is not None:
+                    commit.commit_transaction()
             except CommitFailedException:
                 return None
         return pending[0] if pending else None
@@ -188,24 +216,31 @@ class Lake:
         if staged is not None:
             self.catalog.discard(staged)
 
-    def _footers(self, published: Published) -> list[tuple[str, int, Any]]:
+    def _footers(self, published: Published) -> dict[str, tuple[str, int, Any]]:
+        """Each file's footer (the adopted ones' too), by path."""
         io = self.catalog._load_file_io(location=self.location)
-        footers = []
-        for path, size in published.files:
+        footers = {}
+        for path, size in published.adopted + published.files:
             with io.new_input(path).open() as stream:
-                footers.append((path, size, pq.read_metadata(stream)))
+                footers[path] = (path, size, pq.read_metadata(stream))
         return footers
 
     def _transaction(
-        self, session: Session, published: Published, footers: list[tuple[str, int, Any]]
-    ) -> _Commit:
+        self, session: Session, published: Published, read: dict[str, tuple[str, int, Any]]
+    ) -> _Commit | None:
         """The table's next version: the files added as one snapshot, with its summary, on
-        the table as it is now (made, if it is not yet)."""
+        the table as it is now (made, with the adopted files, if it is not yet); None when
+        there is nothing to add (an adoption that found the table made)."""
         ident = self.identifier(published.datasource)
+        location = self.catalog.location_of(session, ident)
+        if location is None:
+            published = published.making()
+        elif not published.files and published.summary.get(SUMMARY_OPERATION) == ADOPTION:
+            return None
+        footers = [read[path] for path, _ in published.files]
         # the segment granularity's transform (its coarsest, should one publish hold two)
         transforms = [transform_for(start, end) for start, end in published.intervals]
         wanted = transforms[0] if len({str(t) for t in transforms}) == 1 else None
-        location = self.catalog.location_of(session, ident)
         if location is None:
             if not footers:
                 raise ValueError("a table is made by a publish with files")

@@ -26,10 +26,11 @@ from supervisor.db.repositories import OffsetsRepository, SegmentRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading
 from supervisor.lake.tables import (
-    SUMMARY_ADOPTED,
+    ADOPTION,
     SUMMARY_COMMITTED,
     SUMMARY_END,
     SUMMARY_EPOCH,
+    SUMMARY_OPERATION,
     SUMMARY_START,
     SUMMARY_STREAM,
     SUMMARY_SUPERVISOR,
@@ -77,7 +78,7 @@ def adopt_published(sessions: Callable[[], Session], lake: Lake) -> list[str]:
     table, holding those segments (a snapshot of its own per datasource); the datasources it
     adopted. A datasource whose files cannot be read stays as it is and is named in the log:
     its next publish tries again."""
-    adopted = []
+    done = []
     with sessions() as session:
         waiting = [
             d for d in SegmentRepository(session).datasources() if not lake.exists(session, d)
@@ -85,19 +86,20 @@ def adopt_published(sessions: Callable[[], Session], lake: Lake) -> list[str]:
     for datasource in waiting:
         with sessions() as session:
             used = SegmentRepository(session).used(datasource)
-            summary = {SUMMARY_ADOPTED: str(len(used))}
+            summary = {SUMMARY_OPERATION: ADOPTION}
             try:
-                lake.append(session, published(datasource, [_file(r) for r in used], summary))
+                files = [_file(r) for r in used]
+                lake.append(session, published(datasource, [], summary, files))
                 session.commit()
             except (OSError, ValueError, LakeConflict) as exc:
                 session.rollback()
                 log.error("datasource %s keeps its segments without a table: %s", datasource, exc)
                 continue
-        adopted.append(datasource)
+        done.append(datasource)
         log.info(
             "datasource %s: %d published segments adopted into its table", datasource, len(used)
         )
-    return adopted
+    return done
 
 
 def _compare(
@@ -243,17 +245,15 @@ class PublishService:
         supervisor's. None: no tables here, or nothing to make one of."""
         if self.lake is None:
             return None
-        summary: dict[str, str] = {}
         segments = [(s.path, s.size, s.intervalStart, s.intervalEnd) for s in action.segments]
+        adopted: list[tuple[str, int, str, str]] = []
         if not self.lake.exists(self.session, action.dataSource):
-            # the table's first commit holds every used segment of the datasource: those a
-            # release before Iceberg published (adopted), and this publish's
-            used = [_file(row) for row in self.segments.used(action.dataSource)]
-            if not used and not segments:
+            # should this publish make the table, its first snapshot holds every used segment
+            # of the datasource: those a release before Iceberg published, and this one's
+            adopted = [_file(row) for row in self.segments.used(action.dataSource)]
+            if not adopted and not segments:
                 return None
-            summary[SUMMARY_ADOPTED] = str(len(used))
-            segments = used + segments
-        summary |= {
+        summary = {
             SUMMARY_SUPERVISOR: action.supervisorId,
             SUMMARY_TASK: task_id,
             SUMMARY_EPOCH: "" if self.epoch is None else str(self.epoch),
@@ -262,4 +262,4 @@ class PublishService:
             SUMMARY_END: json.dumps(offsets_json(action.endMetadata.offsets())),
             SUMMARY_COMMITTED: json.dumps(committed, sort_keys=True),
         }
-        return published(action.dataSource, segments, summary)
+        return published(action.dataSource, segments, summary, adopted)

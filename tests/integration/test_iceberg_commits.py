@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from supervisor.clock import utc_now
 from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.lease import LeaseRepository
-from supervisor.db.models import CommittedOffsetsRow
+from supervisor.db.models import CommittedOffsetsRow, SegmentRow
 from supervisor.devstack.postgres import LocalPostgres
 from supervisor.lake import catalog as lake_catalog
 from supervisor.lake.tables import (
@@ -259,6 +259,20 @@ def previous_release(root: Path) -> str:
     return f"sqlite:///{root / 'metadata.db'}"
 
 
+def migrate_previous(sqlite_url: str, engine: Engine) -> None:
+    """`engine`'s DB migrated to head, holding the previous release's published segments and
+    committed offsets (copied from its SQLite DB)."""
+    migrate(engine)
+    source = make_engine(sqlite_url)
+    try:
+        with source.connect() as old, engine.begin() as new:
+            for model in (SegmentRow, CommittedOffsetsRow):
+                rows = [dict(row._mapping) for row in old.execute(select(model.__table__))]
+                new.execute(model.__table__.insert(), rows)
+    finally:
+        source.dispose()
+
+
 def test_a_previous_releases_segments_are_adopted_when_the_service_starts(tmp_path: Path) -> None:
     url = previous_release(tmp_path)
     settings = Settings(metadata_url=url, deep_storage=tmp_path / "segments", run_supervisors=False)
@@ -393,3 +407,38 @@ def test_a_read_only_postgres_user_reads_the_tables(
     assert catalog.list_tables("druid") == [("druid", "wiki")]
     with pytest.raises(Exception, match="permission denied"):
         catalog.drop_table("druid.wiki")
+
+
+def test_a_publish_whose_table_was_made_meanwhile_adopts_nothing_twice(
+    postgres: LocalPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first publish to a datasource of the previous release stages the table's making
+    (its old segments adopted); before its swap, another overlord's start makes the table.
+    The publish's swap loses, and its retry adds its own files alone: no old row twice."""
+    from supervisor.services import publish as publishing
+
+    url = postgres.create_database(f"adopt_{uuid.uuid4().hex[:8]}")
+    dump = previous_release(tmp_path)  # the previous release's DB, loaded into PostgreSQL
+    engine = make_engine(url)
+    try:
+        migrate_previous(dump, engine)
+        lake = open_lake(engine, parse(tmp_path / "segments"))
+        commit = Lake.commit
+
+        def made_meanwhile(self: Lake, session: Any, snapshot: Any, staged: Any) -> None:
+            assert publishing.adopt_published(session_factory(engine), lake) == ["wiki"]
+            commit(self, session, snapshot, staged)
+
+        monkeypatch.setattr(Lake, "commit", made_meanwhile)
+        act = action(tmp_path / "segments", 0, 14)
+        assert publish(engine, lake, act, "next").outcome is Outcome.PUBLISHED
+    finally:
+        engine.dispose()
+    table = SqlCatalog(CATALOG, uri=url).load_table("druid.wiki")
+    words = table.scan().to_arrow().column("word").to_pylist()
+    expected = [f"w{i}" for i in range(14)] + [f"p0-{i}" for i in range(14, 24)]
+    assert sorted(words) == sorted(expected)
+    assert [s.summary.get(SUMMARY_OPERATION) for s in table.snapshots() if s.summary] == [
+        "adopt",
+        None,
+    ]
