@@ -78,31 +78,12 @@ def append(
     compression: Any = metadata.properties.get(
         TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
     )
-    schema, spec = metadata.schema(), metadata.spec()
     written: list[str] = []
     added: list[ManifestFile] = []
     if files:
         path = locations.new_metadata_location(f"{commit}-m0.avro")
         written.append(path)
-        with write_manifest(
-            format_version=metadata.format_version,
-            spec=spec,
-            schema=schema,
-            output_file=io.new_output(path),
-            snapshot_id=snapshot_id,
-            avro_compression=compression,
-        ) as writer:
-            for data_file in files:
-                writer.add(
-                    ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED,
-                        snapshot_id=snapshot_id,
-                        sequence_number=None,
-                        file_sequence_number=None,
-                        data_file=data_file,
-                    )
-                )
-        added.append(writer.to_manifest_file())
+        added.append(_manifest(io.new_output(path), metadata, snapshot_id, files, compression))
     manifests = added + manifests_of(io, parent)
     sequence_number = metadata.next_sequence_number()
     listing = locations.new_metadata_location(f"snap-{snapshot_id}-0-{commit}.avro")
@@ -117,20 +98,7 @@ def append(
     ) as list_writer:
         list_writer.add_manifests(manifests)
     _MANIFESTS.put(listing, manifests)
-    collector = SnapshotSummaryCollector(
-        partition_summary_limit=int(
-            metadata.properties.get(
-                TableProperties.WRITE_PARTITION_SUMMARY_LIMIT,
-                TableProperties.WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT,
-            )
-        )
-    )
-    for data_file in files:
-        collector.add_file(data_file=data_file, partition_spec=spec, schema=schema)
-    summary = update_snapshot_summaries(
-        summary=Summary(operation=Operation.APPEND, **collector.build(), **properties),
-        previous_summary=parent.summary if parent is not None else None,
-    )
+    summary = _summary(metadata, parent, files, properties)
     snapshot = Snapshot(
         snapshot_id=snapshot_id,
         parent_snapshot_id=parent.snapshot_id if parent else None,
@@ -153,3 +121,50 @@ def append(
         AssertRefSnapshotId(snapshot_id=parent.snapshot_id if parent else None, ref=MAIN_BRANCH),
     )
     return updates, requirements, written
+
+
+def _manifest(
+    output: Any, metadata: TableMetadata, snapshot_id: int, files: list[DataFile], compression: Any
+) -> ManifestFile:
+    """The snapshot's manifest: its files, ADDED."""
+    with write_manifest(
+        format_version=metadata.format_version,
+        spec=metadata.spec(),
+        schema=metadata.schema(),
+        output_file=output,
+        snapshot_id=snapshot_id,
+        avro_compression=compression,
+    ) as writer:
+        for data_file in files:
+            writer.add(
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED,
+                    snapshot_id=snapshot_id,
+                    sequence_number=None,
+                    file_sequence_number=None,
+                    data_file=data_file,
+                )
+            )
+    return writer.to_manifest_file()
+
+
+def _summary(
+    metadata: TableMetadata,
+    parent: Snapshot | None,
+    files: list[DataFile],
+    properties: dict[str, str],
+) -> Summary:
+    """An append's summary: its files' counts and partitions, the totals carried from its
+    parent's, and the caller's properties."""
+    limit = metadata.properties.get(
+        TableProperties.WRITE_PARTITION_SUMMARY_LIMIT,
+        TableProperties.WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT,
+    )
+    collector = SnapshotSummaryCollector(partition_summary_limit=int(limit))
+    schema, spec = metadata.schema(), metadata.spec()
+    for data_file in files:
+        collector.add_file(data_file=data_file, partition_spec=spec, schema=schema)
+    return update_snapshot_summaries(
+        summary=Summary(operation=Operation.APPEND, **collector.build(), **properties),
+        previous_summary=parent.summary if parent is not None else None,
+    )

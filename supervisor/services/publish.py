@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -208,9 +209,21 @@ class PublishService:
             # Segments and offsets commit together, so this is a concurrent publish that committed
             # after the offsets were read: the retry will see it.
             return PublishResult(PublishOutcome.RETRY, "these segments were published concurrently")
-        new_offsets = {**stored, **end}
-        # the table's snapshot is staged before anything is written (the writes take the
-        # rows' locks, and on SQLite the one writer lock): only its swap comes last
+        return self._write(task_id, action, row, {**stored, **end}, now)
+
+    def _write(
+        self,
+        task_id: str,
+        action: PublishAction,
+        row: Any,
+        new_offsets: dict[str, int],
+        now: datetime,
+    ) -> PublishResult:
+        """The writes of a publish that may go ahead: the offsets (compare-and-swap on the
+        row read), the segment rows, the table's snapshot. The snapshot is staged before
+        anything is written (the writes take the rows' locks, and on SQLite the one writer
+        lock): only its swap comes last."""
+        stream = action.startMetadata.stream
         snapshot = self._snapshot(task_id, action, new_offsets)
         staged = self.lake.stage(self.session, snapshot) if self.lake and snapshot else None
         try:
