@@ -273,6 +273,16 @@ def migrate_previous(sqlite_url: str, engine: Engine) -> None:
         source.dispose()
 
 
+def _old_and_next_rows_once(url: str) -> Table:
+    """The wiki table after the previous release's 14 rows and one publish of 10 more: each
+    row in it once."""
+    table = SqlCatalog(CATALOG, uri=url).load_table("druid.wiki")
+    words = table.scan().to_arrow().column("word").to_pylist()
+    expected = [f"w{i}" for i in range(14)] + [f"p0-{i}" for i in range(14, 24)]
+    assert sorted(words) == sorted(expected)
+    return table
+
+
 def test_a_previous_releases_segments_are_adopted_when_the_service_starts(tmp_path: Path) -> None:
     url = previous_release(tmp_path)
     settings = Settings(metadata_url=url, deep_storage=tmp_path / "segments", run_supervisors=False)
@@ -302,11 +312,7 @@ def test_a_previous_releases_segments_join_the_first_publish_to_its_table(tmp_pa
         assert publish(engine, lake, act, "next").outcome is Outcome.PUBLISHED
     finally:
         engine.dispose()
-    table = SqlCatalog(CATALOG, uri=url).load_table("druid.wiki")
-    words = table.scan().to_arrow().column("word").to_pylist()
-    assert sorted(words) == sorted(
-        [f"w{i}" for i in range(14)] + [f"p0-{i}" for i in range(14, 24)]
-    )
+    table = _old_and_next_rows_once(url)
     [snapshot] = table.snapshots()
     assert snapshot.summary is not None and snapshot.summary[SUMMARY_ADOPTED] == "3"
     assert json.loads(snapshot.summary[SUMMARY_COMMITTED]) == {"0": 24}
@@ -434,10 +440,7 @@ def test_a_publish_whose_table_was_made_meanwhile_adopts_nothing_twice(
         assert publish(engine, lake, act, "next").outcome is Outcome.PUBLISHED
     finally:
         engine.dispose()
-    table = SqlCatalog(CATALOG, uri=url).load_table("druid.wiki")
-    words = table.scan().to_arrow().column("word").to_pylist()
-    expected = [f"w{i}" for i in range(14)] + [f"p0-{i}" for i in range(14, 24)]
-    assert sorted(words) == sorted(expected)
+    table = _old_and_next_rows_once(url)
     assert [s.summary.get(SUMMARY_OPERATION) for s in table.snapshots() if s.summary] == [
         "adopt",
         None,
