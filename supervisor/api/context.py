@@ -62,6 +62,13 @@ class AppContext:
         return self.started_sessions
 
     @property
+    def tables(self) -> Lake:
+        """The datasources' Iceberg tables (what is published)."""
+        if self.lake is None:
+            raise RuntimeError("the service has not started: no tables yet")
+        return self.lake
+
+    @property
     def supervisors(self) -> SupervisorManager | None:
         """The supervisors' manager when they run here (not on a follower, nor in tests of
         the spec API alone)."""

@@ -1,6 +1,7 @@
 """The Spark side of `sluicegate sql` (and of supervisor.query): a view per datasource over
-its published, used segments, as the service lists them, or (`--iceberg`) over its Iceberg
-table through the catalog in the metadata DB; `__time` is a timestamp column."""
+the files its Iceberg table holds, as the service's segments API lists them, or (`--iceberg`)
+over the table itself, through the catalog in the metadata DB; `__time` is a timestamp
+column."""
 
 from __future__ import annotations
 

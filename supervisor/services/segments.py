@@ -1,4 +1,6 @@
-"""Published segments as Druid's coordinator metadata API answers them."""
+"""Published segments as Druid's coordinator metadata API answers them: the files each
+datasource's Iceberg table holds now (supervisor/lake/holdings.py), each described by the
+segment row its publish wrote beside it."""
 
 from __future__ import annotations
 
@@ -10,19 +12,23 @@ from supervisor.clock import druid_timestamp
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import SegmentRepository
 from supervisor.errors import NotFoundError
+from supervisor.lake.holdings import live_files, tables
+from supervisor.lake.tables import Lake
 from tasks.storage import load_spec
 
 
-def datasources(session: Session) -> list[str]:
-    """Datasources with published (used) segments."""
-    return SegmentRepository(session).datasources()
+def datasources(session: Session, lake: Lake) -> list[str]:
+    """Datasources whose table holds at least one file."""
+    return [name for name in tables(session) if live_files(lake, session, name)]
 
 
 def used_segments(
-    session: Session, datasource: str, full: bool
+    session: Session, lake: Lake, datasource: str, full: bool
 ) -> list[str] | list[dict[str, Any]]:
-    """The datasource's used segments: their ids, or (full) Druid's DataSegment objects."""
-    rows = SegmentRepository(session).used(datasource)
+    """The segments whose files the datasource's table holds: their ids, or (full) Druid's
+    DataSegment objects."""
+    live = live_files(lake, session, datasource) or set()
+    rows = [row for row in SegmentRepository(session).used(datasource) if row.path in live]
     if not rows:
         raise NotFoundError(f"datasource [{datasource}] has no published segments")
     if not full:

@@ -1,0 +1,56 @@
+"""What the datasources' tables hold now: the tables of the catalog, and each one's live data
+files as its current snapshot's manifests list them. This, not the `segments` rows, is what
+is published: the segments API, the console and `sluicegate sql` list what is here.
+
+A manifest never changes once written, so each is read once (an LRU of its live paths); a
+table's listing reads only the manifests of snapshots committed since it was last asked."""
+
+from __future__ import annotations
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestContent, ManifestFile
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from supervisor.db.models import IcebergTableRow as IcebergTables
+from supervisor.lake.append import manifests_of
+from supervisor.lake.catalog import NAMESPACE
+from supervisor.lake.tables import CATALOG, Lake
+from supervisor.lru import Lru
+
+# the live (added or existing) data files of each manifest read here
+_LIVE: Lru[str, tuple[str, ...]] = Lru(100_000)
+
+
+def tables(session: Session) -> list[str]:
+    """The datasources that have a table, by name."""
+    query = select(IcebergTables.table_name).where(
+        IcebergTables.catalog_name == CATALOG,
+        IcebergTables.table_namespace == NAMESPACE,
+        IcebergTables.metadata_location.is_not(None),
+    )
+    return sorted(session.scalars(query))
+
+
+def live_files(lake: Lake, session: Session, datasource: str) -> set[str] | None:
+    """The paths of the data files the datasource's table holds in its current snapshot
+    (empty: none, as after a reset of a table that held none); None: it has no table."""
+    identifier = lake.identifier(datasource)
+    location = lake.catalog.location_of(session, identifier)
+    if location is None:
+        return None
+    table = lake.catalog.table_at(identifier, location)
+    paths: set[str] = set()
+    for manifest in manifests_of(table.io, table.current_snapshot()):
+        if manifest.content == ManifestContent.DATA:
+            paths.update(_live(table.io, manifest))
+    return paths
+
+
+def _live(io: FileIO, manifest: ManifestFile) -> tuple[str, ...]:
+    found = _LIVE.get(manifest.manifest_path)
+    if found is None:
+        entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
+        found = tuple(entry.data_file.file_path for entry in entries)
+        _LIVE.put(manifest.manifest_path, found)
+    return found
