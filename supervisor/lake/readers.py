@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from supervisor.lake.catalog import catalog_properties
 from supervisor.lake.tables import CATALOG
 from tasks.storage import Storage
 
@@ -39,16 +40,9 @@ def spark_catalog_conf(metadata_url: str, storage: Storage, name: str = CATALOG)
         f"{prefix}.warehouse": storage.location,
         **{f"{prefix}.jdbc.{key}": value for key, value in credentials.items()},
     }
-    if storage.is_s3:
+    if storage.is_s3:  # Iceberg's S3FileIO: pyiceberg's s3.* keys, and its own region key
         conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
         conf[f"{prefix}.s3.path-style-access"] = "true"
         conf[f"{prefix}.client.region"] = storage.region
-        for key, value in (
-            ("s3.endpoint", storage.endpoint),
-            ("s3.access-key-id", storage.access_key),
-            ("s3.secret-access-key", storage.secret_key),
-            ("s3.session-token", storage.session_token),
-        ):
-            if value:
-                conf[f"{prefix}.{key}"] = value
+        conf |= {f"{prefix}.{key}": value for key, value in catalog_properties(storage).items()}
     return conf
