@@ -14,11 +14,13 @@ partitioning) goes through pyiceberg's Transaction (tables.py)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     DataFile,
+    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
@@ -79,12 +81,14 @@ def append(
         TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
     )
     written: list[str] = []
-    added: list[ManifestFile] = []
-    if files:
+    manifests = manifests_of(io, parent)
+    merged = merging(metadata, manifests)
+    if files or merged:
         path = locations.new_metadata_location(f"{commit}-m0.avro")
         written.append(path)
-        added.append(_manifest(io.new_output(path), metadata, snapshot_id, files, compression))
-    manifests = added + manifests_of(io, parent)
+        output = io.new_output(path)
+        made = _manifest(output, metadata, snapshot_id, files, _existing(io, merged), compression)
+        manifests = [made, *(m for m in manifests if m not in merged)]
     sequence_number = metadata.next_sequence_number()
     listing = locations.new_metadata_location(f"snap-{snapshot_id}-0-{commit}.avro")
     written.append(listing)
@@ -123,10 +127,53 @@ def append(
     return updates, requirements, written
 
 
+def merging(metadata: TableMetadata, manifests: list[ManifestFile]) -> list[ManifestFile]:
+    """The manifests the next snapshot merges into its own, as Iceberg's merging append does
+    (on by default in Iceberg's Java library; `commit.manifest-merge.enabled`): once the data
+    manifests of the current partitioning smaller than `commit.manifest.target-size-bytes`
+    (8 MB) would reach `commit.manifest.min-count-to-merge` (100), all of them. A manifest list
+    so holds fewer than that many small manifests, and a publish's cost stays flat."""
+    properties = metadata.properties
+    if properties.get(TableProperties.MANIFEST_MERGE_ENABLED, "true").lower() != "true":
+        return []
+    at = int(
+        properties.get(
+            TableProperties.MANIFEST_MIN_MERGE_COUNT,
+            TableProperties.MANIFEST_MIN_MERGE_COUNT_DEFAULT,
+        )
+    )
+    target = int(
+        properties.get(
+            TableProperties.MANIFEST_TARGET_SIZE_BYTES,
+            TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT,
+        )
+    )
+    small = [
+        m
+        for m in manifests
+        if m.content == ManifestContent.DATA
+        and m.partition_spec_id == metadata.default_spec_id
+        and m.manifest_length < target
+    ]
+    return small if len(small) + 1 >= at else []
+
+
+def _existing(io: FileIO, manifests: list[ManifestFile]) -> Iterator[ManifestEntry]:
+    """The live entries of `manifests` (a deleted file's entry is dropped)."""
+    for manifest in manifests:
+        yield from manifest.fetch_manifest_entry(io, discard_deleted=True)
+
+
 def _manifest(
-    output: Any, metadata: TableMetadata, snapshot_id: int, files: list[DataFile], compression: Any
+    output: Any,
+    metadata: TableMetadata,
+    snapshot_id: int,
+    files: list[DataFile],
+    existing: Iterator[ManifestEntry],
+    compression: Any,
 ) -> ManifestFile:
-    """The snapshot's manifest: its files, ADDED."""
+    """The snapshot's manifest: its files, ADDED, and the entries of the manifests it merges,
+    EXISTING (each keeping the snapshot and sequence numbers that added it)."""
     with write_manifest(
         format_version=metadata.format_version,
         spec=metadata.spec(),
@@ -145,6 +192,8 @@ def _manifest(
                     data_file=data_file,
                 )
             )
+        for entry in existing:
+            writer.existing(entry)
     return writer.to_manifest_file()
 
 

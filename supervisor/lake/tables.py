@@ -62,6 +62,9 @@ TABLE_PROPERTIES = {
     # pyiceberg would retry a lost swap itself after a sleep, inside the publish's transaction
     # and its locks; Lake retries at once (the winner has committed by then)
     TableProperties.COMMIT_NUM_RETRIES: "0",
+    # a commit merges the small manifests once there are 100 (supervisor/lake/append.py), as
+    # Iceberg's Java library does by default; pyiceberg's own appends do too with this set
+    TableProperties.MANIFEST_MERGE_ENABLED: "true",
 }
 
 
