@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -34,7 +34,8 @@ from pyiceberg.table.update import (
     _update_table_metadata_log,
 )
 from pyiceberg.utils.datetime import datetime_to_millis
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlalchemy import Table as SqlTable
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -46,6 +47,30 @@ log = logging.getLogger(__name__)
 TABLES_KEPT = 10_000  # tables whose metadata the catalog keeps in memory
 NAMESPACE = "druid"  # Druid SQL's schema of datasources; the tables' Iceberg namespace
 TABLE = "TABLE"  # iceberg_type of a table in the V1 schema (views have VIEW)
+
+
+# a swap's statements, built once (a publish runs them holding SQLite's one writer lock)
+_TABLE = cast(SqlTable, IcebergTables.__table__)
+_CREATE = insert(_TABLE).values(
+    catalog_name=bindparam("catalog"),
+    table_namespace=bindparam("namespace"),
+    table_name=bindparam("name"),
+    metadata_location=bindparam("location"),
+    previous_metadata_location=None,
+    iceberg_type=TABLE,
+)
+_SWAP = (
+    update(_TABLE)
+    .where(
+        _TABLE.c.catalog_name == bindparam("catalog"),
+        _TABLE.c.table_namespace == bindparam("namespace"),
+        _TABLE.c.table_name == bindparam("name"),
+        _TABLE.c.metadata_location == bindparam("started"),
+    )
+    .values(
+        metadata_location=bindparam("location"), previous_metadata_location=bindparam("started")
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -199,45 +224,34 @@ class MetadataCatalog(SqlCatalog):
         that finds the location moved deletes what it staged and raises
         CommitFailedException."""
         namespace, name = pending.identifier
+        key = {"catalog": self.name, "namespace": namespace, "name": name}
         try:
             if pending.started is None:
                 with session.begin_nested():  # a race to create it: the loser retries
-                    session.execute(
-                        insert(IcebergTables).values(
-                            catalog_name=self.name,
-                            table_namespace=namespace,
-                            table_name=name,
-                            metadata_location=pending.location,
-                            previous_metadata_location=None,
-                            iceberg_type=TABLE,
-                        )
-                    )
+                    # (the connection taken within, so that its savepoint is made first)
+                    session.connection().execute(_CREATE, {**key, "location": pending.location})
             else:
-                swapped = session.execute(
-                    update(IcebergTables)
-                    .where(
-                        IcebergTables.catalog_name == self.name,
-                        IcebergTables.table_namespace == namespace,
-                        IcebergTables.table_name == name,
-                        IcebergTables.metadata_location == pending.started,
-                    )
-                    .values(
-                        metadata_location=pending.location,
-                        previous_metadata_location=pending.started,
-                    )
+                swapped = session.connection().execute(
+                    _SWAP, {**key, "started": pending.started, "location": pending.location}
                 )
-                if swapped.rowcount < 1:  # type: ignore[attr-defined]
+                if swapped.rowcount < 1:
                     raise CommitFailedException(f"{namespace}.{name} was committed meanwhile")
         except (CommitFailedException, IntegrityError):
             self.discard(pending)
             raise CommitFailedException(f"{namespace}.{name} was committed meanwhile") from None
         self._metadata.put(pending.identifier, (pending.location, pending.metadata))
-        if pending.base is not None:  # metadata files past the table's kept log
-            io = self._load_file_io(location=pending.location)
-            try:
-                Catalog._delete_old_metadata(io, pending.base.metadata, pending.metadata)
-            except Exception as exc:  # (an orphan no reader sees; the commit stands)
-                log.warning("old metadata of %s not deleted: %s", pending.identifier, exc)
+        if pending.base is not None:
+            self._delete_fallen_off(pending.base.metadata, pending.metadata, pending.location)
+
+    def _delete_fallen_off(self, base: TableMetadata, metadata: TableMetadata, at: str) -> None:
+        """The metadata files past the table's kept log (none until it holds that many)."""
+        kept = {entry.metadata_file for entry in metadata.metadata_log}
+        if all(entry.metadata_file in kept for entry in base.metadata_log):
+            return
+        try:
+            Catalog._delete_old_metadata(self._load_file_io(location=at), base, metadata)
+        except Exception as exc:  # (an orphan no reader sees; the commit stands)
+            log.warning("old metadata of %s not deleted: %s", at, exc)
 
     @staticmethod
     def _delete_old_metadata(io: Any, base: TableMetadata, metadata: TableMetadata) -> None:
