@@ -21,6 +21,7 @@ the later ones do is close to the mean.
 
     .venv/bin/python bench/density.py
     .venv/bin/python bench/density.py --runtimes shared --levels 10,50,100,150 --window 30
+    .venv/bin/python bench/density.py --runtimes shared --postgres   # the metadata DB there
 
 Writes bench/results/density.json and ends with
 `RATIO tasks_per_host=<shared's N> rss_mb_per_task=<...> first_batch_s=<p99 over its tasks>
@@ -201,7 +202,7 @@ def wait_for_host_app(stack: Stack, timeout_s: float = 180.0) -> float:
     raise SystemExit(f"the task host application was not ready in {timeout_s:.0f} s")
 
 
-def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
+def ramp(runtime: str, args: argparse.Namespace, metadata_url: str | None) -> dict[str, Any]:
     levels: list[dict[str, Any]] = []
     reached, names = 0, list[str]()
     with running(
@@ -210,6 +211,7 @@ def ramp(runtime: str, args: argparse.Namespace) -> dict[str, Any]:
         task_master=args.master,
         task_runtime=runtime,
         supervisor_workers=args.supervisor_workers,
+        metadata_url=metadata_url,
     ) as stack:
         if runtime == "shared":
             print(f"shared: the application ran in {wait_for_host_app(stack):.1f} s", flush=True)
@@ -410,13 +412,36 @@ def main() -> None:
     )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the metadata DB on PostgreSQL (Debian's, started here), not a SQLite file",
+    )
     args = parser.parse_args()
+    postgres = None
+    if args.postgres:
+        from supervisor.devstack.postgres import LocalPostgres
 
-    results: dict[str, Any] = {"rate": args.rate, "window_s": args.window}
+        postgres = LocalPostgres().start()
+    try:
+        ramps(args, postgres)
+    finally:
+        if postgres is not None:
+            postgres.stop()
+
+
+def ramps(args: argparse.Namespace, postgres: Any) -> None:
+
+    results: dict[str, Any] = {
+        "rate": args.rate,
+        "window_s": args.window,
+        "metadata_db": "postgresql" if postgres is not None else "sqlite",
+    }
     shared_levels = args.levels
     for runtime in args.runtimes.split(","):
         args.levels = args.process_levels if runtime == "process" else shared_levels
-        results[runtime] = ramp(runtime, args)
+        url = postgres.create_database(f"density_{runtime}") if postgres is not None else None
+        results[runtime] = ramp(runtime, args, url)
         shown = {k: v for k, v in results[runtime].items() if k != "first_batches"}
         print(json.dumps(shown), flush=True)
     print(f"results: {write_results('density', results)}")

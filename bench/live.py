@@ -82,7 +82,7 @@ class Stack:
         self.owns_broker = broker is None
         self.broker = broker or LocalKafka(root / "kafka", jars)
         self.settings = Settings(
-            metadata_url=f"sqlite:///{root / 'meta.db'}",
+            metadata_url=settings.pop("metadata_url", None) or f"sqlite:///{root / 'meta.db'}",
             deep_storage=root / "deep",
             work_dir=root / "work",
             jar_cache=jars,
