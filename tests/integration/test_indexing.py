@@ -429,7 +429,9 @@ def run_past_a_first_record(
     running = threading.Thread(target=lambda: outcome.append(indexer.run()))
     running.start()
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
-    producer.produce(topic, json.dumps(record(0)).encode())
+    # to partition 0, the one watched below (the partitioner could pick another of a topic
+    # with more: the wait then ran to its deadline, 120 s of a test's time)
+    producer.produce(topic, json.dumps(record(0)).encode(), partition=0)
     producer.flush(10)
     deadline = time.monotonic() + 120
     while indexer.snapshot().current[0] < 1 and time.monotonic() < deadline:
