@@ -431,7 +431,6 @@ def main() -> None:
 
 
 def ramps(args: argparse.Namespace, postgres: Any) -> None:
-
     results: dict[str, Any] = {
         "rate": args.rate,
         "window_s": args.window,

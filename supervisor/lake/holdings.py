@@ -22,24 +22,26 @@ from supervisor.lru import Lru
 _LIVE: Lru[str, tuple[str, ...]] = Lru(100_000)
 
 
-def tables(session: Session) -> list[str]:
-    """The datasources that have a table, by name."""
-    query = select(IcebergTables.table_name).where(
+def tables(session: Session) -> dict[str, str]:
+    """The datasources that have a table: each one's current metadata location, by name."""
+    query = select(IcebergTables.table_name, IcebergTables.metadata_location).where(
         IcebergTables.catalog_name == CATALOG,
         IcebergTables.table_namespace == NAMESPACE,
         IcebergTables.metadata_location.is_not(None),
     )
-    return sorted(session.scalars(query))
+    return {name: location for name, location in session.execute(query) if location}
 
 
 def live_files(lake: Lake, session: Session, datasource: str) -> set[str] | None:
     """The paths of the data files the datasource's table holds in its current snapshot
     (empty: none, as after a reset of a table that held none); None: it has no table."""
-    identifier = lake.identifier(datasource)
-    location = lake.catalog.location_of(session, identifier)
-    if location is None:
-        return None
-    table = lake.catalog.table_at(identifier, location)
+    location = lake.catalog.location_of(session, lake.identifier(datasource))
+    return None if location is None else files_at(lake, datasource, location)
+
+
+def files_at(lake: Lake, datasource: str, location: str) -> set[str]:
+    """The live data files of the datasource's table as its metadata file `location` has it."""
+    table = lake.catalog.table_at(lake.identifier(datasource), location)
     paths: set[str] = set()
     for manifest in manifests_of(table.io, table.current_snapshot()):
         if manifest.content == ManifestContent.DATA:

@@ -12,14 +12,15 @@ from supervisor.clock import druid_timestamp
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import SegmentRepository
 from supervisor.errors import NotFoundError
-from supervisor.lake.holdings import live_files, tables
+from supervisor.lake.holdings import files_at, live_files, tables
 from supervisor.lake.tables import Lake
 from tasks.storage import load_spec
 
 
 def datasources(session: Session, lake: Lake) -> list[str]:
-    """Datasources whose table holds at least one file."""
-    return [name for name in tables(session) if live_files(lake, session, name)]
+    """Datasources whose table holds at least one file (each table's location read once,
+    with the list)."""
+    return sorted(name for name, at in tables(session).items() if files_at(lake, name, at))
 
 
 def used_segments(
