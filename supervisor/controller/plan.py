@@ -7,8 +7,10 @@ Per task group (partition % taskCount; topicPattern: see tasks/partitions.py):
 2. A reading task is valid while its start offsets follow what is committed or a live
    publishing generation; one that follows a failed generation is killed, and the group
    restarts from the committed offsets.
-3. Reading tasks made for another spec version are rolled over gracefully at once; those made
-   for another partition set `repartitionTransitionDuration` after the new set was first seen.
+3. Reading tasks made for another spec version, or whose partitions the task count moved to
+   other groups (autoscale.py), are rolled over gracefully at once, as Druid's scale action
+   stops them; those made for a partition set that grew or shrank are rolled over
+   `repartitionTransitionDuration` after the new set was first seen.
 4. When `taskDuration` has passed since the group's first replica began reading (or a handoff
    is asked for, or the supervisor is suspended) the group is rolled over: pause, agree on the
    maximum offsets, finish. `stopTaskCount`
@@ -143,11 +145,11 @@ class _Planner:
         current = [t for t in same_spec if sorted_keys(t.start) == partitions]
         moved = [t for t in same_spec if t not in current]
         stale, reason = [t for t in valid if t not in same_spec], "the spec changed"
-        if moved and self._transition_over():
-            stale, reason = (
-                stale + moved,
-                "its partitions changed (partitions added, or the task count)",
-            )
+        recounted = [t for t in moved if self._recounted(t, partitions)]
+        if recounted:
+            stale, reason = stale + recounted, reason if stale else "the task count changed"
+        elif moved and self._transition_over():
+            stale, reason = stale + moved, "its partitions changed"
         elif moved and not current:
             current = moved  # the old assignment reads on until the transition is over
         if stale:
@@ -176,6 +178,17 @@ class _Planner:
         return any(
             t.reading and t.id not in mine and t.id not in self.killed and wanted & set(t.start)
             for t in self.s.tasks
+        )
+
+    def _recounted(self, task: TaskView, partitions: list[PartitionKey]) -> bool:
+        """Whether the task count (not the partition set) moved the task's partitions: one of
+        them now belongs to another group, or its group now takes one another group's task
+        reads."""
+        if any(task_group(p, self.s.spec.task_count) != task.group for p in task.start):
+            return True
+        taken = set(partitions) - set(task.start)
+        return any(
+            t.running and t.group != task.group and taken & set(t.start) for t in self.s.tasks
         )
 
     def _transition_over(self) -> bool:

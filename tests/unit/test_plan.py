@@ -207,7 +207,7 @@ def test_new_partitions_roll_their_group_over_after_the_transition() -> None:
         spec=spec, partitions=(0, 1, 2), tasks=tasks, partitions_since=seen - timedelta(seconds=1)
     )
     assert plan(after) == [
-        Rollover(0, ("a",), "its partitions changed (partitions added, or the task count)")
+        Rollover(0, ("a",), "its partitions changed")
     ]
     # the successor reads the new partition from the earliest offset
     rolled = (task("a", 0, {0: 0}, end={0: 40}, rolled_ago_s=1), tasks[1])
@@ -332,6 +332,21 @@ def test_a_task_count_change_rolls_over_only_the_groups_it_moves() -> None:
         (4, {4: 50}),
     ]
     assert not [a for a in actions if isinstance(a, Rollover | KillTasks)]
+
+
+def test_a_task_count_change_does_not_wait_out_the_repartition_transition() -> None:
+    """The partition set was first seen a moment ago (a young supervisor): the autoscaler's
+    new count still rolls the moved groups over at once, as Druid's scale action stops its
+    tasks; only a grown partition set waits for repartitionTransitionDuration."""
+    spec = replace(SPEC, task_count=3, replicas=1, repartition_transition_s=120)
+    tasks = (task("t0", 0, dict.fromkeys(SIX, 10)),)
+    actions = plan(six(spec=spec, tasks=tasks, partitions_since=NOW))
+    assert actions == [Rollover(0, ("t0",), "the task count changed")]
+    # scaling in: group 0 keeps its partitions and takes those of groups 1 and 2
+    spec = replace(spec, task_count=1)
+    tasks = tuple(task(f"t{g}", g, {g: 10, g + 3: 10}) for g in range(3))
+    actions = plan(six(spec=spec, tasks=tasks, partitions_since=NOW))
+    assert actions == [Rollover(g, (f"t{g}",), "the task count changed") for g in range(3)]
 
 
 def test_scaling_in_rolls_the_groups_that_go_and_waits_for_them() -> None:
