@@ -342,8 +342,14 @@ def test_quickstart_once(tmp_path: Path, jar_cache: Path) -> None:
 @pytest.mark.kafka
 def test_quickstart_streams_publishes_and_answers_sql(tmp_path: Path, jar_cache: Path) -> None:
     """The quickstart as a person runs it: live progress, a published segment, SQL over the
-    sample edits (their aggregates computed here from the file), and a clean Ctrl-C."""
+    sample edits (their aggregates computed here from the file), and a clean Ctrl-C. The
+    example spec's taskDuration (a minute) is shortened to 15 s, for the first publish sooner;
+    test_quickstart_once takes the example spec as it is."""
     root = Path(__file__).resolve().parents[2]
+    spec = json.loads((root / "examples/wikipedia-supervisor.json").read_text())
+    spec["spec"]["ioConfig"]["taskDuration"] = "PT15S"
+    spec_path = tmp_path / "wikipedia-supervisor.json"
+    spec_path.write_text(json.dumps(spec))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     sample = root / "examples/wikipedia-sample.jsonl"
@@ -359,6 +365,8 @@ def test_quickstart_streams_publishes_and_answers_sql(tmp_path: Path, jar_cache:
             str(tmp_path / "qs"),
             "--rate",
             "20",
+            "--spec",
+            str(spec_path),
         ],
         cwd=root,
         stdout=subprocess.PIPE,

@@ -206,9 +206,7 @@ def test_new_partitions_roll_their_group_over_after_the_transition() -> None:
     after = snap(
         spec=spec, partitions=(0, 1, 2), tasks=tasks, partitions_since=seen - timedelta(seconds=1)
     )
-    assert plan(after) == [
-        Rollover(0, ("a",), "its partitions changed")
-    ]
+    assert plan(after) == [Rollover(0, ("a",), "its partitions changed")]
     # the successor reads the new partition from the earliest offset
     rolled = (task("a", 0, {0: 0}, end={0: 40}, rolled_ago_s=1), tasks[1])
     assert creates(plan(replace(after, tasks=rolled))) == [(0, {0: 40, 2: 0})]
