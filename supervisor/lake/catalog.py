@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, cast
 
 from pyiceberg.catalog import Catalog, MetastoreCatalog
@@ -34,7 +35,7 @@ from pyiceberg.table.update import (
     _update_table_metadata_log,
 )
 from pyiceberg.utils.datetime import datetime_to_millis
-from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlalchemy import Engine, bindparam, event, insert, select, update
 from sqlalchemy import Table as SqlTable
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -73,6 +74,22 @@ _SWAP = (
 )
 
 
+# what a transaction's commit is to be followed by: deletions of files the committed metadata
+# no longer lists (never before the commit: a rolled-back swap leaves the table as it was)
+_AFTER_COMMIT = "sluicegate_lake_after_commit"
+
+
+@event.listens_for(Session, "after_commit")
+def _after_commit(session: Session) -> None:
+    for action in session.info.pop(_AFTER_COMMIT, ()):
+        action()
+
+
+@event.listens_for(Session, "after_rollback")
+def _after_rollback(session: Session) -> None:
+    session.info.pop(_AFTER_COMMIT, None)
+
+
 @dataclass(frozen=True)
 class Pending:
     """A commit whose metadata is written and whose swap is still to come."""
@@ -82,6 +99,13 @@ class Pending:
     metadata: TableMetadata
     location: str  # its own metadata file
     base: Table | None
+
+
+def _drops_from_log(base: TableMetadata, metadata: TableMetadata) -> bool:
+    """Whether the new metadata's log lost an entry of the old's (none until it holds the
+    kept number of versions)."""
+    kept = {entry.metadata_file for entry in metadata.metadata_log}
+    return not all(entry.metadata_file in kept for entry in base.metadata_log)
 
 
 class MetadataCatalog(SqlCatalog):
@@ -240,14 +264,16 @@ class MetadataCatalog(SqlCatalog):
             self.discard(pending)
             raise CommitFailedException(f"{namespace}.{name} was committed meanwhile") from None
         self._metadata.put(pending.identifier, (pending.location, pending.metadata))
-        if pending.base is not None:
-            self._delete_fallen_off(pending.base.metadata, pending.metadata, pending.location)
+        base = pending.base
+        if base is not None and _drops_from_log(base.metadata, pending.metadata):
+            deletion = partial(
+                self._delete_fallen_off, base.metadata, pending.metadata, pending.location
+            )
+            session.info.setdefault(_AFTER_COMMIT, []).append(deletion)
 
     def _delete_fallen_off(self, base: TableMetadata, metadata: TableMetadata, at: str) -> None:
-        """The metadata files past the table's kept log (none until it holds that many)."""
-        kept = {entry.metadata_file for entry in metadata.metadata_log}
-        if all(entry.metadata_file in kept for entry in base.metadata_log):
-            return
+        """The metadata files past the table's kept log, once the commit that dropped them
+        from it is made (outside SQLite's writer lock, too)."""
         try:
             Catalog._delete_old_metadata(self._load_file_io(location=at), base, metadata)
         except Exception as exc:  # (an orphan no reader sees; the commit stands)

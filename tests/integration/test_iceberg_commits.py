@@ -445,3 +445,41 @@ def test_a_publish_whose_table_was_made_meanwhile_adopts_nothing_twice(
         "adopt",
         None,
     ]
+
+
+def test_metadata_files_past_the_log_go_only_once_their_commit_is_made(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    """A commit whose metadata log drops an entry deletes that entry's file after its
+    transaction commits: a rolled-back one leaves every file the table's metadata lists."""
+    deep = tmp_path / "deep"
+    assert publish(engine, lake, action(deep, 0, 0), "t0").outcome is Outcome.PUBLISHED
+    theirs = read_back(metadata_url)  # pyiceberg's own catalog: the log kept short
+    theirs.transaction().set_properties(
+        {"write.metadata.previous-versions-max": "1"}
+    ).commit_transaction()
+    folder = Path(theirs.metadata.location) / "metadata"
+
+    def listed(table: Table) -> set[str]:
+        return {Path(e.metadata_file).name for e in table.metadata.metadata_log} | {
+            Path(table.metadata_location).name
+        }
+
+    def property_committed(commit: bool) -> None:
+        with session_factory(engine)() as session, lake.catalog.bound(session):
+            table = lake.catalog.load_table("druid.wiki")
+            assert table.metadata.metadata_log  # an entry to drop
+            table.transaction().set_properties({"round": str(commit)}).commit_transaction()
+            session.commit() if commit else session.rollback()
+
+    property_committed(False)
+    current = read_back(metadata_url)
+    assert "round" not in current.properties
+    assert listed(current) <= {p.name for p in folder.glob("*.metadata.json")}
+    property_committed(True)
+    current = read_back(metadata_url)
+    assert current.properties["round"] == "True"
+    assert len(current.metadata.metadata_log) == 1
+    on_disk = {p.name for p in folder.glob("*.metadata.json")}
+    assert listed(current) <= on_disk
+    assert len(on_disk - listed(current)) == 1  # the rolled-back commit's own file, an orphan
