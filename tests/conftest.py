@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +32,24 @@ from supervisor.testkit.service import RunningService
 from tasks.jars import kafka_broker_bundle, kafka_tools_bundle, resolve, spark_kafka_bundle
 
 _db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_scratch() -> Iterator[Path]:
+    """The scratch directories of every Spark JVM the session starts (block managers, fetched
+    files; SPARK_LOCAL_DIRS, which the processes it starts inherit) in one folder, removed at
+    the end: a JVM that a test SIGKILLs never removes its own, and /tmp kept them."""
+    folder = Path(tempfile.mkdtemp(prefix="sluicegate-spark-"))
+    before = os.environ.get("SPARK_LOCAL_DIRS")
+    os.environ["SPARK_LOCAL_DIRS"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_LOCAL_DIRS", None)
+        else:
+            os.environ["SPARK_LOCAL_DIRS"] = before
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
