@@ -182,11 +182,13 @@ class _Planner:
 
     def _recounted(self, task: TaskView, partitions: list[PartitionKey]) -> bool:
         """Whether the task count (not the partition set) moved the task's partitions: one of
-        them now belongs to another group, or its group now takes one another group's task
-        reads."""
+        them now belongs to another group, or its group now takes a partition that is not new:
+        one already published, or one another group's task reads (a new partition is neither)."""
         if any(task_group(p, self.s.spec.task_count) != task.group for p in task.start):
             return True
         taken = set(partitions) - set(task.start)
+        if taken & set(self.s.committed):
+            return True
         return any(
             t.running and t.group != task.group and taken & set(t.start) for t in self.s.tasks
         )

@@ -345,6 +345,10 @@ def test_a_task_count_change_does_not_wait_out_the_repartition_transition() -> N
     tasks = tuple(task(f"t{g}", g, {g: 10, g + 3: 10}) for g in range(3))
     actions = plan(six(spec=spec, tasks=tasks, partitions_since=NOW))
     assert actions == [Rollover(g, (f"t{g}",), "the task count changed") for g in range(3)]
+    # the other groups' tasks failed: group 0 still takes their (published) partitions at once
+    failed = (tasks[0], *(replace(t, status=FAILED) for t in tasks[1:]))
+    actions = plan(six(spec=spec, tasks=failed, partitions_since=NOW))
+    assert actions == [Rollover(0, ("t0",), "the task count changed")]
 
 
 def test_scaling_in_rolls_the_groups_that_go_and_waits_for_them() -> None:
