@@ -281,8 +281,8 @@ class MetadataCatalog(SqlCatalog):
 
     @staticmethod
     def _delete_old_metadata(io: Any, base: TableMetadata, metadata: TableMetadata) -> None:
-        """(pyiceberg calls this after each commit; here `swap` does, once the swap is made:
-        a deferred commit may never be)"""
+        """(pyiceberg calls this after each commit; here `swap` schedules it for after the
+        transaction that made the swap commits: a deferred commit may never be)"""
 
     def discard(self, pending: Pending) -> None:
         """Delete what a commit that did not happen wrote: its metadata file, and its new
