@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     worker_timeout_s: float = Field(default=15.0, ge=2.0, le=3600.0)
     # How tasks reach this service; derived from host and port when unset.
     overlord_url: str | None = None
+    # A host application or task process that no overlord (nor, on a task host, its agent
+    # acting for one) has called for this long stops its tasks without publishing and exits
+    # (tasks/runtime/orphan.py; 0: never). Well above a lease and a supervisor's period: a
+    # leader probes its tasks every pass, and its runner lists them every few seconds.
+    orphan_timeout_s: float = Field(default=600.0, ge=0, le=7 * 86400)
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
     # A task given its final end offsets raises its nice value (and its session's autogroup's)

@@ -23,6 +23,9 @@ class RuntimeArgs:
     tls_cert: Path | None = None  # serve over TLS (PEM)
     tls_key: Path | None = None
     log_format: str = "text"
+    # stop every task unpublished and exit after this long with no call from an overlord
+    # (tasks/runtime/orphan.py; 0: never)
+    orphan_timeout_s: float = 600.0
 
     def argv(self) -> list[str]:
         served = (
@@ -36,6 +39,7 @@ class RuntimeArgs:
             *("--deep-storage", self.deep_storage, "--jar-cache", str(self.jar_cache)),
             *("--master", self.master, "--cores", str(self.cores)),
             *("--executor-memory", self.executor_memory, "--log-format", self.log_format),
+            *("--orphan-timeout-s", str(self.orphan_timeout_s)),
             *served,
         ]
 
@@ -68,4 +72,10 @@ def parser(prog: str) -> argparse.ArgumentParser:
     found.add_argument("--tls-cert", type=Path, help="serve over TLS (PEM)")
     found.add_argument("--tls-key", type=Path)
     found.add_argument("--log-format", choices=("text", "json"), default=default["log_format"])
+    found.add_argument(
+        "--orphan-timeout-s",
+        type=float,
+        default=default["orphan_timeout_s"],
+        help="stop every task unpublished and exit after this long with no overlord's call",
+    )
     return found

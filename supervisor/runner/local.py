@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
+from supervisor.clients.task_api import TaskApiClient, TaskApiError
 from supervisor.net import free_port
 from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
@@ -20,6 +22,9 @@ from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask, TaskReport
 
 HOST = "127.0.0.1"
+# each task is called at least this often (or a quarter of the orphan timeout) while an
+# overlord leads
+KEEPALIVE_S = 60.0
 
 
 def _alive(pid: int, work: Path) -> bool:
@@ -37,6 +42,7 @@ class LocalProcessRunner:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.adopted: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.called_at = time.monotonic()  # when the tasks were last called (_keep_alive)
 
     def work_dir(self, task_id: str) -> Path:
         return (self.settings.work_dir / "tasks" / task_id).resolve()
@@ -104,7 +110,15 @@ class LocalProcessRunner:
         return read_report(self.work_dir(task_id))
 
     def exited(self) -> list[Exited]:
-        """Tasks whose process has ended since the last call, with their final report."""
+        """Tasks whose process has ended since the last call, with their final report. Asked
+        only while an overlord leads (its monitor, or a task host's sync): every KEEPALIVE_S it
+        also calls each task, which a task no supervisor probes (one of `POST /task`, or of a
+        supervisor with a long period) needs to know it is not orphaned
+        (tasks/runtime/orphan.py)."""
+        every = min(KEEPALIVE_S, self.settings.orphan_timeout_s / 4 or KEEPALIVE_S)
+        if time.monotonic() - self.called_at >= every:
+            self.called_at = time.monotonic()
+            threading.Thread(target=self._keep_alive, name="task-keepalive", daemon=True).start()
         done: list[Exited] = []
         with self.lock:
             for task_id, process in list(self.processes.items()):
@@ -118,6 +132,15 @@ class LocalProcessRunner:
                     del self.adopted[task_id]
                     done.append(Exited(task_id, None, self.report(task_id)))
         return done
+
+    def _keep_alive(self) -> None:
+        for task_id in self.running():
+            at = self.located(task_id)
+            if at is None:
+                continue
+            client = TaskApiClient(at.host, at.port, task_id, at.token, 2.0, scheme=at.scheme)
+            with suppress(TaskApiError):
+                client.status()
 
     def is_running(self, task_id: str) -> bool:
         with self.lock:

@@ -29,6 +29,7 @@ def runtime_args(settings: Settings, host: str, port: int, token_file: Path) -> 
         tls_cert=tls[0],
         tls_key=tls[1],
         log_format=settings.log_format,
+        orphan_timeout_s=settings.orphan_timeout_s,
     )
 
 

@@ -98,9 +98,10 @@ def task_settings(tmp_path: Path, jar_cache: Path, **overrides: Any) -> Settings
 def overlord_with_tasks(
     tmp_path: Path, jar_cache: Path, task_master: str, **overrides: Any
 ) -> Iterator[tuple[RunningService, httpx.Client]]:
-    """The service running real task processes (and its supervisors), killed on exit."""
+    """The service running real task processes (and its supervisors), killed on exit unless
+    `kill_tasks_on_exit=False` is given."""
     settings = task_settings(
-        tmp_path, jar_cache, task_master=task_master, kill_tasks_on_exit=True, **overrides
+        tmp_path, jar_cache, task_master=task_master, **{"kill_tasks_on_exit": True, **overrides}
     )
     with (
         RunningService(settings) as service,

@@ -1,7 +1,8 @@
 """`python -m tasks`: one Kafka indexing task as a Spark driver process.
 
 It serves its control API at once (status STARTING), starts Spark, reads, publishes through the
-overlord, writes report.json into its work directory and exits 0 on SUCCESS, 1 on FAILED.
+overlord, writes report.json into its work directory and exits 0 on SUCCESS, 1 on FAILED, 3
+when no overlord called it for the orphan timeout (tasks/runtime/orphan.py).
 (The `process` task runtime; by default tasks run as threads of their host's application,
 tasks/runtime/shared.py.)
 """
@@ -13,6 +14,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -21,6 +23,7 @@ from tasks import runtime_args
 from tasks.logs import configure_logging
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.runtime.control import create_control_app
+from tasks.runtime.orphan import ORPHANED_EXIT, SIGTERM_BOUND_S, Contact, Heard, Watchdog, exit_by
 from tasks.runtime.priority import step_back
 from tasks.runtime.run import TaskRun, fields
 from tasks.serving import ServerThread
@@ -68,23 +71,34 @@ def _task_run(args: argparse.Namespace, task: IndexKafkaTask, token: str) -> Tas
     )
 
 
-def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread) -> int:
+def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread, contact: Contact) -> int:
     """The process's one task, to its end; the exit code."""
     configure_logging("info", args.log_format, fields(run.task))
+    bounds: list[threading.Timer] = []
 
     def _graceful(_signum: int, _frame: FrameType | None) -> None:
+        if not bounds:  # the first signal bounds the stop
+            bounds.append(exit_by(SIGTERM_BOUND_S))
         run.indexer.stop()
 
+    def _orphaned() -> None:
+        run.kill(f"no overlord called the task for {args.orphan_timeout_s:.0f} s")
+
     signal.signal(signal.SIGTERM, _graceful)
+    watchdog = Watchdog(contact, args.orphan_timeout_s, _orphaned)
+    watchdog.start()
     run.log_start()
     spark = None
     try:
         spark = _start_spark(args, run.task.id)
         final = run.execute(spark)
     finally:
+        watchdog.stop()
         control.stop()
         if spark is not None:
             spark.stop()
+    if watchdog.fired.is_set():
+        return ORPHANED_EXIT
     return 0 if final.status is TaskState.SUCCESS else 1
 
 
@@ -95,11 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("info", args.log_format, fields(task))
     run = _task_run(args, task, token)
     app = create_control_app(lambda task_id: run.control if task_id == task.id else None)
+    contact = Contact()
     control = ServerThread(
-        app, args.host, args.port, args.tls_cert, args.tls_key, "control-api", access_log=False
+        Heard(app, contact),
+        args.host,
+        args.port,
+        args.tls_cert,
+        args.tls_key,
+        "control-api",
+        access_log=False,
     )
     control.start()
-    return _run(args, run, control)
+    return _run(args, run, control, contact)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ its jobs in the FAIR pool `tasks` (combined reads in `reads`), its own work dire
 (persists, task.log, report.json), overlord client, sequences and publish. A task's failure
 is its own: its report and exit code say why and the application goes on.
 
-A killed task is fenced at once: its chat API answers 404, no publish call of it starts in
+A killed task is fenced at once: its chat API answers 403, no publish call of it starts in
 this process (one already sent may commit, as one sent just before a SIGKILL may: the
 publish transaction's offset check keeps either exactly once), its Spark jobs are cancelled,
 and its thread unwinds behind. The process runs in a session of its own, so it outlives
 the overlord that started it; a new overlord adopts it with its tasks
-(supervisor/runner/shared.py).
+(supervisor/runner/shared.py). One that no overlord calls for the orphan timeout kills its
+tasks and exits; a SIGTERM ends it within SIGTERM_BOUND_S (tasks/runtime/orphan.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reading.combiner import JobCombiner
 from tasks.runtime.control import TaskControl
 from tasks.runtime.host_api import Duplicate, Refused, Router, create_host_api
+from tasks.runtime.orphan import (
+    GRACEFUL_S,
+    ORPHANED_EXIT,
+    SIGTERM_BOUND_S,
+    Contact,
+    Heard,
+    Watchdog,
+    exit_by,
+)
 from tasks.runtime.run import TaskRun, fields
 from tasks.serving import ServerThread
 
@@ -238,7 +248,7 @@ class TaskHost:
                 hosted.run = None  # its Kafka client, app and state go (its report stays)
             self.logs.close_task(task_id)
 
-    def kill(self, task_id: str) -> bool:
+    def kill(self, task_id: str, reason: str = "killed by the overlord") -> bool:
         """Fence and stop a running task; True if it was running."""
         with self.lock:
             hosted = self.tasks.get(task_id)
@@ -246,10 +256,20 @@ class TaskHost:
                 return False
             hosted.killed = True  # its chat API is gone from now on
             run = hosted.run
-        run.kill("killed by the overlord")
+        run.kill(reason)
         self._cancel_jobs(task_id)
         log.info("task %s killed", task_id)
         return True
+
+    def kill_all(self, reason: str, timeout: float) -> None:
+        """Kill every running task (none publishes) and give their threads `timeout` to write
+        their reports."""
+        with self.lock:
+            ids = list(self.tasks)
+        killed = [self.tasks[task_id] for task_id in ids if self.kill(task_id, reason)]
+        deadline = time.monotonic() + timeout
+        for hosted in killed:
+            hosted.thread.join(max(0.0, deadline - time.monotonic()))
 
     def _cancel_jobs(self, task_id: str) -> None:
         """Cancel the task's Spark jobs that still run (its job group)."""
@@ -272,7 +292,7 @@ class TaskHost:
         with self.lock:
             return {task_id: hosted.view() for task_id, hosted in self.tasks.items()}
 
-    def stop_all(self, timeout: float = 30.0) -> None:
+    def stop_all(self, timeout: float = GRACEFUL_S) -> None:
         """A graceful stop of every task (SIGTERM): each publishes what it read."""
         with self.lock:
             runs = [h for h in self.tasks.values() if h.run is not None and not h.killed]
@@ -324,14 +344,18 @@ def main(argv: list[str] | None = None) -> int:
     root.addHandler(logs)
     host = TaskHost(args, logs)
     stopping = threading.Event()
+    bounds: list[threading.Timer] = []
 
     def _stop(_signum: int, _frame: FrameType | None) -> None:
+        if not bounds:  # the first signal bounds the stop
+            bounds.append(exit_by(SIGTERM_BOUND_S))
         stopping.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    contact = Contact()
     control = ServerThread(
-        Router(host, create_host_api(host, token)),
+        Heard(Router(host, create_host_api(host, token)), contact),
         args.host,
         args.port,
         args.tls_cert,
@@ -341,6 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     control.start()
     log.info("task host application serves %s:%s", args.host, args.port)
+
+    def _orphaned() -> None:
+        reason = f"no overlord called its host application for {args.orphan_timeout_s:.0f} s"
+        host.kill_all(reason, GRACEFUL_S)
+        stopping.set()
+
+    watchdog = Watchdog(contact, args.orphan_timeout_s, _orphaned)
+    watchdog.start()
     host.start_spark()
     if host.spark_error is not None:  # its tasks fail with the reason; the next launch starts anew
         time.sleep(2.0)
@@ -349,14 +381,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     while not stopping.wait(1.0):
         pass
-    log.info("stopping: every task publishes what it read")
-    host.stop_all()
+    watchdog.stop()
+    if not watchdog.fired.is_set():
+        log.info("stopping: every task publishes what it read")
+        host.stop_all()
     if host.combiner is not None:
         host.combiner.close()
     control.stop()
     if host.spark is not None:
         host.spark.stop()
-    return 0
+    return ORPHANED_EXIT if watchdog.fired.is_set() else 0
 
 
 if __name__ == "__main__":

@@ -23,9 +23,11 @@ def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
         tls_key=key,
         log_format="json",
         publish_niceness=5,
+        orphan_timeout_s=90,
     )
     args = runtime_args(settings, "10.0.0.2", 4100, tmp_path / "token")
     assert args.tls_cert == cert.resolve() and args.cores == 3 and args.host == "10.0.0.2"
+    assert args.orphan_timeout_s == 90
     extra = ["--payload", "p.json", "--work-dir", "w", "--publish-niceness", "5"]
     read = process.parse_args([*args.argv(), *extra])
     assert RuntimeArgs.of(read) == args and read.publish_niceness == 5
