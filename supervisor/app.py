@@ -22,6 +22,7 @@ from supervisor.api import (
     coordinator,
     docs,
     leader,
+    retention,
     service,
     supervisors,
     tasks,
@@ -206,7 +207,7 @@ def create_app(
     app.state.context = context
     app.openapi = lambda: documented(app)  # type: ignore[method-assign]
     _install_error_handlers(app)
-    for api in (supervisors, tasks, coordinator, leader, basic_security, workers):
+    for api in (supervisors, tasks, coordinator, retention, leader, basic_security, workers):
         app.include_router(api.router)
     _install_middleware(app, context)
     app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")

@@ -23,6 +23,7 @@ from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
 from supervisor.services.leadership import Leadership
+from supervisor.services.retention import RetentionDuty
 from supervisor.services.task_life import TaskLife, Unsettled
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class LeaderDuties:
         self.manager: SupervisorManager | None = None
         self.monitor: TaskMonitor | None = None
         self.sweeper: Sweeper | None = None
+        self.retention: RetentionDuty | None = None
         self._lock = threading.Lock()
 
     def start(self, epoch: int) -> None:
@@ -154,6 +156,10 @@ class LeaderDuties:
                 self.monitor.start()
                 self.sweeper = Sweeper(settings.storage(), sessions)
                 self.sweeper.start()
+                self.retention = RetentionDuty(
+                    sessions, app.tables, self.held, app.clock, settings.coordinator_period_s
+                )
+                self.retention.start()
             except BaseException:
                 self._stop()
                 raise
@@ -166,9 +172,12 @@ class LeaderDuties:
     def _stop(self) -> None:
         app = self.context
         monitor, manager, sweeper = self.monitor, self.manager, self.sweeper
-        self.monitor = self.manager = self.sweeper = None
+        retention = self.retention
+        self.monitor = self.manager = self.sweeper = self.retention = None
         if sweeper is not None:
             sweeper.stop()
+        if retention is not None:
+            retention.stop()
         app.manager = None
         if monitor is not None:
             monitor.stop()

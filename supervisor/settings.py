@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     # (tasks/runtime/orphan.py; 0: never). Well above a lease and a supervisor's period: a
     # leader probes its tasks every pass, and its runner lists them every few seconds.
     orphan_timeout_s: float = Field(default=600.0, ge=0, le=7 * 86400)
+    # How often the leader applies the datasources' retention rules (Druid's
+    # druid.coordinator.period).
+    coordinator_period_s: float = Field(default=60.0, ge=0.5, le=86400)
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
     # A task given its final end offsets raises its nice value (and its session's autogroup's)

@@ -1,7 +1,7 @@
 """Followers redirect writes to the leader, as Druid's overlords do: a request that is not a
-read (GET, HEAD, OPTIONS) under /druid/indexer/v1 gets 307 Temporary Redirect to the same
-path and query on the leader, which keeps the method and body. With no leader (the lease ran
-out and no overlord has taken it yet) it gets 503, to be tried again."""
+read (GET, HEAD, OPTIONS) under /druid/indexer/v1 or /druid/coordinator/v1 gets 307 Temporary
+Redirect to the same path and query on the leader, which keeps the method and body. With no
+leader (the lease ran out and no overlord has taken it yet) it gets 503, to be tried again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.api.context import AppContext
 
-PREFIX = "/druid/indexer/v1"
+PREFIXES = ("/druid/indexer/v1", "/druid/coordinator/v1")
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -24,7 +24,7 @@ class FollowerRedirect:
         if (
             scope["type"] != "http"
             or scope["method"] in READS
-            or not scope["path"].startswith(PREFIX)
+            or not scope["path"].startswith(PREFIXES)
             or self.context.leading
         ):
             await self.app(scope, receive, send)

@@ -154,6 +154,19 @@ class SegmentRow(Base):
     used: Mapped[bool] = mapped_column(Boolean, default=True)
     payload: Mapped[dict[str, Any]]
     created_at: Mapped[datetime]
+    # when it was last marked used or unused (None: used since its publish)
+    used_status_last_updated: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class RetentionRulesRow(Base):
+    """A datasource's retention rules (Druid's load and drop rules), in order; `_default`
+    holds the rules every datasource's own are followed by."""
+
+    __tablename__ = "retention_rules"
+
+    datasource: Mapped[str] = mapped_column(String(255), primary_key=True)
+    rules: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    updated_at: Mapped[datetime]
 
 
 class AuditRow(Base):

@@ -41,6 +41,8 @@ HEARTBEAT = {
     "category": "_default_worker_category",
     "token": "t" * 32,
 }
+COORD = "/druid/coordinator/v1"
+WHEN = "2026-01-01/2026-02-01"
 # Every route: (method, path, body, what an identity without the permission gets).
 # "refused": 403; "filtered": 200 without the wiki datasource in it.
 ROUTES: list[tuple[str, str, Any, str]] = [
@@ -78,6 +80,14 @@ ROUTES: list[tuple[str, str, Any, str]] = [
     ("POST", "/druid/indexer/v1/task/wiki-task/shutdown", None, "refused"),
     ("GET", "/druid/coordinator/v1/metadata/datasources", None, "filtered"),
     ("GET", "/druid/coordinator/v1/metadata/datasources/wiki/segments", None, "refused"),
+    ("GET", f"{COORD}/rules", None, "filtered"),
+    ("GET", f"{COORD}/rules/wiki", None, "refused"),
+    ("POST", f"{COORD}/rules/wiki", [{"type": "dropBeforeByPeriod", "period": "P7D"}], "refused"),
+    ("POST", f"{COORD}/datasources/wiki/markUnused", {"interval": WHEN}, "refused"),
+    ("POST", f"{COORD}/datasources/wiki/markUsed", {"interval": WHEN}, "refused"),
+    ("POST", f"{COORD}/datasources/wiki/segments/wiki-task", None, "refused"),
+    ("DELETE", f"{COORD}/datasources/wiki/segments/wiki-task", None, "refused"),
+    ("DELETE", f"{COORD}/datasources/wiki", None, "refused"),
     ("GET", "/druid/indexer/v1/leader", None, "refused"),
     ("GET", "/druid/indexer/v1/isLeader", None, "refused"),
     ("GET", "/druid/indexer/v1/workers", None, "refused"),

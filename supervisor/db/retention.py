@@ -1,0 +1,89 @@
+"""Retention rules, and segments' used state (what marking them used or unused, the rules and
+kill read and write)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from supervisor.db.models import RetentionRulesRow, SegmentRow
+
+
+class RulesRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, datasource: str) -> list[dict[str, Any]] | None:
+        row = self.session.get(RetentionRulesRow, datasource, populate_existing=True)
+        return None if row is None else list(row.rules)
+
+    def all(self) -> dict[str, list[dict[str, Any]]]:
+        rows = self.session.scalars(select(RetentionRulesRow))
+        return {row.datasource: list(row.rules) for row in rows}
+
+    def put(self, datasource: str, rules: list[dict[str, Any]], now: datetime) -> None:
+        row = self.session.get(RetentionRulesRow, datasource)
+        if row is None:
+            self.session.add(RetentionRulesRow(datasource=datasource, rules=rules, updated_at=now))
+        else:
+            row.rules, row.updated_at = rules, now
+        self.session.flush()
+
+
+class SegmentStates:
+    """Segments by their used flag, and the flag's changes."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def of(
+        self,
+        datasource: str,
+        used: bool,
+        ids: list[str] | None = None,
+        within: tuple[datetime, datetime] | None = None,
+    ) -> list[SegmentRow]:
+        """The datasource's segments that are (un)used, of `ids` or lying within `within`
+        (both None: all of them)."""
+        query = select(SegmentRow).where(
+            SegmentRow.datasource == datasource, SegmentRow.used.is_(used)
+        )
+        if ids is not None:
+            query = query.where(SegmentRow.id.in_(ids))
+        if within is not None:
+            query = query.where(
+                SegmentRow.interval_start >= within[0], SegmentRow.interval_end <= within[1]
+            )
+        return list(self.session.scalars(query.order_by(SegmentRow.interval_start, SegmentRow.id)))
+
+    def mark(self, ids: list[str], used: bool, now: datetime) -> None:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            self.session.execute(
+                update(SegmentRow)
+                .where(SegmentRow.id.in_(chunk))
+                .values(used=used, used_status_last_updated=now)
+            )
+        self.session.flush()
+
+    def unused_before(self, datasource: str, changed_before: datetime) -> list[SegmentRow]:
+        """Unused segments whose flag was last changed before `changed_before`."""
+        query = select(SegmentRow).where(
+            SegmentRow.datasource == datasource,
+            SegmentRow.used.is_(False),
+            SegmentRow.used_status_last_updated < changed_before,
+        )
+        return list(self.session.scalars(query))
+
+    def forget(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            self.session.execute(delete(SegmentRow).where(SegmentRow.id.in_(chunk)))
+        self.session.flush()
+
+    def datasources_with_unused(self) -> list[str]:
+        query = select(SegmentRow.datasource).where(SegmentRow.used.is_(False)).distinct()
+        return sorted(self.session.scalars(query))

@@ -1,0 +1,60 @@
+"""Snapshots that take files out of a datasource's table: segments marked unused (by a user,
+or by a drop rule), committed in the caller's metadata-DB transaction as a publish is. The
+files stay in deep storage until a kill deletes them."""
+
+from __future__ import annotations
+
+import logging
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import DataFile, ManifestContent
+from pyiceberg.table import Table
+from sqlalchemy.orm import Session
+
+from supervisor.lake.append import manifests_of
+from supervisor.lake.tables import ATTEMPTS, Lake, LakeConflict
+
+log = logging.getLogger(__name__)
+
+
+def remove(
+    lake: Lake, session: Session, datasource: str, paths: set[str], summary: dict[str, str]
+) -> int:
+    """Commit a snapshot of the datasource's table without these data files (an Iceberg
+    overwrite that adds none), in `session`'s transaction (not committed here); how many it
+    took out (0: the table held none of them, and no snapshot is made). Another commit to the
+    table in between is a retry on its metadata."""
+    ident = lake.identifier(datasource)
+    with lake.catalog.bound(session):
+        for _ in range(ATTEMPTS):
+            location = lake.catalog.location_of(session, ident)
+            if location is None:
+                return 0
+            table = lake.catalog.table_at(ident, location)
+            doomed = _held(table, paths)
+            if not doomed:
+                return 0
+            txn = table.transaction()
+            with txn.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+                for data_file in doomed:
+                    overwrite.delete_data_file(data_file)
+            try:
+                txn.commit_transaction()
+                return len(doomed)
+            except CommitFailedException as exc:
+                log.info("removal from %s: %s; retried on its new metadata", datasource, exc)
+    raise LakeConflict(f"table {ident[0]}.{datasource} moved {ATTEMPTS} times")
+
+
+def _held(table: Table, paths: set[str]) -> list[DataFile]:
+    """The data files of the table's current snapshot whose path is one of `paths`."""
+    snapshot = table.current_snapshot()
+    io = table.io
+    found: list[DataFile] = []
+    for manifest in manifests_of(io, snapshot):
+        if manifest.content != ManifestContent.DATA:
+            continue
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            if entry.data_file.file_path in paths:
+                found.append(entry.data_file)
+    return found
