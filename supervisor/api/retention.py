@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from supervisor.api.auth import identity, may_read, require
 from supervisor.api.common import JSON_BODY, actor, fenced, in_session, json_body
 from supervisor.api.context import context
+from supervisor.api.tasks import run_kill
 from supervisor.clock import utc_now
 from supervisor.model.access import Action, ResourceType
 from supervisor.services.retention import RetentionService, Selection, selection
@@ -130,3 +131,15 @@ async def mark_segment_unused(
 async def mark_datasource_unused(datasource: str, request: Request) -> dict[str, int]:
     changed = await _mark(request, datasource, Selection(), used=False)
     return {"numChangedSegments": changed}
+
+
+@router.delete(
+    "/datasources/{datasource}/intervals/{interval}",
+    summary="Kill the unused segments lying within an interval (a/b, or a_b): rows and files",
+)
+async def kill_interval(
+    datasource: str, interval: str, request: Request, who: Actor = Depends(actor)
+) -> dict[str, str]:
+    _allowed(request, datasource, Action.WRITE)
+    raw = {"type": "kill", "dataSource": datasource, "interval": interval.replace("_", "/")}
+    return {"task": await run_kill(request, raw, who)}

@@ -25,9 +25,11 @@ from supervisor.api.common import (
     leader_epoch,
 )
 from supervisor.api.context import AppContext, context
+from supervisor.clock import utc_now
 from supervisor.errors import ForbiddenError, NotLeading
 from supervisor.model.access import Action
 from supervisor.services import lookups
+from supervisor.services.kill import KillService
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
 from supervisor.services.task_life import TaskLife
@@ -57,12 +59,24 @@ async def with_service(request: Request, work: Callable[[TaskService], T]) -> T:
     )
 
 
-@router.post("/task", openapi_extra=JSON_BODY, summary="Submit an index_kafka task")
+@router.post("/task", openapi_extra=JSON_BODY, summary="Submit an index_kafka or a kill task")
 async def submit(
     request: Request, raw: Any = Depends(json_body), who: Actor = Depends(actor)
 ) -> dict[str, str]:
+    if isinstance(raw, dict) and raw.get("type") == "kill":
+        return {"task": await run_kill(request, raw, who)}
     access = context(request).kafka_access
     return {"task": await with_service(request, lambda svc: svc.submit(raw, access, who))}
+
+
+async def run_kill(request: Request, raw: dict[str, Any], who: Actor) -> str:
+    """A kill task, run now in a transaction that checks this overlord leads; its id."""
+
+    def work(session: Session) -> str:
+        epoch = fenced(request, session)
+        return KillService(session, context(request).tables, utc_now()).submit(raw, who, epoch)
+
+    return await in_session(request, work)
 
 
 @router.get("/tasks", summary="List tasks (state: running, complete, waiting, pending)")

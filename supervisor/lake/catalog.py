@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -77,6 +77,12 @@ _SWAP = (
 # what a transaction's commit is to be followed by: deletions of files the committed metadata
 # no longer lists (never before the commit: a rolled-back swap leaves the table as it was)
 _AFTER_COMMIT = "sluicegate_lake_after_commit"
+
+
+def after_commit(session: Session, action: Callable[[], None]) -> None:
+    """Run `action` once `session`'s transaction commits (never, if it rolls back): what
+    deletes files only a committed change has let go of."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(action)
 
 
 @event.listens_for(Session, "after_commit")
@@ -269,7 +275,7 @@ class MetadataCatalog(SqlCatalog):
             deletion = partial(
                 self._delete_fallen_off, base.metadata, pending.metadata, pending.location
             )
-            session.info.setdefault(_AFTER_COMMIT, []).append(deletion)
+            after_commit(session, deletion)
 
     def _delete_fallen_off(self, base: TableMetadata, metadata: TableMetadata, at: str) -> None:
         """The metadata files past the table's kept log, once the commit that dropped them

@@ -45,11 +45,12 @@ def files_at(lake: Lake, datasource: str, location: str) -> set[str]:
     paths: set[str] = set()
     for manifest in manifests_of(table.io, table.current_snapshot()):
         if manifest.content == ManifestContent.DATA:
-            paths.update(_live(table.io, manifest))
+            paths.update(live_paths(table.io, manifest))
     return paths
 
 
-def _live(io: FileIO, manifest: ManifestFile) -> tuple[str, ...]:
+def live_paths(io: FileIO, manifest: ManifestFile) -> tuple[str, ...]:
+    """The paths of a manifest's live (added or existing) data files, read once."""
     found = _LIVE.get(manifest.manifest_path)
     if found is None:
         entries = manifest.fetch_manifest_entry(io, discard_deleted=True)

@@ -88,6 +88,7 @@ ROUTES: list[tuple[str, str, Any, str]] = [
     ("POST", f"{COORD}/datasources/wiki/segments/wiki-task", None, "refused"),
     ("DELETE", f"{COORD}/datasources/wiki/segments/wiki-task", None, "refused"),
     ("DELETE", f"{COORD}/datasources/wiki", None, "refused"),
+    ("DELETE", f"{COORD}/datasources/wiki/intervals/{WHEN.replace('/', '_')}", None, "refused"),
     ("GET", "/druid/indexer/v1/leader", None, "refused"),
     ("GET", "/druid/indexer/v1/isLeader", None, "refused"),
     ("GET", "/druid/indexer/v1/workers", None, "refused"),
@@ -137,7 +138,8 @@ def test_the_table_covers_every_route(secured: Any) -> None:
             m,
             _template(
                 re.sub(
-                    r"(wiki|wiki-task|admin|mallory|stolen|reader-role|reader|basic)(?=/|$)",
+                    r"(wiki|wiki-task|admin|mallory|stolen|reader-role|reader|basic"
+                    r"|2026-01-01_2026-02-01)(?=/|$)",
                     "{}",
                     p.split("?")[0],
                 )

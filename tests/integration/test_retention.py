@@ -131,11 +131,46 @@ def test_rules_and_marks_take_data_out_of_every_reader(
         assert spark.returncode == 0, spark.stderr[-3000:]
         assert json.loads(spark.stdout) == [{"n": 20, "first": "d0-0"}]
 
-        # the whole datasource dropped: no reader sees any of it
+        # a kill deletes the dropped day's file for good, and nothing used
+        deep = tmp_path / "deep" / "kept"
+        assert len(_parquet(deep)) == 3
+        everything = f"{_day(30).split('/')[0]}/{_day(-1).split('/')[1]}"
+        killed = _kill(api, everything)
+        assert killed == [s for s in killed if s.startswith("kept_")] and len(killed) == 1
+        assert len(_parquet(deep)) == 2
+        assert _days(_words(metadata_url)) == {10, 0}
+        revived = api.post(f"{COORD}/datasources/kept/markUsed", json={"interval": everything})
+        assert revived.json() == {"numChangedSegments": 0}  # killed: nothing left to mark
+        # every snapshot kept still reads (the ones holding the killed file were expired)
+        table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.kept")
+        for snapshot in table.snapshots():
+            table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+
+        # the whole datasource dropped: no reader sees any of it; killed, no file is left
         dropped = api.delete(f"{COORD}/datasources/kept")
         assert dropped.json() == {"numChangedSegments": 2}, dropped.text
         assert _words(metadata_url) == []
         assert api.get(f"{COORD}/metadata/datasources").json() == []
         assert api.get(f"{COORD}/metadata/datasources/kept/segments").status_code == 404
-    # its files stay in deep storage until a kill
-    assert len(list((tmp_path / "deep" / "kept").rglob("*.parquet"))) >= 3
+        assert len(_parquet(deep)) == 2  # unused, not killed: its files stay
+        path = everything.replace("/", "_")
+        answer = api.delete(f"{COORD}/datasources/kept/intervals/{path}")
+        assert answer.status_code == 200, answer.text
+        status = api.get(f"/druid/indexer/v1/task/{answer.json()['task']}/status").json()
+        assert status["status"]["status"] == "SUCCESS" and status["status"]["type"] == "kill"
+        assert _parquet(deep) == []
+        bad = api.post("/druid/indexer/v1/task", json={"type": "kill", "dataSource": "kept"})
+        assert bad.status_code == 400 and "interval" in bad.text, bad.text
+
+
+def _parquet(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.parquet"))
+
+
+def _kill(api: httpx.Client, interval: str) -> list[str]:
+    """A kill task of the interval, run; the segments it deleted (from its report)."""
+    task = {"type": "kill", "dataSource": "kept", "interval": interval}
+    answer = api.post("/druid/indexer/v1/task", json=task)
+    assert answer.status_code == 200, answer.text
+    report = api.get(f"/druid/indexer/v1/task/{answer.json()['task']}/reports").json()
+    return list(report["ingestionStatsAndErrors"]["payload"]["segments"])
