@@ -112,6 +112,25 @@ def test_segments_of_both_engines_and_replicas_land_in_s3(
     assert sql.returncode == 0, sql.stderr
     assert json.loads(sql.stdout) == [{"d": COUNT, "s": COUNT}]
 
+    # a datasource dropped and killed: its segment files leave the bucket, the other's stay
+    with overlord_with_tasks(
+        tmp_path,
+        jar_cache,
+        "local[1]",
+        deep_storage=f"s3://segments/{prefix}",
+        run_supervisors=False,
+    ) as (_, api):
+        assert api.delete("/druid/coordinator/v1/datasources/spark").json() == {
+            "numChangedSegments": len([p for p in published if f"/{prefix}/spark/" in p])
+        }
+        kill = {"type": "kill", "dataSource": "spark", "interval": "1000-01-01/3000-01-01"}
+        assert api.post("/druid/indexer/v1/task", json=kill).status_code == 200
+    left = {p for p in _all_files(storage, storage.path()) if p.endswith(".parquet")}
+    assert not any(p.startswith(storage.fs_path(f"s3://segments/{prefix}/spark/")) for p in left)
+    assert all(storage.fs_path(p) in left for p in published if f"/{prefix}/direct/" in p)
+    assert catalog.load_table("druid.spark").scan().to_arrow().num_rows == 0
+    assert catalog.load_table("druid.direct").scan().to_arrow().num_rows == COUNT
+
 
 def _sql(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`sluicegate sql` counting both datasources' rows, on a local[1] Spark."""
