@@ -23,6 +23,7 @@ from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
 from supervisor.services.leadership import Leadership
+from supervisor.services.maintenance import MaintenanceDuty
 from supervisor.services.retention import RetentionDuty
 from supervisor.services.task_life import TaskLife, Unsettled
 
@@ -115,6 +116,7 @@ class LeaderDuties:
         self.monitor: TaskMonitor | None = None
         self.sweeper: Sweeper | None = None
         self.retention: RetentionDuty | None = None
+        self.maintenance: MaintenanceDuty | None = None
         self._lock = threading.Lock()
 
     def start(self, epoch: int) -> None:
@@ -160,6 +162,10 @@ class LeaderDuties:
                     sessions, app.tables, self.held, app.clock, settings.coordinator_period_s
                 )
                 self.retention.start()
+                self.maintenance = MaintenanceDuty(
+                    sessions, app.tables, self.held, app.clock, settings
+                )
+                self.maintenance.start()
             except BaseException:
                 self._stop()
                 raise
@@ -172,8 +178,10 @@ class LeaderDuties:
     def _stop(self) -> None:
         app = self.context
         monitor, manager, sweeper = self.monitor, self.manager, self.sweeper
-        retention = self.retention
-        self.monitor = self.manager = self.sweeper = self.retention = None
+        retention, maintenance = self.retention, self.maintenance
+        self.monitor = self.manager = self.sweeper = self.retention = self.maintenance = None
+        if maintenance is not None:
+            maintenance.stop()
         if sweeper is not None:
             sweeper.stop()
         if retention is not None:

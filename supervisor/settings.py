@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tasks.spec.periods import parse_period
 from tasks.storage import Storage, StorageError
 from tasks.storage import parse as parse_storage
 
@@ -53,6 +54,16 @@ class Settings(BaseSettings):
     # How often the leader applies the datasources' retention rules (Druid's
     # druid.coordinator.period).
     coordinator_period_s: float = Field(default=60.0, ge=0.5, le=86400)
+    # Snapshots of a datasource's table older than this are expired (the current one, the
+    # newest ten and each supervisor's newest publish are kept): how far time travel reaches.
+    snapshot_retention: str = "PT1H"
+    # Druid's automatic kill (druid.coordinator.kill.*): off by default. When on, every
+    # kill_period_s the unused segments marked unused over kill_buffer_period ago whose
+    # interval ended over kill_duration_to_retain ago (empty: any) are deleted for good.
+    kill_on: bool = False
+    kill_period_s: float = Field(default=86400.0, ge=1.0)
+    kill_buffer_period: str = "P30D"
+    kill_duration_to_retain: str = "P90D"
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
     # A task given its final end offsets raises its nice value (and its session's autogroup's)
@@ -113,6 +124,17 @@ class Settings(BaseSettings):
     # prefixes, comma-separated: "http://registry:8081/,/etc/sluicegate/protos/"). None by
     # default: an inputFormat cannot make the tasks fetch a URL or read a file.
     allowed_schema_locations: str = ""
+
+    @field_validator("snapshot_retention", "kill_buffer_period", "kill_duration_to_retain")
+    @classmethod
+    def _period(cls, value: str, info: Any) -> str:
+        if value == "" and info.field_name == "kill_duration_to_retain":
+            return value
+        try:
+            parse_period(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("deep_storage", mode="before")
     @classmethod

@@ -1,0 +1,91 @@
+"""The tables kept bounded (supervisor/services/maintenance.py), on SQLite and PostgreSQL:
+snapshots past the retention expire (the newest, the current and each supervisor's newest
+kept), the files only they named go and every kept snapshot still reads; the automatic kill
+deletes unused segments past the buffer period, with the snapshots that held them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import Engine, select
+
+from supervisor.clock import utc_now
+from supervisor.db.engine import session_factory
+from supervisor.db.models import SegmentRow
+from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
+from supervisor.model.fence import Unfenced
+from supervisor.services.maintenance import SNAPSHOTS_KEPT, MaintenanceDuty
+from supervisor.services.retention import RetentionService, Selection
+from supervisor.settings import Settings
+from tasks.protocol import PublishOutcome
+from tests.integration.test_iceberg_commits import ROWS, action, engine, lake, publish
+
+__all__ = ["engine", "lake"]  # the fixtures, shared with the publish transaction's tests
+
+
+def _duty(engine: Engine, lake: Lake, tmp_path: Path, **settings: object) -> MaintenanceDuty:
+    values = {"deep_storage": tmp_path / "deep", "work_dir": tmp_path / "work", **settings}
+    return MaintenanceDuty(session_factory(engine), lake, Unfenced(), utc_now, Settings(**values))
+
+
+def test_old_snapshots_expire_and_unused_segments_are_killed_with_their_files(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep"
+    # "other" publishes three ranges first, then "wiki" twenty-five
+    for start in range(0, 3 * ROWS, ROWS):
+        act = action(deep, 1, start, supervisor="other")
+        assert publish(engine, lake, act, f"o{start}").outcome is PublishOutcome.PUBLISHED
+    for start in range(0, 25 * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    catalog = SqlCatalog(CATALOG, uri=metadata_url)
+    before = catalog.load_table("druid.wiki")
+    lists = {
+        s.snapshot_id: Path(s.manifest_list.removeprefix("file://")) for s in before.snapshots()
+    }
+    other_newest = [s for s in before.snapshots() if s.summary.get(SUMMARY_SUPERVISOR) == "other"][
+        -1
+    ]
+
+    expired = _duty(engine, lake, tmp_path, snapshot_retention="PT0S").expire()
+    table = catalog.load_table("druid.wiki")
+    kept = {s.snapshot_id for s in table.snapshots()}
+    newest = {s.snapshot_id for s in before.snapshots()[-SNAPSHOTS_KEPT:]}
+    assert kept == newest | {other_newest.snapshot_id}
+    assert expired == {"wiki": 28 - len(kept)}
+    assert all(not lists[i].exists() for i in set(lists) - kept)  # their manifest lists gone
+    assert all(lists[i].exists() for i in kept)
+    for snapshot in table.snapshots():  # every kept snapshot reads
+        table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+    assert table.scan().to_arrow().num_rows == 28 * ROWS
+    files = [Path(r[0]) for r in _rows(engine)]
+    assert len(files) == 28 and all(f.exists() for f in files)  # named by rows: kept
+    assert _duty(engine, lake, tmp_path, snapshot_retention="PT1H").expire() == {}
+
+    # five of wiki's segments marked unused, then killed automatically
+    victims = [f"wiki_0_{start}" for start in range(0, 5 * ROWS, ROWS)]
+    with session_factory(engine)() as session:
+        service = RetentionService(session, lake, utc_now())
+        assert service.mark_unused("wiki", Selection(ids=victims), None) == 5
+        session.commit()
+    waiting = _duty(engine, lake, tmp_path, kill_on=True, kill_buffer_period="P1D")
+    assert waiting.kill() == {}  # marked unused just now: within the buffer period
+    duty = _duty(
+        engine, lake, tmp_path, kill_on=True, kill_buffer_period="PT0S", kill_duration_to_retain=""
+    )
+    assert duty.kill() == {"wiki": 5}
+    left = {r[1] for r in _rows(engine)}
+    assert left.isdisjoint(victims) and len(left) == 23
+    gone = [f for f in files if "p0-" in f.name and int(f.name.split("-")[1]) < 5 * ROWS]
+    assert len(gone) == 5 and not any(f.exists() for f in gone)
+    table = catalog.load_table("druid.wiki")
+    for snapshot in table.snapshots():  # none of the kept snapshots names a killed file
+        table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+    assert table.scan().to_arrow().num_rows == 23 * ROWS
+
+
+def _rows(engine: Engine) -> list[tuple[str, str]]:
+    with engine.connect() as conn:
+        return [(r[0], r[1]) for r in conn.execute(select(SegmentRow.path, SegmentRow.id))]
