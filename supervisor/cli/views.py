@@ -5,6 +5,9 @@ column."""
 
 from __future__ import annotations
 
+import atexit
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from supervisor.cli.client import DEFAULT_URL, ServiceClient, credentials
@@ -49,6 +52,7 @@ def local_session(master: str = "local[*]", iceberg: bool = False) -> Any:
     from supervisor.cli.common import load_settings
     from supervisor.lake.readers import spark_catalog_conf
     from tasks.jars import iceberg_spark_bundle, jars
+    from tasks.spark import scratch
     from tasks.spark.session import build_session
 
     settings = load_settings()
@@ -57,6 +61,10 @@ def local_session(master: str = "local[*]", iceberg: bool = False) -> Any:
         conf |= spark_catalog_conf(settings.metadata_url, settings.storage())
         bundle = jars(iceberg_spark_bundle(), settings.jar_cache)
         conf["spark.jars"] = ",".join(str(jar) for jar in bundle)
+    # Spark's scratch in a folder of this command's own, removed when it exits
+    folder = scratch.claim(Path(tempfile.gettempdir()))
+    atexit.register(scratch.release, folder)
+    conf["spark.driver.extraJavaOptions"] = scratch.java_options(folder)
     return build_session(settings.jar_cache, master=master, app_name="sluicegate-sql", conf=conf)
 
 

@@ -27,6 +27,7 @@ from tasks.runtime.orphan import ORPHANED_EXIT, SIGTERM_BOUND_S, Contact, Heard,
 from tasks.runtime.priority import step_back
 from tasks.runtime.run import TaskRun, fields
 from tasks.serving import ServerThread
+from tasks.spark import scratch
 
 log = logging.getLogger("tasks")
 
@@ -44,10 +45,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _start_spark(args: argparse.Namespace, name: str) -> Any:
+def _start_spark(args: argparse.Namespace, name: str, folder: Path) -> Any:
     from tasks.spark.session import build_session, cluster_conf
 
     conf = cluster_conf(args.master, args.host, args.cores, args.executor_memory)
+    conf["spark.driver.extraJavaOptions"] = scratch.java_options(folder)
     return build_session(
         args.jar_cache, master=args.master, app_name=f"sluicegate-{name}", conf=conf
     )
@@ -89,14 +91,16 @@ def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread, contact:
     watchdog.start()
     run.log_start()
     spark = None
+    folder = scratch.claim(args.work_dir)  # Spark's scratch, gone with the process
     try:
-        spark = _start_spark(args, run.task.id)
+        spark = _start_spark(args, run.task.id, folder)
         final = run.execute(spark)
     finally:
         watchdog.stop()
         control.stop()
         if spark is not None:
             spark.stop()
+        scratch.release(folder)
     if watchdog.fired.is_set():
         return ORPHANED_EXIT
     return 0 if final.status is TaskState.SUCCESS else 1

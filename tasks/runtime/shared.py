@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -37,7 +36,7 @@ from tasks import runtime_args
 from tasks.host_protocol import (
     HostedTask,
 )
-from tasks.logs import configure_logging, log_context, private_log
+from tasks.logs import configure_logging, log_context
 from tasks.protocol import IndexKafkaTask, TaskState
 from tasks.reading.combiner import JobCombiner
 from tasks.runtime.control import TaskControl
@@ -52,7 +51,9 @@ from tasks.runtime.orphan import (
     exit_by,
 )
 from tasks.runtime.run import TaskRun, fields
+from tasks.runtime.task_logs import TaskLogs
 from tasks.serving import ServerThread
+from tasks.spark import scratch
 
 log = logging.getLogger("tasks.host")
 TASK_LOG = "task.log"
@@ -60,41 +61,6 @@ TASK_LOG = "task.log"
 # host of many quiet tasks writes a persist per task a second, not one per poll.
 MIN_BATCH_INTERVAL_S = 1.0
 READS_POOL, TASKS_POOL = "reads", "tasks"  # FAIR scheduler pools
-
-
-class TaskLogs(logging.Handler):
-    """Each task's lines also go to its own task.log (found by the log context's task field,
-    which every thread working for a task sets)."""
-
-    def __init__(self, formatter: logging.Formatter | None) -> None:
-        super().__init__()
-        self.setFormatter(formatter)
-        self.files: dict[str, Any] = {}
-        self.files_lock = threading.Lock()
-
-    def open(self, task_id: str, path: Path) -> None:
-        with self.files_lock:
-            self.files[task_id] = os.fdopen(private_log(path), "a", encoding="utf-8")
-
-    def close_task(self, task_id: str) -> None:
-        with self.files_lock:
-            stream = self.files.pop(task_id, None)
-        if stream is not None:
-            stream.close()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        task_id = getattr(record, "task", None)
-        if task_id is None:
-            return
-        with self.files_lock:
-            stream = self.files.get(str(task_id))
-            if stream is None:
-                return
-            try:
-                stream.write(self.format(record) + "\n")
-                stream.flush()
-            except Exception:
-                self.handleError(record)
 
 
 class Hosted:
@@ -127,6 +93,7 @@ class TaskHost:
         self.spark_error: str | None = None
         self.spark_ready = threading.Event()
         self.combiner: JobCombiner | None = None
+        self.scratch: Path | None = None  # Spark's scratch folder, gone with the process
 
     # ---- Spark -----------------------------------------------------------------------------
 
@@ -134,6 +101,7 @@ class TaskHost:
         from tasks.spark.session import build_session, cluster_conf
 
         began = time.monotonic()
+        self.scratch = scratch.claim(self.args.token_file.parent)
         try:
             conf = cluster_conf(
                 self.args.master, self.args.host, self.args.cores, self.args.executor_memory
@@ -141,6 +109,7 @@ class TaskHost:
             # the reads (the combiner's jobs) in a pool of their own beside the tasks' own jobs
             # (merges, batches on the Spark SQL engine): a long merge does not hold them up
             conf["spark.scheduler.mode"] = "FAIR"
+            conf["spark.driver.extraJavaOptions"] = scratch.java_options(self.scratch)
             self.spark = build_session(
                 self.args.jar_cache,
                 master=self.args.master,
@@ -378,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(2.0)
         host.stop_all(10.0)
         control.stop()
+        if host.scratch is not None:
+            scratch.release(host.scratch)
         return 1
     while not stopping.wait(1.0):
         pass
@@ -390,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     control.stop()
     if host.spark is not None:
         host.spark.stop()
+    if host.scratch is not None:
+        scratch.release(host.scratch)
     return ORPHANED_EXIT if watchdog.fired.is_set() else 0
 
 

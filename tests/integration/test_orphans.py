@@ -24,6 +24,7 @@ from supervisor.testkit.service import RunningService, db_rows, overlord_with_ta
 from supervisor.testkit.waits import wait_for
 from tasks.protocol import TaskState
 from tasks.runtime.orphan import SIGTERM_BOUND_S
+from tasks.spark import scratch
 
 BASE = "/druid/indexer/v1/supervisor"
 ORPHAN_TIMEOUT_S = 8.0
@@ -109,6 +110,11 @@ def test_without_an_overlord_tasks_stop_unpublished_and_their_processes_exit(
             assert "no overlord called" in (report.errorMsg or ""), report.errorMsg
         published = db_rows(service, select(SegmentRow))
         assert published == []  # nothing published without an overlord
+        # Spark's scratch went with each process that ended on its own (the SIGTERMed one's
+        # bound cut it short: its folder goes when the next application claims the place)
+        root = Path(os.environ.get("SPARK_LOCAL_DIRS") or tmp_path)
+        ended = [pids["left"]] if runtime == "process" else list(set(pids.values()))
+        assert not [pid for pid in ended if (root / f"{scratch.PREFIX}{pid}").exists()]
     finally:
         for pid in pids.values():
             if not _gone(pid):
