@@ -22,6 +22,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
+from supervisor.services.janitor import Janitor
 from supervisor.services.leadership import Leadership
 from supervisor.services.maintenance import MaintenanceDuty
 from supervisor.services.retention import RetentionDuty
@@ -117,6 +118,7 @@ class LeaderDuties:
         self.sweeper: Sweeper | None = None
         self.retention: RetentionDuty | None = None
         self.maintenance: MaintenanceDuty | None = None
+        self.janitor: Janitor | None = None
         self._lock = threading.Lock()
 
     def start(self, epoch: int) -> None:
@@ -166,6 +168,8 @@ class LeaderDuties:
                     sessions, app.tables, self.held, app.clock, settings
                 )
                 self.maintenance.start()
+                self.janitor = Janitor(sessions, app.runner, self.held, app.clock, settings)
+                self.janitor.start()
             except BaseException:
                 self._stop()
                 raise
@@ -178,8 +182,11 @@ class LeaderDuties:
     def _stop(self) -> None:
         app = self.context
         monitor, manager, sweeper = self.monitor, self.manager, self.sweeper
-        retention, maintenance = self.retention, self.maintenance
-        self.monitor = self.manager = self.sweeper = self.retention = self.maintenance = None
+        retention, maintenance, janitor = self.retention, self.maintenance, self.janitor
+        self.monitor = self.manager = self.sweeper = None
+        self.retention = self.maintenance = self.janitor = None
+        if janitor is not None:
+            janitor.stop()
         if maintenance is not None:
             maintenance.stop()
         if sweeper is not None:

@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     kill_period_s: float = Field(default=86400.0, ge=1.0)
     kill_buffer_period: str = "P30D"
     kill_duration_to_retain: str = "P90D"
+    # How long the metadata DB keeps done intents, audit rows, and ended tasks (with their
+    # work directories: logs, reports, payloads); spec history is kept for good.
+    intent_retention: str = "P1D"
+    audit_retention: str = "P90D"
+    task_retention: str = "P7D"
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
     # A task given its final end offsets raises its nice value (and its session's autogroup's)
@@ -125,7 +130,14 @@ class Settings(BaseSettings):
     # default: an inputFormat cannot make the tasks fetch a URL or read a file.
     allowed_schema_locations: str = ""
 
-    @field_validator("snapshot_retention", "kill_buffer_period", "kill_duration_to_retain")
+    @field_validator(
+        "snapshot_retention",
+        "kill_buffer_period",
+        "kill_duration_to_retain",
+        "intent_retention",
+        "audit_retention",
+        "task_retention",
+    )
     @classmethod
     def _period(cls, value: str, info: Any) -> str:
         if value == "" and info.field_name == "kill_duration_to_retain":

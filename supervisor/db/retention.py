@@ -9,7 +9,10 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from supervisor.db.models import RetentionRulesRow, SegmentRow
+from supervisor.db.models import AuditRow, IntentRow, RetentionRulesRow, SegmentRow, TaskRow
+from tasks.protocol import TaskStatusCode
+
+ENDED = (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED)
 
 
 class RulesRepository:
@@ -87,3 +90,38 @@ class SegmentStates:
     def datasources_with_unused(self) -> list[str]:
         query = select(SegmentRow.datasource).where(SegmentRow.used.is_(False)).distinct()
         return sorted(self.session.scalars(query))
+
+
+class MetadataRetention:
+    """Rows past their retention, deleted a batch at a time (a run's transaction stays short;
+    the next run takes the rest)."""
+
+    BATCH = 5_000
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def prune(
+        self, intents_before: datetime, audit_before: datetime, tasks_before: datetime
+    ) -> dict[str, int]:
+        done = {
+            "intents": self._delete(
+                IntentRow,
+                IntentRow.id,
+                IntentRow.done_at.is_not(None) & (IntentRow.done_at < intents_before),
+            ),
+            "audit": self._delete(AuditRow, AuditRow.id, AuditRow.created_at < audit_before),
+            "tasks": self._delete(
+                TaskRow,
+                TaskRow.id,
+                TaskRow.status.in_(ENDED) & (TaskRow.updated_at < tasks_before),
+            ),
+        }
+        self.session.flush()
+        return done
+
+    def _delete(self, model: Any, key: Any, condition: Any) -> int:
+        ids = list(self.session.scalars(select(key).where(condition).limit(self.BATCH)))
+        for start in range(0, len(ids), 500):
+            self.session.execute(delete(model).where(key.in_(ids[start : start + 500])))
+        return len(ids)

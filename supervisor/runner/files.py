@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -45,3 +46,28 @@ def write_private(path: Path, text: str) -> None:
     os.fchmod(descriptor, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def prune_work_dirs(root: Path, older_than: float, running: Callable[[str], bool]) -> list[str]:
+    """Delete the work directories under `root` (`<work>/tasks`) of tasks not `running` whose
+    files were all last written before `older_than` (a time.time()): ended tasks' logs,
+    reports and payloads past their retention. The ids deleted."""
+    import shutil
+
+    deleted = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    for work in entries:
+        if not work.is_dir():
+            continue
+        try:
+            newest = max([work.stat().st_mtime, *(f.stat().st_mtime for f in work.iterdir())])
+        except OSError:
+            continue
+        if newest >= older_than or running(work.name):
+            continue
+        shutil.rmtree(work, ignore_errors=True)
+        deleted.append(work.name)
+    return deleted

@@ -6,25 +6,30 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from supervisor.model.retention import minus
 from supervisor.runner import HostRunner, host_runner
-from supervisor.runner.files import write_private
+from supervisor.runner.files import prune_work_dirs, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.schemas.worker import Heartbeat, HeartbeatAnswer, WorkerExit, WorkerState
 from supervisor.settings import Settings
 from tasks.protocol import IndexKafkaTask
+from tasks.spec.periods import parse_period
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 2.0  # until the overlord says its timeout: then a fifth of it
 KEPT_EXITS = 1000  # exits answered for (an overlord that missed one asks again)
 REGISTER = "/druid-internal/v1/workers"
+PRUNE_EVERY_S = 300.0  # ended tasks' work directories past their retention, deleted
 
 
 class HeartbeatRefused(Exception):
@@ -153,7 +158,11 @@ class WorkerAgent:
         self.runner = runner
 
     def _beat(self) -> None:
+        pruned_at = time.monotonic()
         while not self.stopping.wait(self.period):
+            if time.monotonic() - pruned_at >= PRUNE_EVERY_S and self.runner is not None:
+                pruned_at = time.monotonic()
+                self._prune(self.runner)
             try:
                 self._configure(self.send(self._heartbeat()))
                 if self.last_error is not None:
@@ -163,6 +172,14 @@ class WorkerAgent:
                 if exc.message != self.last_error:
                     log.warning("heartbeat not taken: %s", exc.message)
                 self.last_error = exc.message
+
+    def _prune(self, runner: HostRunner) -> None:
+        """Work directories of tasks that ended over SLUICEGATE_TASK_RETENTION ago."""
+        now = datetime.now(UTC)
+        cutoff = minus(now, parse_period(self.settings.task_retention)).timestamp()
+        pruned = prune_work_dirs(self.settings.work_dir / "tasks", cutoff, runner.is_running)
+        if pruned:
+            log.info("deleted the work directories of %d tasks ended long ago", len(pruned))
 
     # ---- the tasks -------------------------------------------------------------------------
 

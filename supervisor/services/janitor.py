@@ -1,0 +1,77 @@
+"""Metadata and disk kept bounded (the leader's `Janitor`, every JANITOR_EVERY_S): done
+intents past `SLUICEGATE_INTENT_RETENTION` (P1D), audit rows past
+`SLUICEGATE_AUDIT_RETENTION` (P90D, Druid's druid.coordinator.kill.audit), ended task rows
+past `SLUICEGATE_TASK_RETENTION` (P7D) with their work directories (logs, reports, payloads)
+on this host. A task host's agent prunes its own work directories by the same setting. Spec
+history stays, as Druid keeps it."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+
+from supervisor.clock import Clock
+from supervisor.db.engine import SessionFactory
+from supervisor.db.models import TaskRow
+from supervisor.db.retention import MetadataRetention
+from supervisor.loop import Loop
+from supervisor.model.fence import Fence
+from supervisor.model.retention import minus
+from supervisor.runner.files import prune_work_dirs
+from supervisor.runner.protocol import Runner
+from supervisor.settings import Settings
+from tasks.protocol import TaskStatusCode
+from tasks.spec.periods import parse_period
+
+log = logging.getLogger(__name__)
+JANITOR_EVERY_S = 300.0
+
+
+class Janitor(Loop):
+    name = "janitor"
+
+    def __init__(
+        self,
+        sessions: SessionFactory,
+        runner: Runner,
+        fence: Fence,
+        clock: Clock,
+        settings: Settings,
+        every_s: float = JANITOR_EVERY_S,
+    ) -> None:
+        self.sessions = sessions
+        self.runner = runner
+        self.fence = fence
+        self.clock = clock
+        self.settings = settings
+        super().__init__(every_s)
+
+    def run_once(self) -> None:
+        self.sweep()
+
+    def sweep(self) -> dict[str, int]:
+        """One run: how many of each it deleted."""
+        self.fence.check()
+        now = self.clock()
+        settings = self.settings
+        with self.sessions() as session:
+            done = MetadataRetention(session).prune(
+                minus(now, parse_period(settings.intent_retention)),
+                minus(now, parse_period(settings.audit_retention)),
+                minus(now, parse_period(settings.task_retention)),
+            )
+            session.commit()
+            running = set(
+                session.scalars(select(TaskRow.id).where(TaskRow.status == TaskStatusCode.RUNNING))
+            )
+        cutoff = minus(now, parse_period(settings.task_retention)).timestamp()
+        pruned = prune_work_dirs(
+            settings.work_dir / "tasks",
+            cutoff,
+            lambda task_id: task_id in running or self.runner.is_running(task_id),
+        )
+        done["workDirectories"] = len(pruned)
+        if any(done.values()):
+            log.info("past their retention, deleted: %s", done)
+        return done

@@ -1,0 +1,116 @@
+"""Metadata and disk kept bounded (supervisor/services/janitor.py) on SQLite and PostgreSQL:
+done intents, audit rows and ended tasks past their retention are deleted with the ended
+tasks' work directories; pending intents, recent rows, running tasks and their directories
+stay."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import select
+
+from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.db.models import AuditRow, IntentRow, TaskRow
+from supervisor.model.fence import Unfenced
+from supervisor.runner.local import LocalProcessRunner
+from supervisor.services.janitor import Janitor
+from supervisor.settings import Settings
+
+NOW = datetime.now(UTC)
+
+
+def _intent(ident: int, done: datetime | None) -> IntentRow:
+    return IntentRow(
+        id=ident,
+        owner="wiki",
+        kind="handoff",
+        task_id=None,
+        payload={},
+        author="",
+        comment="",
+        remote_address=None,
+        created_at=NOW - timedelta(days=30),
+        done_at=done,
+    )
+
+
+def _audit(ident: int, age: timedelta) -> AuditRow:
+    return AuditRow(
+        id=ident,
+        audit_key="wiki",
+        type="supervisor",
+        action="update",
+        author="",
+        comment="",
+        remote_address=None,
+        payload={},
+        created_at=NOW - age,
+    )
+
+
+def _task(task_id: str, status: str, age: timedelta) -> TaskRow:
+    return TaskRow(
+        id=task_id,
+        type="index_kafka",
+        supervisor_id="wiki",
+        datasource="wiki",
+        payload={},
+        status=status,
+        created_at=NOW - age,
+        updated_at=NOW - age,
+    )
+
+
+def _work(settings: Settings, task_id: str, age: timedelta) -> Path:
+    work = settings.work_dir / "tasks" / task_id
+    work.mkdir(parents=True)
+    then = time.time() - age.total_seconds()
+    for name in ("task.log", "report.json"):
+        (work / name).write_text("x")
+        os.utime(work / name, (then, then))
+    os.utime(work, (then, then))
+    return work
+
+
+def test_rows_and_directories_past_their_retention_go_the_rest_stays(settings: Settings) -> None:
+    engine = make_engine(settings.metadata_url)
+    migrate(engine)
+    sessions = session_factory(engine)
+    week, old = timedelta(days=8), timedelta(days=100)
+    with sessions() as session:
+        session.add_all(
+            [
+                _intent(1, NOW - timedelta(days=2)),  # done long ago: goes
+                _intent(2, NOW - timedelta(hours=1)),  # done lately: stays
+                _intent(3, None),  # pending for a month: stays
+                _audit(1, old),
+                _audit(2, timedelta(days=10)),
+                _task("ended-long-ago", "SUCCESS", week),
+                _task("failed-long-ago", "FAILED", week),
+                _task("ended-lately", "SUCCESS", timedelta(days=1)),
+                _task("running-long", "RUNNING", week),
+            ]
+        )
+        session.commit()
+    dirs = {
+        "ended-long-ago": _work(settings, "ended-long-ago", week),
+        "failed-long-ago": _work(settings, "failed-long-ago", week),
+        "ended-lately": _work(settings, "ended-lately", timedelta(days=1)),
+        "running-long": _work(settings, "running-long", week),  # a quiet task: old files
+        "no-row-long-ago": _work(settings, "no-row-long-ago", week),  # its row went before
+    }
+    janitor = Janitor(sessions, LocalProcessRunner(settings), Unfenced(), lambda: NOW, settings)
+    assert janitor.sweep() == {"intents": 1, "audit": 1, "tasks": 2, "workDirectories": 3}
+    with sessions() as session:
+        assert sorted(session.scalars(select(IntentRow.id))) == [2, 3]
+        assert list(session.scalars(select(AuditRow.id))) == [2]
+        assert sorted(session.scalars(select(TaskRow.id))) == ["ended-lately", "running-long"]
+    assert {name for name, path in dirs.items() if path.exists()} == {
+        "ended-lately",
+        "running-long",
+    }
+    assert janitor.sweep() == {"intents": 0, "audit": 0, "tasks": 0, "workDirectories": 0}
+    engine.dispose()
