@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     kill_period_s: float = Field(default=86400.0, ge=1.0)
     kill_buffer_period: str = "P30D"
     kill_duration_to_retain: str = "P90D"
+    # Files under a table's location that nothing names (a crashed publish's) are deleted once
+    # they are this old (Iceberg's removeOrphanFiles; well past any publish's staging).
+    orphan_file_age: str = "P1D"
     # How long the metadata DB keeps done intents, audit rows, and ended tasks (with their
     # work directories: logs, reports, payloads); spec history is kept for good.
     intent_retention: str = "P1D"
@@ -137,6 +140,7 @@ class Settings(BaseSettings):
         "intent_retention",
         "audit_retention",
         "task_retention",
+        "orphan_file_age",
     )
     @classmethod
     def _period(cls, value: str, info: Any) -> str:

@@ -12,6 +12,8 @@
   `SLUICEGATE_KILL_PERIOD_S`, the unused segments marked unused over
   `SLUICEGATE_KILL_BUFFER_PERIOD` ago (P30D) whose interval ended over
   `SLUICEGATE_KILL_DURATION_TO_RETAIN` ago (P90D; empty: any) are killed.
+- **Orphan files** (Iceberg's removeOrphanFiles), every hour: files under a table's location
+  that nothing names, written over `SLUICEGATE_ORPHAN_FILE_AGE` (P1D) ago (lake/orphans.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from supervisor.db.models import SegmentRow
 from supervisor.db.retention import SegmentStates
 from supervisor.lake.expiry import expire
 from supervisor.lake.holdings import tables
+from supervisor.lake.orphans import remove_orphans
 from supervisor.lake.tables import SUMMARY_SUPERVISOR, Lake
 from supervisor.loop import Loop
 from supervisor.model.fence import Fence
@@ -40,6 +43,7 @@ from tasks.spec.periods import parse_period
 
 log = logging.getLogger(__name__)
 SNAPSHOTS_KEPT = 10
+ORPHANS_EVERY_S = 3600.0
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 
 
@@ -83,10 +87,14 @@ class MaintenanceDuty(Loop):
         self.clock = clock
         self.settings = settings
         self.killed_at = time.monotonic()  # the first automatic kill a kill period after start
+        self.swept_at = time.monotonic()
         super().__init__(settings.coordinator_period_s)
 
     def run_once(self) -> None:
         self.expire()
+        if time.monotonic() - self.swept_at >= ORPHANS_EVERY_S:
+            self.swept_at = time.monotonic()
+            self.remove_orphans()
         if (
             self.settings.kill_on
             and time.monotonic() - self.killed_at >= self.settings.kill_period_s
@@ -114,6 +122,21 @@ class MaintenanceDuty(Loop):
                 session.commit()
             if expired.snapshots:
                 done[datasource] = len(expired.snapshots)
+        return done
+
+    def remove_orphans(self) -> dict[str, int]:
+        """Each table's orphan files older than SLUICEGATE_ORPHAN_FILE_AGE, deleted."""
+        storage = self.settings.storage()
+        older = minus(self.clock(), parse_period(self.settings.orphan_file_age)).timestamp()
+        with self.sessions() as session:
+            names = sorted(tables(session))
+        done: dict[str, int] = {}
+        for datasource in names:
+            self.fence.check()
+            with self.sessions() as session:
+                deleted = remove_orphans(self.lake, storage, session, datasource, older)
+            if deleted:
+                done[datasource] = len(deleted)
         return done
 
     def kill(self) -> dict[str, int]:

@@ -5,6 +5,8 @@ deletes unused segments past the buffer period, with the snapshots that held the
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
@@ -89,3 +91,41 @@ def test_old_snapshots_expire_and_unused_segments_are_killed_with_their_files(
 def _rows(engine: Engine) -> list[tuple[str, str]]:
     with engine.connect() as conn:
         return [(r[0], r[1]) for r in conn.execute(select(SegmentRow.path, SegmentRow.id))]
+
+
+def test_orphan_files_go_once_old_and_nothing_named_is_touched(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep"
+    for start in range(0, 4 * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    with session_factory(engine)() as session:  # an unused segment's file: named by its row
+        RetentionService(session, lake, utc_now()).mark_unused(
+            "wiki", Selection(ids=["wiki_0_0"]), None
+        )
+        session.commit()
+    day_ago = time.time() - 86_400
+    planted = {
+        "crashed publish": deep / "wiki" / "2026-11-22" / "v9" / "task-x" / "0.parquet",
+        "lost swap": deep / "wiki" / "metadata" / "99999-lost.metadata.json",
+    }
+    for path in planted.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"left behind")
+        os.utime(path, (day_ago, day_ago))
+    young = deep / "wiki" / "metadata" / "staged-now.avro"
+    young.write_bytes(b"a publish staging")
+    before = {p for p in deep.rglob("*") if p.is_file()} - set(planted.values())
+    old = {p for p in before if p != young}
+    for path in old:  # every file the table or a row names is as old as the orphans
+        os.utime(path, (day_ago, day_ago))
+
+    removed = _duty(engine, lake, tmp_path, orphan_file_age="PT1H").remove_orphans()
+    assert removed == {"wiki": 2}
+    assert not any(path.exists() for path in planted.values())
+    assert {p for p in deep.rglob("*") if p.is_file()} == before  # the rest, young or named
+    table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.wiki")
+    for snapshot in table.snapshots():
+        table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+    assert table.scan().to_arrow().num_rows == 3 * ROWS
