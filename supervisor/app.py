@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from supervisor import __version__
 from supervisor.api import (
     basic_security,
+    compaction,
     coordinator,
     docs,
     leader,
@@ -207,7 +208,8 @@ def create_app(
     app.state.context = context
     app.openapi = lambda: documented(app)  # type: ignore[method-assign]
     _install_error_handlers(app)
-    for api in (supervisors, tasks, coordinator, retention, leader, basic_security, workers):
+    routers = (supervisors, tasks, coordinator, retention, compaction, leader, basic_security)
+    for api in (*routers, workers):
         app.include_router(api.router)
     _install_middleware(app, context)
     app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")

@@ -22,6 +22,7 @@ from supervisor.model.fence import UNFENCED, Fence
 from supervisor.model.status import SupervisorStatus
 from supervisor.runner.protocol import Runner
 from supervisor.services.cleanup import Sweeper
+from supervisor.services.compaction import CompactionDuty
 from supervisor.services.janitor import Janitor
 from supervisor.services.leadership import Leadership
 from supervisor.services.maintenance import MaintenanceDuty
@@ -119,6 +120,7 @@ class LeaderDuties:
         self.retention: RetentionDuty | None = None
         self.maintenance: MaintenanceDuty | None = None
         self.janitor: Janitor | None = None
+        self.compaction: CompactionDuty | None = None
         self._lock = threading.Lock()
 
     def start(self, epoch: int) -> None:
@@ -170,6 +172,15 @@ class LeaderDuties:
                 self.maintenance.start()
                 self.janitor = Janitor(sessions, app.runner, self.held, app.clock, settings)
                 self.janitor.start()
+                self.compaction = CompactionDuty(
+                    sessions,
+                    app.tables,
+                    settings.storage(),
+                    self.held,
+                    app.clock,
+                    settings.coordinator_period_s,
+                )
+                self.compaction.start()
             except BaseException:
                 self._stop()
                 raise
@@ -181,18 +192,13 @@ class LeaderDuties:
 
     def _stop(self) -> None:
         app = self.context
-        monitor, manager, sweeper = self.monitor, self.manager, self.sweeper
-        retention, maintenance, janitor = self.retention, self.maintenance, self.janitor
+        monitor, manager = self.monitor, self.manager
+        duties = (self.sweeper, self.retention, self.maintenance, self.janitor, self.compaction)
         self.monitor = self.manager = self.sweeper = None
-        self.retention = self.maintenance = self.janitor = None
-        if janitor is not None:
-            janitor.stop()
-        if maintenance is not None:
-            maintenance.stop()
-        if sweeper is not None:
-            sweeper.stop()
-        if retention is not None:
-            retention.stop()
+        self.retention = self.maintenance = self.janitor = self.compaction = None
+        for duty in duties:
+            if duty is not None:
+                duty.stop()
         app.manager = None
         if monitor is not None:
             monitor.stop()

@@ -158,6 +158,16 @@ class SegmentRow(Base):
     used_status_last_updated: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
+class CompactionConfigRow(Base):
+    """A datasource's compaction config (Druid's DataSourceCompactionConfig, as given)."""
+
+    __tablename__ = "compaction_configs"
+
+    datasource: Mapped[str] = mapped_column(String(255), primary_key=True)
+    config: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime]
+
+
 class RetentionRulesRow(Base):
     """A datasource's retention rules (Druid's load and drop rules), in order; `_default`
     holds the rules every datasource's own are followed by."""

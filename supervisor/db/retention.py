@@ -9,7 +9,14 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from supervisor.db.models import AuditRow, IntentRow, RetentionRulesRow, SegmentRow, TaskRow
+from supervisor.db.models import (
+    AuditRow,
+    CompactionConfigRow,
+    IntentRow,
+    RetentionRulesRow,
+    SegmentRow,
+    TaskRow,
+)
 from tasks.protocol import TaskStatusCode
 
 ENDED = (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED)
@@ -34,6 +41,37 @@ class RulesRepository:
         else:
             row.rules, row.updated_at = rules, now
         self.session.flush()
+
+
+class CompactionConfigs:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, datasource: str) -> dict[str, Any] | None:
+        row = self.session.get(CompactionConfigRow, datasource, populate_existing=True)
+        return None if row is None else dict(row.config)
+
+    def all(self) -> dict[str, dict[str, Any]]:
+        rows = self.session.scalars(
+            select(CompactionConfigRow).order_by(CompactionConfigRow.datasource)
+        )
+        return {row.datasource: dict(row.config) for row in rows}
+
+    def put(self, datasource: str, config: dict[str, Any], now: datetime) -> None:
+        row = self.session.get(CompactionConfigRow, datasource)
+        if row is None:
+            self.session.add(
+                CompactionConfigRow(datasource=datasource, config=config, updated_at=now)
+            )
+        else:
+            row.config, row.updated_at = config, now
+        self.session.flush()
+
+    def delete(self, datasource: str) -> bool:
+        found = self.session.execute(
+            delete(CompactionConfigRow).where(CompactionConfigRow.datasource == datasource)
+        )
+        return bool(found.rowcount)  # type: ignore[attr-defined]
 
 
 class SegmentStates:

@@ -1,6 +1,7 @@
-"""Snapshots that take files out of a datasource's table: segments marked unused (by a user,
-or by a drop rule), committed in the caller's metadata-DB transaction as a publish is. The
-files stay in deep storage until a kill deletes them."""
+"""Snapshots that take files out of a datasource's table, committed in the caller's
+metadata-DB transaction as a publish is: segments marked unused (by a user, or by a drop
+rule; their files stay in deep storage until a kill), and a compaction's replacement of an
+interval's small files by large ones."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 from supervisor.lake.append import manifests_of
-from supervisor.lake.tables import ATTEMPTS, Lake, LakeConflict
+from supervisor.lake.tables import ATTEMPTS, Lake, LakeConflict, Published, data_file
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ def remove(
                 return 0
             txn = table.transaction()
             with txn.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
-                for data_file in doomed:
-                    overwrite.delete_data_file(data_file)
+                for doomed_file in doomed:
+                    overwrite.delete_data_file(doomed_file)
             try:
                 txn.commit_transaction()
                 return len(doomed)
@@ -58,3 +59,41 @@ def _held(table: Table, paths: set[str]) -> list[DataFile]:
             if entry.data_file.file_path in paths:
                 found.append(entry.data_file)
     return found
+
+
+class Replaced(RuntimeError):
+    """A compaction's input is no longer what the table holds (marked unused, killed, or
+    compacted meanwhile): its commit gives up."""
+
+
+def replace(lake: Lake, session: Session, published: Published, inputs: set[str]) -> None:
+    """Commit one snapshot that removes `inputs` and adds the published files, in `session`'s
+    transaction (not committed here). Validated as Iceberg validates a rewrite: every input
+    must still be live on the table as it is at the commit (Replaced otherwise); files other
+    commits added meanwhile (streaming appends to the same interval) are kept as they are. A
+    commit that raced another is retried on its metadata."""
+    footers = lake.footers(published)
+    ident = lake.identifier(published.datasource)
+    with lake.catalog.bound(session):
+        for _ in range(ATTEMPTS):
+            location = lake.catalog.location_of(session, ident)
+            if location is None:
+                raise Replaced(f"table {ident[0]}.{published.datasource} is gone")
+            table = lake.catalog.table_at(ident, location)
+            held = _held(table, inputs)
+            if len(held) != len(inputs):
+                gone = len(inputs) - len(held)
+                raise Replaced(f"{gone} of the {len(inputs)} files it replaces left the table")
+            txn = table.transaction()
+            metadata = txn.table_metadata
+            with txn.update_snapshot(snapshot_properties=published.summary).overwrite() as write:
+                for held_file in held:
+                    write.delete_data_file(held_file)
+                for path, size, footer in (footers[path] for path, _ in published.files):
+                    write.append_data_file(data_file(metadata, path, size, footer))
+            try:
+                txn.commit_transaction()
+                return
+            except CommitFailedException as exc:
+                log.info("replace in %s: %s; retried on its new metadata", ident[1], exc)
+    raise LakeConflict(f"table {ident[0]}.{published.datasource} moved {ATTEMPTS} times")

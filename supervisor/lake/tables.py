@@ -175,7 +175,7 @@ class Lake:
     def append(self, session: Session, published: Published) -> None:
         """Commit the files as one snapshot in `session`'s transaction (not committed here).
         Another publish to the table in between is a retry on its metadata."""
-        footers = self._footers(published)
+        footers = self.footers(published)
         with self.catalog.bound(session):
             for _ in range(ATTEMPTS):
                 try:
@@ -194,7 +194,7 @@ class Lake:
         before its transaction writes anything (on SQLite, before it holds the one writer
         lock), to `commit` once its offsets are swapped, or `discard` if they are not. None
         when the table moved meanwhile (the commit then builds it again)."""
-        footers = self._footers(published)
+        footers = self.footers(published)
         with self.catalog.bound(session), self.catalog.deferring() as pending:
             try:
                 commit = self._transaction(session, published, footers)
@@ -219,7 +219,7 @@ class Lake:
         if staged is not None:
             self.catalog.discard(staged)
 
-    def _footers(self, published: Published) -> dict[str, tuple[str, int, Any]]:
+    def footers(self, published: Published) -> dict[str, tuple[str, int, Any]]:
         """Each file's footer (the adopted ones' too), by path."""
         io = self.catalog._load_file_io(location=self.location)
         footers = {}
@@ -264,7 +264,7 @@ class Lake:
         _evolve(txn, footers, wanted)
         with txn.update_snapshot(snapshot_properties=published.summary).fast_append() as add:
             for path, size, footer in footers:
-                add.append_data_file(_data_file(txn.table_metadata, path, size, footer))
+                add.append_data_file(data_file(txn.table_metadata, path, size, footer))
         return txn
 
 
@@ -284,7 +284,7 @@ class _Lean:
 
     def commit_transaction(self) -> object:
         metadata = self.table.metadata
-        files = [_data_file(metadata, path, size, footer) for path, size, footer in self.footers]
+        files = [data_file(metadata, path, size, footer) for path, size, footer in self.footers]
         updates, requirements, written = lean_append(self.table.io, metadata, files, self.summary)
         try:
             return self.catalog.commit_table(self.table, requirements, updates)
@@ -343,7 +343,7 @@ def _evolve(
 _PLANS: Lru[tuple[str, int, str], tuple[Any, Any]] = Lru(10_000)
 
 
-def _data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> DataFile:
+def data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> DataFile:
     """A segment file as a data file of the table: its stats and partition from its footer
     (pyiceberg's own reading of a Parquet footer, as its add_files does)."""
     schema = metadata.schema()

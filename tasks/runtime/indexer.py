@@ -197,8 +197,10 @@ class KafkaIndexer(IndexerControls):
                 for p in partitions
             }
             if batch_end == current:
-                # nothing new: ask again after pollTimeout (and no sooner than a batch could
-                # start: a busy task's at once)
+                # nothing new: what it holds is handed off on time all the same (as Druid's
+                # loop checks intermediateHandoffPeriod at every poll); then ask again after
+                # pollTimeout (and no sooner than a batch could start: a busy task's at once)
+                self._maybe_request_checkpoint(idle=True)
                 self._wait_for_a_request(max(poll, interval))
                 continue
             with self.lock:
@@ -278,15 +280,18 @@ class KafkaIndexer(IndexerControls):
         if self.sequence_publisher is not None and self.sequence_publisher.failed():
             raise TaskFailedError(str(self.sequence_publisher.failed()))
 
-    def _maybe_request_checkpoint(self) -> None:
+    def _maybe_request_checkpoint(self, idle: bool = False) -> None:
         """Past maxRowsPerSegment, maxTotalRows or intermediateHandoffPeriod, ask for a
-        checkpoint; the overlord pauses the group's replicas and closes their sequence."""
+        checkpoint; the overlord pauses the group's replicas and closes their sequence. `idle`
+        (no new record): only a sequence that holds rows (an empty one waits for records)."""
         if self.checkpointer is None:
             return
         tuning = self.task.tuningConfig
         with self.lock:
             sequence = self.sequences[-1]
             if sequence.end is not None or sequence.requested_at is not None:
+                return
+            if idle and sequence.rows == 0:
                 return
             # asked for at the batch end nearest the period's end: the next chance comes a
             # batch later, and asking only past the period made handoffs a batch late on

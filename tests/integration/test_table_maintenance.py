@@ -8,19 +8,26 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine, select
 
 from supervisor.clock import utc_now
 from supervisor.db.engine import session_factory
 from supervisor.db.models import SegmentRow
+from supervisor.errors import NotLeading
+from supervisor.lake.rewrite import Replaced
 from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
+from supervisor.model.compaction import parse_config
 from supervisor.model.fence import Unfenced
+from supervisor.services.compaction import Compactor, plan
 from supervisor.services.maintenance import SNAPSHOTS_KEPT, MaintenanceDuty
 from supervisor.services.retention import RetentionService, Selection
 from supervisor.settings import Settings
 from tasks.protocol import PublishOutcome
+from tasks.storage import parse
 from tests.integration.test_iceberg_commits import ROWS, action, engine, lake, publish
 
 __all__ = ["engine", "lake"]  # the fixtures, shared with the publish transaction's tests
@@ -129,3 +136,64 @@ def test_orphan_files_go_once_old_and_nothing_named_is_touched(
     for snapshot in table.snapshots():
         table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
     assert table.scan().to_arrow().num_rows == 3 * ROWS
+
+
+def test_a_compaction_replaces_its_files_or_commits_nothing(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    """Six files of one interval: a deposed leader's compaction and one whose input left the
+    table meanwhile commit nothing and leave no file; then one replaces the six by three of at
+    most 25 rows, its rows and metric sums those it replaced."""
+    deep = tmp_path / "deep"
+    for start in range(0, 6 * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    sessions = session_factory(engine)
+    config = parse_config(
+        {
+            "dataSource": "wiki",
+            "skipOffsetFromLatest": "PT0S",
+            "tuningConfig": {"partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 25}},
+        }
+    )
+    compactor = Compactor(sessions, lake, parse(deep), utc_now)
+    catalog = SqlCatalog(CATALOG, uri=metadata_url)
+    before = catalog.load_table("druid.wiki").current_snapshot()
+    files_before = set(deep.rglob("*.parquet"))
+
+    def awaiting() -> tuple[Any, list[Any]]:
+        with sessions() as session:
+            found = plan(session, lake, config).awaiting
+            session.expunge_all()
+        assert len(found) == 1
+        return found[0]
+
+    interval, rows = awaiting()
+    assert len(rows) == 6
+    with pytest.raises(NotLeading):  # epoch 7: no lease says so
+        compactor.compact(config, interval, rows, epoch=7)
+    assert catalog.load_table("druid.wiki").current_snapshot() == before
+    assert set(deep.rglob("*.parquet")) == files_before
+
+    with sessions() as session:  # one of its inputs leaves the table before it commits
+        RetentionService(session, lake, utc_now()).mark_unused(
+            "wiki", Selection(ids=[rows[0].id]), None
+        )
+        session.commit()
+    unused = catalog.load_table("druid.wiki").current_snapshot()
+    with pytest.raises(Replaced):
+        compactor.compact(config, interval, rows, epoch=None)
+    assert catalog.load_table("druid.wiki").current_snapshot() == unused
+    assert set(deep.rglob("*.parquet")) == files_before
+
+    interval, rows = awaiting()  # the five still used
+    table = catalog.load_table("druid.wiki").scan().to_arrow()
+    task_id = compactor.compact(config, interval, rows, epoch=None)
+    after = catalog.load_table("druid.wiki")
+    compacted = after.scan().to_arrow()
+    assert sorted(compacted.column("word").to_pylist()) == sorted(table.column("word").to_pylist())
+    assert sum(compacted.column("count").to_pylist()) == sum(table.column("count").to_pylist())
+    assert [f.file.record_count for f in after.scan().plan_files()] == [25, 25]
+    assert after.current_snapshot().summary["sluicegate.task"] == task_id  # type: ignore[union-attr]
+    with sessions() as session:
+        assert plan(session, lake, config).awaiting == []

@@ -1,0 +1,90 @@
+"""Druid's compaction configuration API and its status routes (supervisor/services/
+compaction.py runs what they configure). A datasource's config and status need DATASOURCE
+READ, a change DATASOURCE WRITE, as in Druid; the cluster-wide listing shows what the caller
+may read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from sqlalchemy.orm import Session
+
+from supervisor.api.auth import identity, may_read, require
+from supervisor.api.common import JSON_BODY, actor, in_session, json_body
+from supervisor.api.context import context
+from supervisor.clock import utc_now
+from supervisor.model.access import Action, ResourceType
+from supervisor.services.compaction_config import CompactionConfigService
+from supervisor.services.supervisors import Actor
+
+router = APIRouter(prefix="/druid/coordinator/v1", tags=["compaction"])
+
+
+def _allowed(request: Request, datasource: str, action: Action) -> None:
+    require(identity(request), ResourceType.DATASOURCE, datasource, action)
+
+
+def _service(request: Request, session: Session) -> CompactionConfigService:
+    return CompactionConfigService(session, context(request).tables, utc_now())
+
+
+@router.get("/config/compaction", summary="The cluster's compaction config, every datasource's")
+async def cluster_config(request: Request) -> dict[str, Any]:
+    readable = may_read(request)
+    found = await in_session(request, lambda session: _service(request, session).cluster())
+    found["compactionConfigs"] = [
+        c for c in found["compactionConfigs"] if readable(str(c.get("dataSource")))
+    ]
+    return found
+
+
+@router.post(
+    "/config/compaction",
+    openapi_extra=JSON_BODY,
+    summary="Set a datasource's compaction config (the body names its dataSource)",
+)
+async def set_config(
+    request: Request, raw: Any = Depends(json_body), who: Actor = Depends(actor)
+) -> dict[str, str]:
+    name = raw.get("dataSource") if isinstance(raw, dict) else None
+    _allowed(request, str(name or ""), Action.WRITE)
+    await in_session(request, lambda session: _service(request, session).put(raw, who))
+    return {}
+
+
+@router.get("/config/compaction/{datasource}", summary="A datasource's compaction config")
+async def get_config(datasource: str, request: Request) -> dict[str, Any]:
+    _allowed(request, datasource, Action.READ)
+    return await in_session(request, lambda session: _service(request, session).get(datasource))
+
+
+@router.delete(
+    "/config/compaction/{datasource}", summary="Stop compacting a datasource (its config goes)"
+)
+async def delete_config(
+    datasource: str, request: Request, who: Actor = Depends(actor)
+) -> dict[str, str]:
+    _allowed(request, datasource, Action.WRITE)
+    await in_session(request, lambda session: _service(request, session).delete(datasource, who))
+    return {}
+
+
+@router.get("/compaction/status", summary="Each configured datasource's compaction status")
+async def status(
+    request: Request, dataSource: str | None = Query(default=None)
+) -> dict[str, list[dict[str, Any]]]:
+    readable = may_read(request)
+    if dataSource is not None:
+        _allowed(request, dataSource, Action.READ)
+    found = await in_session(request, lambda session: _service(request, session).status(dataSource))
+    return {"latestStatus": [s for s in found if readable(str(s["dataSource"]))]}
+
+
+@router.get("/compaction/progress", summary="Bytes of a datasource still awaiting compaction")
+async def progress(
+    request: Request, dataSource: str = Query(..., description="the datasource")
+) -> dict[str, int]:
+    _allowed(request, dataSource, Action.READ)
+    found = await in_session(request, lambda session: _service(request, session).status(dataSource))
+    return {"remainingSegmentSize": found[0]["bytesAwaitingCompaction"]}

@@ -1,0 +1,83 @@
+"""Datasources' compaction configs (Druid's coordinator compaction config API), audited, and
+their compaction status as the tables hold them now."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from supervisor.db.repositories import AuditRepository
+from supervisor.db.retention import CompactionConfigs
+from supervisor.errors import BadRequestError, NotFoundError
+from supervisor.lake.tables import Lake
+from supervisor.model.compaction import parse_config
+from supervisor.model.retention import RuleError
+from supervisor.services.compaction import plan
+from supervisor.services.supervisors import Actor
+
+AUDIT_TYPE = "compaction"
+# what Druid's cluster compaction config answers besides the datasources' configs: one policy,
+# no slots to share (compactions run one at a time on the leader)
+CLUSTER = {
+    "compactionTaskSlotRatio": 0.1,
+    "maxCompactionTaskSlots": 1,
+    "useAutoScaleSlots": False,
+    "engine": "native",
+    "compactionPolicy": {"type": "newestSegmentFirst"},
+}
+
+
+class CompactionConfigService:
+    def __init__(self, session: Session, lake: Lake, now: datetime) -> None:
+        self.session = session
+        self.lake = lake
+        self.now = now
+        self.configs = CompactionConfigs(session)
+
+    def cluster(self) -> dict[str, Any]:
+        return {"compactionConfigs": list(self.configs.all().values()), **CLUSTER}
+
+    def get(self, datasource: str) -> dict[str, Any]:
+        found = self.configs.get(datasource)
+        if found is None:
+            raise NotFoundError(f"no compaction config for datasource [{datasource}]")
+        return found
+
+    def put(self, raw: object, actor: Actor) -> None:
+        try:
+            config = parse_config(raw)
+        except RuleError as exc:
+            raise BadRequestError(str(exc), field=exc.field) from None
+        self.configs.put(config.datasource, config.raw, self.now)
+        self._audit(config.datasource, "update", config.raw, actor)
+
+    def delete(self, datasource: str, actor: Actor) -> None:
+        if not self.configs.delete(datasource):
+            raise NotFoundError(f"no compaction config for datasource [{datasource}]")
+        self._audit(datasource, "delete", {}, actor)
+
+    def status(self, datasource: str | None) -> list[dict[str, Any]]:
+        """Druid's AutoCompactionSnapshot of each configured datasource (or of one)."""
+        configs = self.configs.all()
+        if datasource is not None:
+            if datasource not in configs:
+                raise NotFoundError(f"no compaction config for datasource [{datasource}]")
+            configs = {datasource: configs[datasource]}
+        return [
+            plan(self.session, self.lake, parse_config(raw)).status(name)
+            for name, raw in configs.items()
+        ]
+
+    def _audit(self, datasource: str, action: str, payload: dict[str, Any], actor: Actor) -> None:
+        AuditRepository(self.session).add(
+            datasource,
+            AUDIT_TYPE,
+            action,
+            actor.author,
+            actor.comment,
+            actor.remote_address,
+            payload,
+            self.now,
+        )
