@@ -613,6 +613,74 @@ def test_time_based_checkpoints_are_asked_every_handoff_period_however_long_each
     assert sum(gaps) / len(gaps) < 3.0, gaps  # 3.5 and more when the answer's time is added
 
 
+def test_records_read_then_quiet_are_handed_off_at_the_period_all_the_same(
+    kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
+) -> None:
+    """intermediateHandoffPeriod PT2S and records that stop coming: what the task read is
+    checkpointed (and published) within about the period, as Druid's loop checks the period
+    at every poll, not only after the next batch, which never comes; an idle task with
+    nothing read asks for nothing."""
+    topic = f"quiet-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    total = 20
+    spec = task(
+        topic,
+        kafka.bootstrap_servers,
+        rollup=False,
+        start={0: 0},
+        end={0: 1000},
+        intermediateHandoffPeriod="PT2S",
+    )
+    spec.ioConfig.endSequenceNumbers = None  # read on until the end is set
+
+    def publisher(action: PublishAction) -> Any:
+        with sessions() as session:
+            return PublishService(session, utc_now).publish(spec.id, action)
+
+    asked: list[float] = []
+
+    def checkpointer(_start: Any) -> None:
+        asked.append(time.monotonic())
+
+        def answer() -> None:
+            stops_at = indexer.pause(30)
+            assert stops_at is not None
+            indexer.set_end_offsets(stops_at, finish=False)
+
+        threading.Thread(target=answer, daemon=True).start()
+
+    indexer = KafkaIndexer(
+        spec,
+        spark,
+        tmp_path / "work",
+        tmp_path / "deep",
+        publisher,
+        checkpointer=checkpointer,
+        min_batch_interval_s=0.2,
+    )
+    running = threading.Thread(target=indexer.run, daemon=True)
+    running.start()
+    time.sleep(4.0)
+    assert asked == []  # nothing read: nothing to hand off
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+    for n in range(total):
+        producer.produce(topic, json.dumps(record(n)).encode())
+    producer.flush(10)
+    # the first records come to a sequence older than the period: handed off after their batch
+    wait_for(lambda: len(published_rows(sessions)) == total, 30, "the first records published")
+    # the next come to the young sequence that follows (its batch is not due), then nothing
+    for n in range(total, 2 * total):
+        producer.produce(topic, json.dumps(record(n)).encode())
+    producer.flush(10)
+    sent = time.monotonic()
+    wait_for(lambda: len(published_rows(sessions)) == 2 * total, 30, "the quiet ones published")
+    assert len(asked) == 2 and asked[1] - sent < 6.0, asked
+    time.sleep(3.0)
+    assert len(asked) == 2  # and none while it stays quiet with nothing new
+    indexer.stop()
+    running.join(60)
+
+
 def test_a_pause_during_a_batch_answers_at_once_with_where_the_task_stops(
     kafka: LocalKafka, spark: Any, sessions: Any, tmp_path: Path
 ) -> None:
