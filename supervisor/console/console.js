@@ -244,13 +244,39 @@ async function supervisorView(id) {
   ];
 }
 
+// A datasource's retention rules (its own, then the default ones) in a line.
+function describeRule(rule) {
+  const what = rule.period || rule.interval || "";
+  const future = rule.includeFuture === false ? " (not the future)" : "";
+  return `${rule.type}${what ? ` ${what}` : ""}${future}`;
+}
+
+// A datasource's compaction: not configured, or Druid's status counts.
+async function compactionLine(name) {
+  const path = `/druid/coordinator/v1/compaction/status?dataSource=${encodeURIComponent(name)}`;
+  const response = await send(path);
+  if (response.status === 404) return "compaction: not configured";
+  if (!response.ok) return `compaction: ${response.status}`;
+  const [status] = (await response.json()).latestStatus;
+  return `compaction: ${status.intervalCountCompacted} intervals compacted, ` +
+    `${status.intervalCountAwaitingCompaction} awaiting (${status.bytesAwaitingCompaction.toLocaleString()} bytes), ` +
+    `${status.intervalCountSkipped} skipped`;
+}
+
 async function segmentsView() {
   const names = await api(DATASOURCES);
   const sections = await Promise.all(names.map(async (name) => {
-    const segments = await api(`${DATASOURCES}/${encodeURIComponent(name)}/segments?full`);
+    const path = encodeURIComponent(name);
+    const [segments, rules, compaction] = await Promise.all([
+      api(`${DATASOURCES}/${path}/segments?full`),
+      api(`/druid/coordinator/v1/rules/${path}?full`),
+      compactionLine(name),
+    ]);
     const rows = segments.reduce((sum, s) => sum + s.numRows, 0);
     return [
       el("h2", {}, `${name} `, el("span", { class: "muted" }, `${segments.length} segments, ${rows.toLocaleString()} rows`)),
+      el("p", { class: "muted", id: `retention-${name}` },
+        `retention: ${rules.map(describeRule).join(", then ")}`, el("br"), compaction),
       table(["Interval", "Segment", "Rows", "Bytes", "File"],
         segments.map((s) => [s.interval, el("code", {}, s.identifier), s.numRows, s.size, el("code", {}, segmentFile(s.loadSpec))])),
     ];

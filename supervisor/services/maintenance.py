@@ -12,7 +12,8 @@
   `SLUICEGATE_KILL_PERIOD_S`, the unused segments marked unused over
   `SLUICEGATE_KILL_BUFFER_PERIOD` ago (P30D) whose interval ended over
   `SLUICEGATE_KILL_DURATION_TO_RETAIN` ago (P90D; empty: any) are killed.
-- **Orphan files** (Iceberg's removeOrphanFiles), every hour: files under a table's location
+- **Orphan files** (Iceberg's removeOrphanFiles), every hour (or every orphan file age, if
+  shorter): files under a table's location
   that nothing names, written over `SLUICEGATE_ORPHAN_FILE_AGE` (P1D) ago (lake/orphans.py).
 """
 
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 SNAPSHOTS_KEPT = 10
 ORPHANS_EVERY_S = 3600.0
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def expired_snapshots(table: Table, before_ms: int) -> set[int]:
@@ -92,7 +94,10 @@ class MaintenanceDuty(Loop):
 
     def run_once(self) -> None:
         self.expire()
-        if time.monotonic() - self.swept_at >= ORPHANS_EVERY_S:
+        age = parse_period(self.settings.orphan_file_age)
+        age_s = (EPOCH - minus(EPOCH, age)).total_seconds()
+        every = min(ORPHANS_EVERY_S, max(self.every_s, age_s))
+        if time.monotonic() - self.swept_at >= every:
             self.swept_at = time.monotonic()
             self.remove_orphans()
         if (

@@ -105,8 +105,16 @@ def test_console_shows_and_controls_a_supervisor(
         300,
         "the suspension's segments",
     )
+    rules = [{"type": "loadByPeriod", "period": "P3650D"}, {"type": "dropForever"}]
+    assert api.post("/druid/coordinator/v1/rules/words", json=rules).status_code == 200
     browser.get(f"{service.url}/console/#/segments")
     wait_for(lambda: "50 rows" in text_of(browser, "main"), 60, "the segments page")
+    shown = text_of(browser, "main")
+    assert "retention: loadByPeriod P3650D, then dropForever, then loadForever" in shown, shown
+    assert "compaction: not configured" in shown
+    compaction = {"dataSource": "words", "skipOffsetFromLatest": "PT0S"}
+    assert api.post("/druid/coordinator/v1/config/compaction", json=compaction).is_success
+    wait_for(lambda: "intervals compacted" in text_of(browser, "main"), 30, "the compaction status")
     browser.save_screenshot(str(tmp_path / "console-segments.png"))
 
 
