@@ -1,0 +1,457 @@
+"""Soak: a month compressed into an hour, to show that what a deployment leaves behind stays
+flat: memory, the metadata DB, deep storage and the disk.
+
+`--supervisors` (20) supervisors, each of its own one-partition topic at `--rate` records a
+second (5), taskDuration PT30S, intermediateHandoffPeriod PT5S, day segments, their event
+times advancing a day a minute. Each datasource has compaction on (skipOffsetFromLatest
+P1D), a drop rule (`dropBeforeByPeriod` P7D) and the automatic kill a day after a segment is
+dropped; the overlord's rules and kill see time pass at the same pace
+(supervisor/testkit/simclock.py). One task host (`sluicegate worker`, its tasks in one shared
+application) is SIGKILLed with its application every `--host-kill-every-min` (10) minutes and
+started again; the overlord is stopped and started once, half way.
+
+Every `--sample-s` (60) seconds it samples the overlord's and the host application's resident
+memory, open files and threads, the metadata DB's size and rows per table, deep storage's
+files and bytes, and the bytes of the work and temporary directories. After the first sixth
+of the run (ten minutes of an hour) each series' slope is fitted by least squares.
+
+At the end the producer stops, every supervisor catches up, and every table is read with
+pyiceberg: no word twice (`dupes`), and no word missing whose day was not yet past the drop
+rule (`lost`; a record of the day the rule was dropping at that moment may be either).
+`files_per_interval_p99` is over every closed day of every table. Every process of the run
+is then stopped, and any still alive 60 s later is counted (`left_alive`).
+
+    .venv/bin/python bench/soak.py                       # an hour
+    .venv/bin/python bench/soak.py --minutes 8 --supervisors 4 --host-kill-every-min 3
+
+Writes bench/results/soak.json; ends with `RATIO hours=<h> rss_mb_slope_per_h=<..>
+db_mb_slope_per_h=<..> disk_mb_slope_per_h=<..> files_per_interval_p99=<..> lost=<n>
+dupes=<n> left_alive=<n>` (slopes in MB per hour; the JSON has each as a share of its mean).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from live import workspace, write_results
+
+from supervisor.devstack.kafka import LocalKafka
+from supervisor.devstack.service import LocalService
+from supervisor.devstack.specs import supervisor_spec
+from supervisor.devstack.topics import create_topic
+from supervisor.net import free_port
+from supervisor.settings import default_jar_cache
+from supervisor.testkit.hosts import application_pid, kill_tasks
+from supervisor.testkit.waits import percentile, wait_for
+
+DAY_S = 86_400.0
+SPEED = 1440.0  # a day of event time a minute
+ORIGIN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+
+
+def _mb(path: Path) -> float:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += (Path(root) / name).stat().st_size
+            except OSError:
+                continue
+    return total / 1e6
+
+
+def _proc(pid: int | None) -> dict[str, float]:
+    """Resident MB, open files and threads of a process (and of its children: the shared
+    application's JVM and Python workers), zeros when it is gone."""
+    found = {"rss_mb": 0.0, "open_files": 0.0, "threads": 0.0}
+    if pid is None:
+        return found
+    for member in [pid, *_descendants(pid)]:
+        try:
+            status = Path(f"/proc/{member}/status").read_text().splitlines()
+            fds = len(os.listdir(f"/proc/{member}/fd"))
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        found["rss_mb"] += int(fields.get("VmRSS", "0 kB").split()[0]) / 1024
+        found["threads"] += int(fields.get("Threads", "0").strip())
+        found["open_files"] += fds
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class Run:
+    """The run's processes: the broker, the overlord (on the simulated clock) and the host."""
+
+    def __init__(self, root: Path, args: argparse.Namespace) -> None:
+        self.root, self.args = root, args
+        self.jars = default_jar_cache()
+        self.broker = LocalKafka(root / "kafka", self.jars)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.wall_start = time.time()
+        self.overlord: LocalService | None = None
+        self.host: subprocess.Popen[str] | None = None
+        self.env = {
+            **os.environ,
+            "SLUICEGATE_PORT": str(self.port),
+            "SLUICEGATE_METADATA_URL": f"sqlite:///{root / 'meta.db'}",
+            "SLUICEGATE_DEEP_STORAGE": str(root / "deep"),
+            "SLUICEGATE_WORK_DIR": str(root / "work"),
+            "SLUICEGATE_JAR_CACHE": str(self.jars),
+            "SLUICEGATE_LOG_LEVEL": "warning",
+            "SLUICEGATE_LEASE_S": "3",
+            "SLUICEGATE_COORDINATOR_PERIOD_S": "10",
+            "SLUICEGATE_SNAPSHOT_RETENTION": "PT10M",
+            "SLUICEGATE_KILL_ON": "true",
+            "SLUICEGATE_KILL_PERIOD_S": "30",
+            "SLUICEGATE_KILL_BUFFER_PERIOD": "P1D",
+            "SLUICEGATE_KILL_DURATION_TO_RETAIN": "",
+            "SLUICEGATE_ORPHAN_FILE_AGE": "PT10M",
+            "SLUICEGATE_TASK_RETENTION": "PT10M",
+            "SLUICEGATE_INTENT_RETENTION": "PT10M",
+            "SLUICEGATE_ORPHAN_TIMEOUT_S": "180",
+        }
+
+    def simulated_now(self) -> float:
+        return ORIGIN + (time.time() - self.wall_start) * SPEED
+
+    def start_overlord(self) -> None:
+        command = [sys.executable, "-m", "supervisor.testkit.simclock"]
+        command += [str(self.wall_start), str(ORIGIN), str(SPEED), "serve"]
+        log = self.root / "overlord.log"
+        self.overlord = LocalService(command, self.url, log, self.root, self.env).start(120)
+
+    def stop_overlord(self) -> None:
+        process = self.overlord.process if self.overlord is not None else None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(120)
+
+    def start_host(self) -> None:
+        work = self.root / "host"
+        command = [sys.executable, "-m", "supervisor.cli", "worker", "--overlord", self.url]
+        capacity = str(2 * self.args.supervisors + 4)
+        command += ["--capacity", capacity, "--port", str(free_port()), "--work-dir", str(work)]
+        command += ["--master", "local[2]"]
+        with (self.root / "host.log").open("ab") as log:
+            self.host = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=self.env,
+                start_new_session=True,
+            )
+        assert self.host.stdout is not None
+        line = self.host.stdout.readline()
+        assert "registered" in line, line
+
+    def kill_host(self) -> None:
+        """The task host lost: its agent and its application SIGKILLed."""
+        if self.host is not None and self.host.poll() is None:
+            os.killpg(self.host.pid, signal.SIGKILL)
+            self.host.wait(30)
+        kill_tasks(self.root / "host")
+
+    def stop_host(self) -> None:
+        if self.host is not None and self.host.poll() is None:
+            self.host.send_signal(signal.SIGTERM)
+            self.host.wait(60)
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        import httpx
+
+        answer = httpx.request(method, self.url + path, json=body, timeout=30)
+        assert answer.is_success, (path, answer.status_code, answer.text)
+        return answer.json() if answer.content else None
+
+
+class Producer:
+    """`rate` records a second to each topic, event time on the run's simulated clock; the
+    words sent, by datasource, with their event day."""
+
+    def __init__(self, run: Run, topics: dict[str, str], rate: float) -> None:
+        from confluent_kafka import Producer as KafkaProducer
+
+        self.run, self.topics, self.rate = run, topics, rate
+        self.kafka = KafkaProducer({"bootstrap.servers": run.broker.bootstrap_servers})
+        self.sent: dict[str, list[tuple[str, float]]] = {ds: [] for ds in topics}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stopping.wait(1.0):
+            moment = self.run.simulated_now()
+            stamp = datetime.fromtimestamp(moment, UTC).isoformat()
+            for ds, topic in self.topics.items():
+                for _ in range(int(self.rate)):
+                    word = f"{ds}-{n}"
+                    n += 1
+                    record = json.dumps({"ts": stamp, "word": word}).encode()
+                    self.kafka.produce(topic, record)
+                    self.sent[ds].append((word, moment))
+            self.kafka.flush(30)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(60)
+        self.kafka.flush(30)
+
+
+def submit(run: Run, count: int) -> dict[str, str]:
+    topics = {}
+    for i in range(count):
+        ds, topic = f"soak{i:02d}", f"soak-{i:02d}"
+        create_topic(run.broker.bootstrap_servers, topic, 1)
+        spec = supervisor_spec(
+            ds,
+            topic,
+            run.broker.bootstrap_servers,
+            ["word"],
+            segment_granularity="DAY",
+            tuning={"intermediateHandoffPeriod": "PT5S"},
+            period="PT10S",
+            taskDuration="PT30S",
+        )
+        run.api("POST", "/druid/indexer/v1/supervisor", spec)
+        rules = [{"type": "dropBeforeByPeriod", "period": "P7D"}]
+        run.api("POST", f"/druid/coordinator/v1/rules/{ds}", rules)
+        compaction = {"dataSource": ds, "skipOffsetFromLatest": "P1D"}
+        run.api("POST", "/druid/coordinator/v1/config/compaction", compaction)
+        topics[ds] = topic
+    return topics
+
+
+def sample(run: Run, datasources: list[str]) -> dict[str, Any]:
+    import sqlite3
+
+    overlord = run.overlord.process.pid if run.overlord and run.overlord.process else None
+    app = application_pid(run.root / "host")
+    db = sqlite3.connect(f"file:{run.root / 'meta.db'}?mode=ro", uri=True, timeout=30)
+    try:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        rows = {name: db.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0] for name in names}
+    finally:
+        db.close()
+    db_mb = sum(p.stat().st_size for p in run.root.glob("meta.db*") if p.is_file()) / 1e6
+    deep = run.root / "deep"
+    files = {ds: sum(1 for p in (deep / ds).rglob("*") if p.is_file()) for ds in datasources}
+    return {
+        "at_s": round(time.time() - run.wall_start, 1),
+        "overlord": _proc(overlord),
+        "host_app": _proc(app),
+        "db_mb": round(db_mb, 3),
+        "rows": rows,
+        "deep_mb": round(_mb(deep), 3),
+        "deep_files": sum(files.values()),
+        "work_mb": round(_mb(run.root / "work") + _mb(run.root / "host"), 3),
+        "tmp_spark_dirs": _spark_tmp(),
+    }
+
+
+def _spark_tmp() -> int:
+    """Spark folders in the system's temporary directory (none should pile up there)."""
+    import tempfile
+
+    root = Path(tempfile.gettempdir())
+    return sum(1 for p in root.iterdir() if p.name.startswith(("spark-", "blockmgr-")))
+
+
+def slope_per_h(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, value) in value per hour."""
+    if len(points) < 3:
+        return float("nan")
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var == 0:
+        return float("nan")
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var * 3600
+
+
+def check_tables(run: Run, producer: Producer) -> dict[str, Any]:
+    """Every table read with pyiceberg: dupes, lost (among days the drop rule had not
+    reached), files per closed day."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("sluicegate", uri=f"sqlite:///{run.root / 'meta.db'}")
+    now = run.simulated_now()
+    safe_after = now - 7 * DAY_S + 2 * DAY_S  # past the day being dropped as we read
+    lost = dupes = 0
+    per_interval: list[int] = []
+    for ds, sent in producer.sent.items():
+        table = catalog.load_table(f"druid.{ds}")
+        words = Counter(table.scan().to_arrow().column("word").to_pylist())
+        dupes += sum(count - 1 for count in words.values() if count > 1)
+        lost += sum(1 for word, moment in sent if moment >= safe_after and word not in words)
+        days = Counter(str(task.file.partition[0]) for task in table.scan().plan_files())
+        newest = max(days) if days else None
+        per_interval += [count for day, count in days.items() if day != newest]
+    p99 = percentile(sorted(per_interval), 99) if per_interval else float("nan")
+    return {"lost": lost, "dupes": dupes, "files_per_interval_p99": p99}
+
+
+def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    run.broker.start()
+    run.start_overlord()
+    run.start_host()
+    topics = submit(run, args.supervisors)
+    producer = Producer(run, topics, args.rate)
+    producer.thread.start()
+    samples: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    started = time.monotonic()
+    end = started + args.minutes * 60
+    next_sample = started
+    next_kill = started + args.host_kill_every_min * 60
+    restart_at: float | None = started + args.minutes * 30
+    while time.monotonic() < end:
+        now = time.monotonic()
+        if now >= next_sample:
+            samples.append(sample(run, list(topics)))
+            next_sample += args.sample_s
+            print(json.dumps(samples[-1], default=str)[:400], flush=True)
+        if now >= next_kill:
+            run.kill_host()
+            run.start_host()
+            events.append({"at_s": round(now - started), "event": "task host SIGKILLed"})
+            next_kill += args.host_kill_every_min * 60
+        if restart_at is not None and now >= restart_at:
+            run.stop_overlord()
+            run.start_overlord()
+            events.append({"at_s": round(now - started), "event": "overlord restarted"})
+            restart_at = None
+        time.sleep(1.0)
+    producer.stop()
+    for ds in topics:  # every supervisor catches up
+        count = len(producer.sent[ds])
+        wait_for(
+            lambda ds=ds, count=count: _committed(run, ds) >= count,
+            600,
+            f"{ds} to publish its {count} records",
+        )
+    time.sleep(30)  # a run of the rules past the last publish
+    checked = check_tables(run, producer)
+    return {"samples": samples, "events": events, **checked}
+
+
+def _committed(run: Run, ds: str) -> int:
+    status = run.api("GET", f"/druid/indexer/v1/supervisor/{ds}/status")
+    return int(sum((status["payload"].get("committedOffsets") or {}).values()))
+
+
+def shut_down(run: Run) -> int:
+    """Stop everything the run started; how many of its processes are alive 60 s later."""
+    run.stop_host()
+    run.stop_overlord()
+    run.broker.stop()
+    marker = str(run.root).encode()
+    deadline = time.monotonic() + 60
+    alive: list[int] = []
+    while time.monotonic() < deadline:
+        alive = _with_marker(marker)
+        if not alive:
+            break
+        time.sleep(1)
+    for pid in alive:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    return len(alive)
+
+
+def _with_marker(marker: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def slopes(samples: list[dict[str, Any]], skip_s: float) -> dict[str, Any]:
+    series = {
+        "rss_mb": lambda s: s["overlord"]["rss_mb"] + s["host_app"]["rss_mb"],
+        "db_mb": lambda s: s["db_mb"],
+        "disk_mb": lambda s: s["deep_mb"] + s["work_mb"],
+        "open_files": lambda s: s["overlord"]["open_files"] + s["host_app"]["open_files"],
+        "threads": lambda s: s["overlord"]["threads"] + s["host_app"]["threads"],
+    }
+    found: dict[str, Any] = {}
+    for name, value in series.items():
+        points = [(s["at_s"], value(s)) for s in samples if s["at_s"] >= skip_s]
+        per_h = slope_per_h(points)
+        mean = sum(v for _, v in points) / len(points) if points else float("nan")
+        found[name] = {
+            "slope_per_h": round(per_h, 3),
+            "share_of_mean_per_h": round(per_h / mean, 4) if mean else float("nan"),
+        }
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--supervisors", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=5.0, help="records/s per supervisor")
+    parser.add_argument("--sample-s", type=float, default=60.0)
+    parser.add_argument("--host-kill-every-min", type=float, default=10.0)
+    parser.add_argument("--keep", help="run in a directory under this one and keep it")
+    args = parser.parse_args()
+    with workspace("soak-", args.keep) as root:
+        run = Run(root, args)
+        try:
+            found = soak(run, args)
+        finally:
+            left_alive = shut_down(run)
+    fitted = slopes(found["samples"], args.minutes * 60 / 6)
+    results = {"args": vars(args), "slopes": fitted, "left_alive": left_alive, **found}
+    path = write_results("soak", results)
+    print(f"wrote {path}")
+    print(
+        f"RATIO hours={args.minutes / 60:.2f}"
+        f" rss_mb_slope_per_h={fitted['rss_mb']['slope_per_h']}"
+        f" db_mb_slope_per_h={fitted['db_mb']['slope_per_h']}"
+        f" disk_mb_slope_per_h={fitted['disk_mb']['slope_per_h']}"
+        f" files_per_interval_p99={found['files_per_interval_p99']}"
+        f" lost={found['lost']} dupes={found['dupes']} left_alive={left_alive}"
+    )
+
+
+if __name__ == "__main__":
+    main()
