@@ -100,15 +100,20 @@ class SegmentStates:
             )
         return list(self.session.scalars(query.order_by(SegmentRow.interval_start, SegmentRow.id)))
 
-    def mark(self, ids: list[str], used: bool, now: datetime) -> None:
+    def mark(self, ids: list[str], used: bool, now: datetime) -> int:
+        """Flag these segments used (or unused) where they are not yet; how many changed (a
+        caller that read them as not yet marked and sees fewer raced another change)."""
+        changed = 0
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            self.session.execute(
+            found = self.session.execute(
                 update(SegmentRow)
-                .where(SegmentRow.id.in_(chunk))
+                .where(SegmentRow.id.in_(chunk), SegmentRow.used.is_(not used))
                 .values(used=used, used_status_last_updated=now)
             )
+            changed += found.rowcount  # type: ignore[attr-defined]
         self.session.flush()
+        return changed
 
     def unused_before(self, datasource: str, changed_before: datetime) -> list[SegmentRow]:
         """Unused segments whose flag was last changed before `changed_before`."""
@@ -119,11 +124,16 @@ class SegmentStates:
         )
         return list(self.session.scalars(query))
 
-    def forget(self, ids: list[str]) -> None:
+    def forget(self, ids: list[str], unused_only: bool = False) -> int:
+        """Delete these segments' rows (`unused_only`: those still unused); how many."""
+        gone = 0
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            self.session.execute(delete(SegmentRow).where(SegmentRow.id.in_(chunk)))
+            query = delete(SegmentRow).where(SegmentRow.id.in_(ids[start : start + 500]))
+            if unused_only:
+                query = query.where(SegmentRow.used.is_(False))
+            gone += self.session.execute(query).rowcount  # type: ignore[attr-defined]
         self.session.flush()
+        return gone
 
     def datasources_with_unused(self) -> list[str]:
         query = select(SegmentRow.datasource).where(SegmentRow.used.is_(False)).distinct()

@@ -120,9 +120,9 @@ def parse_time(text: object, field: str) -> datetime:
         raise RuleError(field, "must be an ISO-8601 time")
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise RuleError(field, f"'{text}' is not an ISO-8601 time") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise RuleError(field, f"'{text}' is not an ISO-8601 time in range") from None
 
 
 def parse_interval(text: object, field: str) -> tuple[datetime, datetime]:

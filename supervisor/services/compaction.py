@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +49,7 @@ from tasks.storage import Storage
 
 log = logging.getLogger(__name__)
 Interval = tuple[datetime, datetime]
+FAILED_BACKOFF_S = 600.0  # an interval whose compaction failed waits this long to be tried
 
 
 @dataclass
@@ -123,15 +125,17 @@ class Compactor:
         task_id = f"compact_{config.datasource}_{druid_timestamp(now)}_{suffix}"
         version = f"{druid_timestamp(now)}-compact-{suffix}"
         written = self._write(config, interval, rows, version, task_id)
-        try:
-            if sum(w.rows for w in written) != sum(r.num_rows for r in rows):
-                raise RuntimeError("the files written do not hold the rows they replace")
-            with self.sessions() as session:
+        with self.sessions() as session:
+            try:
+                if sum(w.rows for w in written) != sum(r.num_rows for r in rows):
+                    raise RuntimeError("the files written do not hold the rows they replace")
                 self._commit(session, config, interval, rows, written, version, task_id, epoch)
-                session.commit()
-        except BaseException:
-            self._delete(written)
-            raise
+            except BaseException:
+                self._delete(written)
+                raise
+            # a commit that fails may still have landed: its files stay (the table names them
+            # if it did; orphan-file removal takes them if it did not)
+            session.commit()
         log.info(
             "%s: %s compacted, %d files into %d (%s)",
             config.datasource,
@@ -179,7 +183,7 @@ class Compactor:
                 size_bytes=w.size,
                 num_rows=w.rows,
                 used=True,
-                payload=rows[0].payload,
+                payload=_union_payload(rows),
                 created_at=now,
             )
             for n, w in enumerate(written)
@@ -270,6 +274,17 @@ class Compactor:
                 continue  # an orphan the orphan-file removal takes
 
 
+def _union_payload(rows: list[SegmentRow]) -> dict[str, Any]:
+    """The replaced segments' payload, their dimensions and metrics all named (in order)."""
+    payload = dict(rows[0].payload or {})
+    for key in ("dimensions", "metrics"):
+        names: list[str] = []
+        for row in rows:
+            names += [n for n in (row.payload or {}).get(key, []) if n not in names]
+        payload[key] = names
+    return payload
+
+
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` with `schema`'s columns in its order: a column it lacks (a dimension discovered
     after it was written) as nulls."""
@@ -300,6 +315,7 @@ class CompactionDuty(Loop):
         self.lake = lake
         self.fence = fence
         self.compactor = Compactor(sessions, lake, storage, clock)
+        self.failing: dict[tuple[str, Interval], float] = {}  # not tried again before then
         super().__init__(every_s)
 
     def run_once(self) -> None:
@@ -312,16 +328,32 @@ class CompactionDuty(Loop):
         done: dict[str, str] = {}
         for datasource, raw in configs.items():
             leader = self.fence.check()
-            config = parse_config(raw)
-            with self.sessions() as session:
-                awaiting = plan(session, self.lake, config).awaiting
-                session.expunge_all()
-            if not awaiting:
-                continue
-            interval, rows = awaiting[0]
             epoch = None if leader is None else leader.epoch
             try:
-                done[datasource] = self.compactor.compact(config, interval, rows, epoch)
-            except Replaced as exc:
-                log.info("%s: compaction of %s gave up: %s", datasource, interval, exc)
+                task_id = self._compact_one(parse_config(raw), epoch)
+            except Exception:  # the others go on; this one is tried again next run
+                log.exception("%s: compaction failed", datasource)
+                continue
+            if task_id is not None:
+                done[datasource] = task_id
         return done
+
+    def _compact_one(self, config: CompactionConfig, epoch: int | None) -> str | None:
+        """The newest interval awaiting compaction that has not failed lately, compacted."""
+        with self.sessions() as session:
+            awaiting = plan(session, self.lake, config).awaiting
+            session.expunge_all()
+        now = time.monotonic()
+        for interval, rows in awaiting:
+            key = (config.datasource, interval)
+            if self.failing.get(key, 0.0) > now:
+                continue
+            try:
+                return self.compactor.compact(config, interval, rows, epoch)
+            except Replaced as exc:  # planned again on what the table holds next run
+                log.info("%s: compaction of %s gave up: %s", config.datasource, interval, exc)
+                return None
+            except Exception:
+                self.failing[key] = now + FAILED_BACKOFF_S
+                raise
+        return None

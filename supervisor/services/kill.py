@@ -21,7 +21,7 @@ from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.db.retention import SegmentStates
 from supervisor.db.tasks import TaskRepository
-from supervisor.errors import BadRequestError
+from supervisor.errors import BadRequestError, Raced
 from supervisor.lake.append import manifests_of
 from supervisor.lake.catalog import after_commit
 from supervisor.lake.expiry import expire
@@ -31,6 +31,7 @@ from supervisor.model.access import Action
 from supervisor.model.retention import RuleError, parse_interval, parse_time
 from supervisor.services.supervisors import Actor
 from tasks.protocol import TaskStatusCode
+from tasks.spec.names import name_problem, task_id_problem
 
 MAX_KILL = 100_000  # segments one kill deletes at most (its `limit`, if lower)
 _FIELDS = {
@@ -63,8 +64,11 @@ def parse_kill(raw: dict[str, Any], now: datetime) -> Kill:
         field = sorted(unknown)[0]
         raise BadRequestError(f"{field}: not a field of a kill task", field=field)
     datasource = raw.get("dataSource")
-    if not isinstance(datasource, str) or not 0 < len(datasource) <= 255:
-        raise BadRequestError("dataSource: a name of 1 to 255 characters", field="dataSource")
+    if not isinstance(datasource, str):
+        raise BadRequestError("dataSource: must be a string", field="dataSource")
+    problem = name_problem(datasource)
+    if problem is not None:
+        raise BadRequestError(f"dataSource: {problem}", field="dataSource")
     try:
         interval = parse_interval(raw.get("interval"), "interval")
         before = raw.get("maxUsedStatusLastUpdatedTime")
@@ -79,15 +83,20 @@ def parse_kill(raw: dict[str, Any], now: datetime) -> Kill:
     ):
         raise BadRequestError("versions: an array of segment versions", field="versions")
     limit = raw.get("limit")
-    if limit is not None and (not isinstance(limit, int) or not 0 < limit <= MAX_KILL):
+    if limit is not None and (
+        not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= MAX_KILL
+    ):
         raise BadRequestError(f"limit: 1 to {MAX_KILL}", field="limit")
     task_id = raw.get("id")
     if task_id is None:
         start, end = (druid_timestamp(t) for t in interval)
         nonce, at = secrets.token_hex(4), druid_timestamp(now)
         task_id = f"api-issued_kill_{datasource}_{nonce}_{start}_{end}_{at}"
-    if not isinstance(task_id, str) or not 0 < len(task_id) <= 255:
-        raise BadRequestError("id: 1 to 255 characters", field="id")
+        if len(task_id) > 255:  # a long datasource name: Druid's parts, the name cut short
+            task_id = f"api-issued_kill_{datasource[:100]}_{nonce}_{start}_{end}_{at}"
+    problem = task_id_problem(task_id) if isinstance(task_id, str) else "must be a string"
+    if problem is not None:
+        raise BadRequestError(f"id: {problem}", field="id")
     return Kill(task_id, datasource, interval, versions, limit or MAX_KILL, changed_before)
 
 
@@ -146,6 +155,12 @@ class KillService:
 
     def _delete(self, datasource: str, doomed: list[SegmentRow]) -> list[str]:
         paths = {row.path for row in doomed}
+        # the rows first, still unused: their locks (on PostgreSQL) order this kill with a
+        # markUsed of the same segments, and one that got there first makes this a retry
+        if self.states.forget([row.id for row in doomed], unused_only=True) != len(doomed):
+            raise Raced(f"segments of {datasource} changed while being killed")
+        if paths & (live_files(self.lake, self.session, datasource) or set()):
+            raise Raced(f"segments of {datasource} are in its table again")
 
         def holding(table: Any) -> set[int]:  # the snapshots that still name one of them
             found = set()
@@ -156,13 +171,26 @@ class KillService:
                         break
             return found
 
-        self.states.forget([row.id for row in doomed])
         expired = expire(self.lake, self.session, datasource, holding, lambda free: free & paths)
-        left = paths - set(expired.data_files)  # named by no snapshot at all: deleted too
+        # those no snapshot names at all (as the table is after the expiry) go too
+        left = paths - set(expired.data_files) - self._named(datasource)
         if left:
             io = self.lake.catalog._load_file_io(location=self.lake.location)
             after_commit(self.session, lambda: _delete_files(io, left))
         return [row.id for row in doomed]
+
+    def _named(self, datasource: str) -> set[str]:
+        """Every data file a snapshot of the table names, as this transaction has it."""
+        ident = self.lake.identifier(datasource)
+        location = self.lake.catalog.location_of(self.session, ident)
+        if location is None:
+            return set()
+        table = self.lake.catalog.table_at(ident, location)
+        named: set[str] = set()
+        for snapshot in table.snapshots():
+            for manifest in manifests_of(table.io, snapshot):
+                named.update(live_paths(table.io, manifest))
+        return named
 
 
 def _delete_files(io: Any, paths: set[str]) -> None:

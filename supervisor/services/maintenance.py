@@ -29,8 +29,10 @@ from sqlalchemy.orm import Session
 
 from supervisor.clock import Clock
 from supervisor.db.engine import SessionFactory
+from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow
 from supervisor.db.retention import SegmentStates
+from supervisor.errors import NotLeading
 from supervisor.lake.expiry import expire
 from supervisor.lake.holdings import tables
 from supervisor.lake.orphans import remove_orphans
@@ -38,7 +40,7 @@ from supervisor.lake.tables import SUMMARY_SUPERVISOR, Lake
 from supervisor.loop import Loop
 from supervisor.model.fence import Fence
 from supervisor.model.retention import minus
-from supervisor.services.kill import Kill, KillService
+from supervisor.services.kill import MAX_KILL, Kill, KillService
 from supervisor.settings import Settings
 from tasks.spec.periods import parse_period
 
@@ -93,7 +95,12 @@ class MaintenanceDuty(Loop):
         super().__init__(settings.coordinator_period_s)
 
     def run_once(self) -> None:
-        self.expire()
+        try:
+            self.expire()
+        except NotLeading:
+            raise
+        except Exception:  # the orphans and the kill still run
+            log.exception("snapshot expiry failed")
         age = parse_period(self.settings.orphan_file_age)
         age_s = (EPOCH - minus(EPOCH, age)).total_seconds()
         every = min(ORPHANS_EVERY_S, max(self.every_s, age_s))
@@ -115,16 +122,24 @@ class MaintenanceDuty(Loop):
             names = sorted(tables(session))
         done: dict[str, int] = {}
         for datasource in names:
-            self.fence.check()
-            with self.sessions() as session:
-                expired = expire(
-                    self.lake,
-                    session,
-                    datasource,
-                    lambda table: expired_snapshots(table, before_ms),
-                    lambda free, s=session: rowless(s, free),  # type: ignore[misc]
-                )
-                session.commit()
+            leader = self.fence.check()
+            try:
+                with self.sessions() as session:
+                    if leader is not None:
+                        LeaseRepository(session).require(leader.epoch)
+                    expired = expire(
+                        self.lake,
+                        session,
+                        datasource,
+                        lambda table: expired_snapshots(table, before_ms),
+                        lambda free, s=session: rowless(s, free),  # type: ignore[misc]
+                    )
+                    session.commit()
+            except NotLeading:
+                raise
+            except Exception:  # the other tables go on
+                log.exception("%s: snapshot expiry failed", datasource)
+                continue
             if expired.snapshots:
                 done[datasource] = len(expired.snapshots)
         return done
@@ -138,8 +153,12 @@ class MaintenanceDuty(Loop):
         done: dict[str, int] = {}
         for datasource in names:
             self.fence.check()
-            with self.sessions() as session:
-                deleted = remove_orphans(self.lake, storage, session, datasource, older)
+            try:
+                with self.sessions() as session:
+                    deleted = remove_orphans(self.lake, storage, session, datasource, older)
+            except Exception:  # the other tables go on
+                log.exception("%s: orphan-file removal failed", datasource)
+                continue
             if deleted:
                 done[datasource] = len(deleted)
         return done
@@ -155,17 +174,24 @@ class MaintenanceDuty(Loop):
         done: dict[str, int] = {}
         for datasource in names:
             leader = self.fence.check()
-            with self.sessions() as session:
-                kill = Kill(
-                    f"auto-kill-{datasource}",
-                    datasource,
-                    (EARLIEST, ended_by),
-                    changed_before=changed_before,
-                )
-                killed = KillService(session, self.lake, now).kill(
-                    kill, None if leader is None else leader.epoch
-                )
-                session.commit()
+            kill = Kill(
+                f"auto-kill-{datasource}",
+                datasource,
+                (EARLIEST, ended_by),
+                None,
+                MAX_KILL,
+                changed_before,
+            )
+            try:
+                with self.sessions() as session:
+                    service = KillService(session, self.lake, now)
+                    killed = service.kill(kill, None if leader is None else leader.epoch)
+                    session.commit()
+            except NotLeading:
+                raise
+            except Exception:  # the other datasources go on; this one next period
+                log.exception("%s: the automatic kill failed", datasource)
+                continue
             if killed:
                 log.info("%s: %d unused segments killed", datasource, len(killed))
                 done[datasource] = len(killed)

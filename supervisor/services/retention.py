@@ -21,7 +21,7 @@ from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import AuditRepository
 from supervisor.db.retention import RulesRepository, SegmentStates
-from supervisor.errors import BadRequestError
+from supervisor.errors import BadRequestError, NotLeading, Raced
 from supervisor.lake.holdings import live_files, tables
 from supervisor.lake.rewrite import remove
 from supervisor.lake.tables import SUMMARY_EPOCH, SUMMARY_OPERATION, Lake, published
@@ -124,9 +124,12 @@ class RetentionService:
     def _unuse(self, datasource: str, rows: list[SegmentRow], epoch: int | None, why: str) -> int:
         if not rows:
             return 0
+        # the rows first: their locks (on PostgreSQL) order this change with a markUsed or a
+        # kill of the same segments, and one that changed them meanwhile makes this a retry
+        if self.states.mark([row.id for row in rows], False, self.now) != len(rows):
+            raise Raced(f"segments of {datasource} changed meanwhile")
         summary = self._summary(why, epoch)
         remove(self.lake, self.session, datasource, {row.path for row in rows}, summary)
-        self.states.mark([row.id for row in rows], False, self.now)
         return len(rows)
 
     def mark_used(self, datasource: str, which: Selection, epoch: int | None) -> int:
@@ -135,6 +138,8 @@ class RetentionService:
         rows = self.states.of(datasource, False, which.ids, which.interval)
         if not rows:
             return 0
+        if self.states.mark([row.id for row in rows], True, self.now) != len(rows):
+            raise Raced(f"segments of {datasource} changed meanwhile")  # (killed, say)
         held = live_files(self.lake, self.session, datasource) or set()
         files = [
             (row.path, row.size_bytes, row.interval_start.isoformat(), row.interval_end.isoformat())
@@ -145,7 +150,6 @@ class RetentionService:
             self.lake.append(
                 self.session, published(datasource, files, self._summary("markUsed", epoch))
             )
-        self.states.mark([row.id for row in rows], True, self.now)
         return len(rows)
 
     def _live(self, datasource: str, which: Selection) -> list[SegmentRow]:
@@ -203,10 +207,17 @@ class RetentionDuty(Loop):
         dropped: dict[str, int] = {}
         for datasource in names:
             leader = self.fence.check()  # NotLeading: the run ends
-            with self.sessions() as session:
-                service = RetentionService(session, self.lake, self.clock())
-                count = service.apply_rules(datasource, None if leader is None else leader.epoch)
-                session.commit()
+            try:
+                with self.sessions() as session:
+                    service = RetentionService(session, self.lake, self.clock())
+                    epoch = None if leader is None else leader.epoch
+                    count = service.apply_rules(datasource, epoch)
+                    session.commit()
+            except NotLeading:
+                raise
+            except Exception:  # the other datasources go on; this one next period
+                log.exception("%s: its retention rules failed", datasource)
+                continue
             if count:
                 log.info("%s: %d segments dropped by its retention rules", datasource, count)
                 dropped[datasource] = count

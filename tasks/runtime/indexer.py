@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 # after min_batch_interval_s (at 20,000 records/s the interval's second was half a second of
 # freshness p99; a quiet task's batch of a few records still waits it out)
 BUSY_BATCH_RECORDS = 2_000
+CHECKPOINT_RETRY_S = 5.0  # an idle task asks again this long after a failed request
 BROKER_AWAY_WAIT_S = 1.0  # between asks while the broker cannot say where partitions end
 Checkpointer = Callable[[Offsets], None]
 
@@ -89,6 +90,7 @@ class KafkaIndexer(IndexerControls):
         self.min_batch_interval_s = min_batch_interval_s
         self.last_batch_at = float("-inf")
         self.last_batch_s = 0.0  # how long the last batch took
+        self.checkpoint_retry_at = 0.0  # an idle task's next checkpoint request, after a failed one
         self.last_batch_busy = False  # it read BUSY_BATCH_RECORDS or more: read on at once
         self.last_stretch = False  # on_last_stretch has run (under the lock)
         self.lock = threading.Condition()
@@ -291,7 +293,7 @@ class KafkaIndexer(IndexerControls):
             sequence = self.sequences[-1]
             if sequence.end is not None or sequence.requested_at is not None:
                 return
-            if idle and sequence.rows == 0:
+            if idle and (sequence.rows == 0 or self.clock() < self.checkpoint_retry_at):
                 return
             # asked for at the batch end nearest the period's end: the next chance comes a
             # batch later, and asking only past the period made handoffs a batch late on
@@ -309,10 +311,11 @@ class KafkaIndexer(IndexerControls):
             start = dict(sequence.start)
         try:
             self.checkpointer(start)
-        except Exception:  # asked again after the next batch
+        except Exception:  # asked again after the next batch (an idle task: 5 s later)
             log.exception("checkpoint request failed")
             with self.lock:
                 sequence.requested_at = None
+                self.checkpoint_retry_at = self.clock() + CHECKPOINT_RETRY_S
 
     def _check_log_start(self, topic: str, partitions: list[PartitionKey]) -> None:
         earliest = self.offsets.earliest(topic, partitions)

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tasks.protocol import TOKEN_HEADER
+
 log = logging.getLogger(__name__)
 DEFAULT_ORPHAN_TIMEOUT_S = 600.0
 SIGTERM_BOUND_S = 25.0  # a SIGTERM ends the process within this (Druid's peons: 5 min)
@@ -45,16 +47,17 @@ class Contact:
 
 
 class Heard:
-    """An ASGI app that records `contact` for every HTTP answer but a refusal of its
-    credentials (401, 403): a caller that knows the token is the overlord (or the agent or
-    operator acting for it)."""
+    """An ASGI app that records `contact` for every HTTP answer to a call that shows a token
+    (TOKEN_HEADER) but a refusal of it (401, 403): a caller that knows the token is the
+    overlord (or the agent or operator acting for it)."""
 
     def __init__(self, app: Any, contact: Contact) -> None:
         self.app = app
         self.contact = contact
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        token = TOKEN_HEADER.lower().encode()
+        if scope["type"] != "http" or not any(k == token for k, _ in scope.get("headers", ())):
             await self.app(scope, receive, send)
             return
 

@@ -10,6 +10,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's own rule
 # Names that routes take as words: /supervisor/history, /supervisor/suspendAll, ...
 RESERVED = frozenset({"history", "suspendAll", "resumeAll", "terminateAll"})
+TASK_FILES = "_tasks"  # deep storage's folder of tasks' persists (supervisor/services/cleanup.py)
 
 
 def has_control_characters(text: str) -> bool:
@@ -30,6 +31,8 @@ def name_problem(value: str) -> str | None:
         )
     if value in RESERVED:
         return f"'{value}' is the name of a route; choose another"
+    if value == TASK_FILES:
+        return f"'{value}' is deep storage's folder of tasks' persists; choose another"
     return None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,16 @@ from sqlalchemy import Engine, select
 from supervisor.clock import utc_now
 from supervisor.db.engine import session_factory
 from supervisor.db.models import SegmentRow
-from supervisor.errors import NotLeading
+from supervisor.db.retention import SegmentStates
+from supervisor.errors import NotLeading, Raced
+from supervisor.lake.holdings import live_files
 from supervisor.lake.rewrite import Replaced
 from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
 from supervisor.model.compaction import parse_config
 from supervisor.model.fence import Unfenced
+from supervisor.services import kill as kill_module
 from supervisor.services.compaction import Compactor, plan
+from supervisor.services.kill import Kill, KillService
 from supervisor.services.maintenance import SNAPSHOTS_KEPT, MaintenanceDuty
 from supervisor.services.retention import RetentionService, Selection
 from supervisor.settings import Settings
@@ -197,3 +202,42 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
     assert after.current_snapshot().summary["sluicegate.task"] == task_id  # type: ignore[union-attr]
     with sessions() as session:
         assert plan(session, lake, config).awaiting == []
+
+
+def test_a_kill_that_raced_a_mark_used_deletes_nothing(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kill read a segment as unused; a markUsed put it back in the table before the kill
+    wrote: the kill is a retry (Raced), its row and its file stay, the table reads it."""
+    deep = tmp_path / "deep"
+    for start in range(0, 2 * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    sessions = session_factory(engine)
+    with sessions() as session:
+        RetentionService(session, lake, utc_now()).mark_unused(
+            "wiki", Selection(ids=["wiki_0_0"]), None
+        )
+        session.commit()
+    with sessions() as session:  # what the kill reads, before the markUsed
+        stale = SegmentStates(session).of("wiki", False)
+        stale_held = live_files(lake, session, "wiki")
+        session.expunge_all()
+    assert [r.id for r in stale] == ["wiki_0_0"]
+    with sessions() as session:
+        RetentionService(session, lake, utc_now()).mark_used(
+            "wiki", Selection(ids=["wiki_0_0"]), None
+        )
+        session.commit()
+    monkeypatch.setattr(SegmentStates, "of", lambda *_args, **_kw: stale)
+    reads = iter([stale_held])  # the kill's first look at the table is from before too
+    monkeypatch.setattr(
+        kill_module, "live_files", lambda *args: next(reads, None) or live_files(*args)
+    )
+    everything = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
+    with sessions() as session, pytest.raises(Raced):
+        KillService(session, lake, utc_now()).kill(Kill("k", "wiki", everything), None)
+    assert Path(stale[0].path).exists()
+    assert len(_rows(engine)) == 2
+    table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.wiki")
+    assert table.scan().to_arrow().num_rows == 2 * ROWS

@@ -7,6 +7,7 @@ import asyncio
 import threading
 from typing import Any
 
+from tasks.protocol import TOKEN_HEADER
 from tasks.runtime.orphan import Contact, Heard, Watchdog
 
 
@@ -26,14 +27,15 @@ def _answer(status: int) -> Any:
     return app
 
 
-def _call(app: Any, kind: str = "http") -> None:
+def _call(app: Any, token: bool = True) -> None:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b""}
 
     async def send(_message: Any) -> None:
         return None
 
-    asyncio.run(app({"type": kind, "path": "/x"}, receive, send))
+    headers = [(TOKEN_HEADER.lower().encode(), b"t")] if token else []
+    asyncio.run(app({"type": "http", "path": "/x", "headers": headers}, receive, send))
 
 
 def test_only_calls_that_pass_the_token_count_as_heard() -> None:
@@ -42,6 +44,8 @@ def test_only_calls_that_pass_the_token_count_as_heard() -> None:
     clock.now = 150.0
     for refused in (401, 403):  # a caller without the token, or with another's
         _call(Heard(_answer(refused), contact))
+    assert contact.quiet_s() == 50.0
+    _call(Heard(_answer(404), contact), token=False)  # a caller with no token at all
     assert contact.quiet_s() == 50.0
     _call(Heard(_answer(404), contact))  # a caller past the token asked for something else
     assert contact.quiet_s() == 0.0

@@ -114,6 +114,14 @@ def test_periods_are_taken_off_by_the_calendar() -> None:
         ),
         ([{"type": "loadForever", "tieredReplicants": {"hot": -1}}], "rules[0].tieredReplicants"),
         ([7], "rules[0]"),
+        (
+            [{"type": "dropByInterval", "interval": "0001-01-01T00:00+01:00/2020-01-01"}],
+            "rules[0].interval",
+        ),
+        (
+            [{"type": "dropByInterval", "interval": "2020-01-01/9999-12-31T23:00-05:00"}],
+            "rules[0].interval",
+        ),
     ],
 )
 def test_a_bad_rule_list_names_the_field(raw: object, field: str) -> None:

@@ -42,6 +42,7 @@ INVALID: list[tuple[str, Any, str, str]] = [
     (f"{DS}.dataSource", "a/b", f"{DS}.dataSource", "may hold only letters"),
     (f"{DS}.dataSource", "a\tb", f"{DS}.dataSource", "may hold only letters"),
     (f"{DS}.dataSource", "terminateAll", f"{DS}.dataSource", "name of a route"),
+    (f"{DS}.dataSource", "_tasks", f"{DS}.dataSource", "folder of tasks' persists"),
     (
         f"{DS}.timestampSpec.format",
         "sometimes",
