@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from supervisor.api.auth import OPEN_PATHS
+from supervisor.api.redirect import PREFIXES as REDIRECTED
 
 ERROR = {
     "type": "object",
@@ -40,7 +41,7 @@ _CODES: list[tuple[str, str, Any]] = [
     (
         "307",
         "a follower sends the write to the leader (same method and body)",
-        lambda path, method, op: method not in _READS and path.startswith("/druid/indexer/v1"),
+        lambda path, method, op: method not in _READS and path.startswith(REDIRECTED),
     ),
     (
         "400",
@@ -61,13 +62,20 @@ _CODES: list[tuple[str, str, Any]] = [
     ),
     (
         "404",
-        "no such supervisor, task or datasource",
-        lambda path, method, op: "{" in path or path.endswith("/isLeader"),
+        "no such supervisor, task or datasource (or no compaction config for it)",
+        lambda path, method, op: (
+            "{" in path
+            or path.endswith("/isLeader")
+            or path.startswith("/druid/coordinator/v1/compaction/")
+        ),
     ),
     (
         "409",
         "another request changed it first, or a publish that does not match the committed offsets",
-        lambda path, method, op: method == "post" and path.startswith("/druid/indexer/v1/"),
+        lambda path, method, op: (
+            (method == "post" and path.startswith("/druid/indexer/v1/"))
+            or (method in ("post", "delete") and path.startswith("/druid/coordinator/v1/"))
+        ),
     ),
     ("413", "the body is larger than the limit", lambda path, method, op: "requestBody" in op),
     ("414", "the path is too long", lambda path, method, op: True),
