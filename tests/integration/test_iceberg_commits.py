@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.engine import make_url
 
 from supervisor.clock import utc_now
@@ -267,7 +267,10 @@ def migrate_previous(sqlite_url: str, engine: Engine) -> None:
     try:
         with source.connect() as old, engine.begin() as new:
             for model in (SegmentRow, CommittedOffsetsRow):
-                rows = [dict(row._mapping) for row in old.execute(select(model.__table__))]
+                # the columns that release had (a later one adds some: they take defaults)
+                present = {c["name"] for c in inspect(source).get_columns(model.__tablename__)}
+                columns = [c for c in model.__table__.columns if c.name in present]
+                rows = [dict(row._mapping) for row in old.execute(select(*columns))]
                 new.execute(model.__table__.insert(), rows)
     finally:
         source.dispose()
