@@ -18,8 +18,10 @@ of the run (ten minutes of an hour) each series' slope is fitted by least square
 At the end the producer stops, every supervisor catches up, and every table is read with
 pyiceberg: no word twice (`dupes`), and no word missing whose day was not yet past the drop
 rule (`lost`; a record of the day the rule was dropping at that moment may be either).
-`files_per_interval_p99` is over every closed day of every table. Every process of the run
-is then stopped, and any still alive 60 s later is counted (`left_alive`).
+`files_per_interval_p99` is over every closed day of every table. The agent and the overlord
+are then stopped with SIGTERM; the host application, which nothing adopts, must end by itself
+within the orphan timeout (180 s here): any process of the run still alive a minute past
+that is counted (`left_alive`).
 
     .venv/bin/python bench/soak.py                       # an hour
     .venv/bin/python bench/soak.py --minutes 8 --supervisors 4 --host-kill-every-min 3
@@ -58,6 +60,7 @@ from supervisor.testkit.waits import percentile, wait_for
 DAY_S = 86_400.0
 SPEED = 1440.0  # a day of event time a minute
 ORIGIN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+ORPHAN_TIMEOUT_S = 180  # a host application nothing adopts ends this long after the last call
 
 
 def _mb(path: Path) -> float:
@@ -138,7 +141,7 @@ class Run:
             "SLUICEGATE_ORPHAN_FILE_AGE": "PT10M",
             "SLUICEGATE_TASK_RETENTION": "PT10M",
             "SLUICEGATE_INTENT_RETENTION": "PT10M",
-            "SLUICEGATE_ORPHAN_TIMEOUT_S": "180",
+            "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
         }
 
     def simulated_now(self) -> float:
@@ -371,25 +374,28 @@ def _committed(run: Run, ds: str) -> int:
     return int(sum((status["payload"].get("committedOffsets") or {}).values()))
 
 
-def shut_down(run: Run) -> int:
-    """Stop everything the run started; how many of its processes are alive 60 s later."""
+def shut_down(run: Run) -> tuple[int, float]:
+    """Stop every service the run started (the agent and the overlord with SIGTERM, as an
+    operator would; the host application is left to end by itself, as it does when nothing
+    adopts it). How many of the run's processes are alive a bound later (the orphan timeout
+    and a minute), and how long the last one took to end."""
     run.stop_host()
     run.stop_overlord()
     run.broker.stop()
     marker = str(run.root).encode()
-    deadline = time.monotonic() + 60
-    alive: list[int] = []
-    while time.monotonic() < deadline:
-        alive = _with_marker(marker)
-        if not alive:
-            break
+    stopped = time.monotonic()
+    deadline = stopped + ORPHAN_TIMEOUT_S + 60
+    alive: list[int] = _with_marker(marker)
+    while alive and time.monotonic() < deadline:
         time.sleep(1)
+        alive = _with_marker(marker)
+    took = time.monotonic() - stopped
     for pid in alive:
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             continue
-    return len(alive)
+    return len(alive), took
 
 
 def _with_marker(marker: bytes) -> list[int]:
@@ -438,9 +444,15 @@ def main() -> None:
         try:
             found = soak(run, args)
         finally:
-            left_alive = shut_down(run)
+            left_alive, last_exit_s = shut_down(run)
     fitted = slopes(found["samples"], args.minutes * 60 / 6)
-    results = {"args": vars(args), "slopes": fitted, "left_alive": left_alive, **found}
+    results = {
+        "args": vars(args),
+        "slopes": fitted,
+        "left_alive": left_alive,
+        "last_exit_s": round(last_exit_s, 1),
+        **found,
+    }
     path = write_results("soak", results)
     print(f"wrote {path}")
     print(

@@ -6,9 +6,6 @@ record once; the latest snapshot's summary holds the supervisor's committed offs
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from supervisor.db.models import CommittedOffsetsRow, SegmentRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.lake.tables import CATALOG, SUMMARY_COMMITTED, SUMMARY_SUPERVISOR
+from supervisor.testkit.readers import iceberg_sql
 from supervisor.testkit.service import db_rows, overlord_with_tasks
 from supervisor.testkit.waits import wait_for
 from tests.conftest import words_spec
@@ -83,20 +81,7 @@ def test_a_supervisors_publishes_are_snapshots_every_reader_reads_once(
     assert len(appends) == 2
     # Spark, with Iceberg's runtime and its JdbcCatalog on the same database
     query = "SELECT COUNT(*) AS n, COUNT(DISTINCT word) AS words FROM ice"
-    env = {
-        **os.environ,
-        "SLUICEGATE_METADATA_URL": metadata_url,
-        "SLUICEGATE_DEEP_STORAGE": str(tmp_path / "deep"),
-        "SLUICEGATE_JAR_CACHE": str(jar_cache),
-    }
-    spark = subprocess.run(
-        [sys.executable, "-m", "supervisor.cli", "sql", "--iceberg", query, "-o", "json"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=env,
-    )
+    spark = iceberg_sql(query, metadata_url, tmp_path / "deep", jar_cache)
     assert spark.returncode == 0, spark.stderr[-3000:]
     assert json.loads(spark.stdout) == [{"n": 400, "words": 400}]
 

@@ -6,9 +6,6 @@ Iceberg's runtime), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +16,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.lake.tables import CATALOG, SUMMARY_OPERATION
+from supervisor.testkit.readers import iceberg_sql
 from supervisor.testkit.service import overlord_with_tasks
 from supervisor.testkit.waits import wait_for
 from tests.conftest import words_spec
@@ -114,20 +112,7 @@ def test_rules_and_marks_take_data_out_of_every_reader(
 
         # Spark with Iceberg's runtime reads what the table holds now
         query = "SELECT COUNT(*) AS n, MIN(word) AS first FROM kept"
-        env = {
-            **os.environ,
-            "SLUICEGATE_METADATA_URL": metadata_url,
-            "SLUICEGATE_DEEP_STORAGE": str(tmp_path / "deep"),
-            "SLUICEGATE_JAR_CACHE": str(jar_cache),
-        }
-        spark = subprocess.run(
-            [sys.executable, "-m", "supervisor.cli", "sql", "--iceberg", query, "-o", "json"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-            env=env,
-        )
+        spark = iceberg_sql(query, metadata_url, tmp_path / "deep", jar_cache)
         assert spark.returncode == 0, spark.stderr[-3000:]
         assert json.loads(spark.stdout) == [{"n": 20, "first": "d0-0"}]
 
