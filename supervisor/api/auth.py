@@ -113,6 +113,11 @@ def require(who: Identity, kind: ResourceType, name: str, action: Action) -> Non
         raise ForbiddenError(f"{who_text} may not {action} {kind} '{name}'")
 
 
+def require_datasource(request: Request, datasource: str, action: Action) -> None:
+    """The caller may do `action` on the datasource (ForbiddenError, a 403, otherwise)."""
+    require(identity(request), ResourceType.DATASOURCE, datasource, action)
+
+
 def needs(kind: ResourceType, name: str, action: Action) -> Callable[[Request], Awaitable[None]]:
     """A route dependency: the identity holds this permission."""
 

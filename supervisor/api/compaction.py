@@ -10,19 +10,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from supervisor.api.auth import identity, may_read, require
+from supervisor.api.auth import may_read, require_datasource
 from supervisor.api.common import JSON_BODY, actor, in_session, json_body
 from supervisor.api.context import context
 from supervisor.clock import utc_now
-from supervisor.model.access import Action, ResourceType
+from supervisor.model.access import Action
 from supervisor.services.compaction_config import CompactionConfigService
 from supervisor.services.supervisors import Actor
 
 router = APIRouter(prefix="/druid/coordinator/v1", tags=["compaction"])
-
-
-def _allowed(request: Request, datasource: str, action: Action) -> None:
-    require(identity(request), ResourceType.DATASOURCE, datasource, action)
 
 
 def _service(request: Request, session: Session) -> CompactionConfigService:
@@ -48,14 +44,14 @@ async def set_config(
     request: Request, raw: Any = Depends(json_body), who: Actor = Depends(actor)
 ) -> dict[str, str]:
     name = raw.get("dataSource") if isinstance(raw, dict) else None
-    _allowed(request, str(name or ""), Action.WRITE)
+    require_datasource(request, str(name or ""), Action.WRITE)
     await in_session(request, lambda session: _service(request, session).put(raw, who))
     return {}
 
 
 @router.get("/config/compaction/{datasource}", summary="A datasource's compaction config")
 async def get_config(datasource: str, request: Request) -> dict[str, Any]:
-    _allowed(request, datasource, Action.READ)
+    require_datasource(request, datasource, Action.READ)
     return await in_session(request, lambda session: _service(request, session).get(datasource))
 
 
@@ -65,7 +61,7 @@ async def get_config(datasource: str, request: Request) -> dict[str, Any]:
 async def delete_config(
     datasource: str, request: Request, who: Actor = Depends(actor)
 ) -> dict[str, str]:
-    _allowed(request, datasource, Action.WRITE)
+    require_datasource(request, datasource, Action.WRITE)
     await in_session(request, lambda session: _service(request, session).delete(datasource, who))
     return {}
 
@@ -76,7 +72,7 @@ async def status(
 ) -> dict[str, list[dict[str, Any]]]:
     readable = may_read(request)
     if dataSource is not None:
-        _allowed(request, dataSource, Action.READ)
+        require_datasource(request, dataSource, Action.READ)
     found = await in_session(request, lambda session: _service(request, session).status(dataSource))
     return {"latestStatus": [s for s in found if readable(str(s["dataSource"]))]}
 
@@ -85,6 +81,6 @@ async def status(
 async def progress(
     request: Request, dataSource: str = Query(..., description="the datasource")
 ) -> dict[str, int]:
-    _allowed(request, dataSource, Action.READ)
+    require_datasource(request, dataSource, Action.READ)
     found = await in_session(request, lambda session: _service(request, session).status(dataSource))
     return {"remainingSegmentSize": found[0]["bytesAwaitingCompaction"]}

@@ -8,20 +8,16 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from supervisor.api.auth import identity, may_read, require
+from supervisor.api.auth import may_read, require_datasource
 from supervisor.api.common import JSON_BODY, actor, fenced, in_session, json_body
 from supervisor.api.context import context
 from supervisor.api.tasks import run_kill
 from supervisor.clock import utc_now
-from supervisor.model.access import Action, ResourceType
+from supervisor.model.access import Action
 from supervisor.services.retention import RetentionService, Selection, selection
 from supervisor.services.supervisors import Actor
 
 router = APIRouter(prefix="/druid/coordinator/v1", tags=["coordinator"])
-
-
-def _allowed(request: Request, datasource: str, action: Action) -> None:
-    require(identity(request), ResourceType.DATASOURCE, datasource, action)
 
 
 def _service(request: Request, session: Any) -> RetentionService:
@@ -41,7 +37,7 @@ async def rules(
     request: Request,
     full: str | None = Query(default=None, description="Present: the default rules follow"),
 ) -> list[dict[str, Any]]:
-    _allowed(request, datasource, Action.READ)
+    require_datasource(request, datasource, Action.READ)
     return await in_session(
         request, lambda session: _service(request, session).rules(datasource, full is not None)
     )
@@ -58,7 +54,7 @@ async def set_rules(
     raw: Any = Depends(json_body),
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
-    _allowed(request, datasource, Action.WRITE)
+    require_datasource(request, datasource, Action.WRITE)
     await in_session(
         request, lambda session: _service(request, session).set_rules(datasource, raw, who)
     )
@@ -66,7 +62,7 @@ async def set_rules(
 
 
 async def _mark(request: Request, datasource: str, which: Selection, used: bool) -> int:
-    _allowed(request, datasource, Action.WRITE)
+    require_datasource(request, datasource, Action.WRITE)
 
     def work(session: Any) -> int:
         epoch = fenced(request, session)
@@ -86,7 +82,7 @@ async def _mark(request: Request, datasource: str, which: Selection, used: bool)
 async def mark_unused(
     datasource: str, request: Request, raw: Any = Depends(json_body)
 ) -> dict[str, int]:
-    _allowed(request, datasource, Action.WRITE)
+    require_datasource(request, datasource, Action.WRITE)
     changed = await _mark(request, datasource, selection(raw), used=False)
     return {"numChangedSegments": changed}
 
@@ -99,7 +95,7 @@ async def mark_unused(
 async def mark_used(
     datasource: str, request: Request, raw: Any = Depends(json_body)
 ) -> dict[str, int]:
-    _allowed(request, datasource, Action.WRITE)
+    require_datasource(request, datasource, Action.WRITE)
     changed = await _mark(request, datasource, selection(raw), used=True)
     return {"numChangedSegments": changed}
 
@@ -140,6 +136,6 @@ async def mark_datasource_unused(datasource: str, request: Request) -> dict[str,
 async def kill_interval(
     datasource: str, interval: str, request: Request, who: Actor = Depends(actor)
 ) -> dict[str, str]:
-    _allowed(request, datasource, Action.WRITE)
+    require_datasource(request, datasource, Action.WRITE)
     raw = {"type": "kill", "dataSource": datasource, "interval": interval.replace("_", "/")}
     return {"task": await run_kill(request, raw, who)}

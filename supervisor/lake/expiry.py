@@ -73,9 +73,9 @@ def _let_go(table: Table, chosen: set[int], deletable: Callable[[set[str]], set[
     kept = [s for s in table.snapshots() if s.snapshot_id not in chosen]
     gone = [s for s in table.snapshots() if s.snapshot_id in chosen]
     kept_manifests = {m.manifest_path for s in kept for m in manifests_of(io, s)}
-    kept_files = _data_files(io, kept)
+    kept_files = data_files(io, kept)
     gone_manifests = {m.manifest_path for s in gone for m in manifests_of(io, s)}
-    only_gone = _data_files(io, gone) - kept_files
+    only_gone = data_files(io, gone) - kept_files
     return Expired(
         snapshots=sorted(chosen),
         manifest_lists=[s.manifest_list for s in gone],
@@ -84,7 +84,8 @@ def _let_go(table: Table, chosen: set[int], deletable: Callable[[set[str]], set[
     )
 
 
-def _data_files(io: FileIO, snapshots: list[Snapshot]) -> set[str]:
+def data_files(io: FileIO, snapshots: list[Snapshot]) -> set[str]:
+    """The paths of the data files any of these snapshots holds."""
     found: set[str] = set()
     for snapshot in snapshots:
         for manifest in manifests_of(io, snapshot):

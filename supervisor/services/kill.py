@@ -24,7 +24,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, Raced
 from supervisor.lake.append import manifests_of
 from supervisor.lake.catalog import after_commit
-from supervisor.lake.expiry import expire
+from supervisor.lake.expiry import data_files, expire
 from supervisor.lake.holdings import live_files, live_paths
 from supervisor.lake.tables import Lake
 from supervisor.model.access import Action
@@ -186,11 +186,7 @@ class KillService:
         if location is None:
             return set()
         table = self.lake.catalog.table_at(ident, location)
-        named: set[str] = set()
-        for snapshot in table.snapshots():
-            for manifest in manifests_of(table.io, snapshot):
-                named.update(live_paths(table.io, manifest))
-        return named
+        return data_files(table.io, table.snapshots())
 
 
 def _delete_files(io: Any, paths: set[str]) -> None:
