@@ -20,6 +20,7 @@ from supervisor import __version__
 from supervisor.api import (
     basic_security,
     compaction,
+    compaction_supervisors,
     coordinator,
     docs,
     leader,
@@ -208,7 +209,16 @@ def create_app(
     app.state.context = context
     app.openapi = lambda: documented(app)  # type: ignore[method-assign]
     _install_error_handlers(app)
-    routers = (supervisors, tasks, coordinator, retention, compaction, leader, basic_security)
+    routers = (
+        compaction_supervisors,
+        supervisors,
+        tasks,
+        coordinator,
+        retention,
+        compaction,
+        leader,
+        basic_security,
+    )
     for api in (*routers, workers):
         app.include_router(api.router)
     _install_middleware(app, context)

@@ -10,10 +10,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
+from supervisor.api import compaction_supervisors
 from supervisor.api.auth import forget_supervisor, identity, may_read, on_supervisor
 from supervisor.api.common import JSON_BODY, actor, fenced, in_session, intended, json_body
 from supervisor.api.context import context
 from supervisor.model.access import Action
+from supervisor.model.compaction import is_autocompact
 from supervisor.services import lookups
 from supervisor.services.history import MAX_HISTORY
 from supervisor.services.status import (
@@ -75,6 +77,9 @@ async def submit(
     skipRestartIfUnmodified: bool = Query(False),
     who: Actor = Depends(actor),
 ) -> dict[str, str]:
+    if is_autocompact(raw):
+        return {"id": await compaction_supervisors.submit(request, raw, who)}
+
     def then(result: tuple[str, bool]) -> None:
         if result[1]:  # a new version; an unchanged spec (skipRestartIfUnmodified) wakes none
             forget_supervisor(request, result[0])
@@ -97,11 +102,13 @@ def _listing(request: Request, svc: SupervisorService, full: bool, system: bool)
             summary(status, row, spec=full, system=system)
             for row in svc.list_active()
             if readable(row.datasource)
-        ]
+        ] + compaction_supervisors.listed(request, svc.session, spec=full, system=system)
+    compacting = compaction_supervisors.listed_ids(request, svc.session)
     if identity(request).authenticated:
         states = lookups.active_states(svc.session)
-        return [supervisor_id for supervisor_id, datasource, _ in states if readable(datasource)]
-    return lookups.active_ids(svc.session)
+        streaming = [one for one, datasource, _ in states if readable(datasource)]
+        return streaming + compacting
+    return lookups.active_ids(svc.session) + compacting
 
 
 def _states(request: Request, session: Session) -> list[dict[str, Any]]:
@@ -117,7 +124,7 @@ def _states(request: Request, session: Session) -> list[dict[str, Any]]:
         }
         for supervisor_id, datasource, suspended in lookups.active_states(session)
         if readable(datasource)
-    ]
+    ] + compaction_supervisors.listed(request, session, spec=False, system=False)
 
 
 @router.get("", summary="List supervisors (ids, or summaries with ?full, ?state=true, ?system)")
@@ -145,12 +152,14 @@ async def all_history(
     history = await with_service(request, lambda svc: svc.all_history(count, readable))
     if history.truncated:
         response.headers[TRUNCATED] = "true"
-    return history.versions
+    compacting = await compaction_supervisors.histories(request, count or MAX_HISTORY)
+    return dict(sorted((history.versions | compacting).items()))
 
 
 @router.post("/suspendAll", summary="Suspend every supervisor")
 async def suspend_all(request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
     await with_service(request, lambda svc: svc.set_all_suspended(True, who), waking(request, None))
+    await compaction_supervisors.for_all(request, who, True)
     return SUCCESS
 
 
@@ -159,12 +168,14 @@ async def resume_all(request: Request, who: Actor = Depends(actor)) -> dict[str,
     await with_service(
         request, lambda svc: svc.set_all_suspended(False, who), waking(request, None)
     )
+    await compaction_supervisors.for_all(request, who, False)
     return SUCCESS
 
 
 @router.post("/terminateAll", summary="Terminate every supervisor")
 async def terminate_all(request: Request, who: Actor = Depends(actor)) -> dict[str, str]:
     await with_service(request, lambda svc: svc.terminate_all(who), waking(request, None))
+    await compaction_supervisors.for_all(request, who, None)
     return SUCCESS
 
 

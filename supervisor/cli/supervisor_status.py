@@ -29,9 +29,26 @@ def _offsets(offsets: dict[str, int] | None) -> str:
     return " ".join(f"{p}={offsets[p]}" for p in sorted(offsets, key=_partition_order))
 
 
+def _compaction_status(supervisor_id: str, p: dict[str, Any]) -> str:
+    rows = [
+        [kind, p[f"segmentCount{kind}"], p[f"intervalCount{kind}"], p[f"bytes{kind}"]]
+        for kind in ("AwaitingCompaction", "Compacted", "Skipped")
+    ]
+    return "\n".join(
+        [
+            f"supervisor {supervisor_id}  {p['state']}  compaction {p['scheduleStatus']}",
+            f"datasource {p['dataSource']}",
+            "",
+            table(["", "SEGMENTS", "INTERVALS", "BYTES"], rows),
+        ]
+    )
+
+
 def render_status(status: dict[str, Any]) -> str:
     """The status payload as a page: the header, task groups with their tasks, partitions."""
     p = status["payload"]
+    if "scheduleStatus" in p:  # a compaction supervisor's AutoCompactionSnapshot
+        return _compaction_status(status["id"], p)
     health = "healthy" if p.get("healthy") else "UNHEALTHY"
     state = (
         p["state"] if p["state"] == p["detailedState"] else f"{p['state']} ({p['detailedState']})"

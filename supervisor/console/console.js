@@ -124,6 +124,13 @@ function remember(id, lag) {
 async function supervisorsView() {
   const list = await api(`${SUPERVISORS}?state=true`);
   const rows = await Promise.all(list.map(async (s) => {
+    if (s.id.startsWith("autocompact__")) {
+      // a compaction supervisor: its state here, its progress on the segments page
+      return [
+        el("a", { href: "#/segments" }, s.id), s.dataSource, stateBadge(s.state, s.healthy),
+        "compaction", badge("healthy", "ok"), "", "",
+      ];
+    }
     const status = await api(`${SUPERVISORS}/${encodeURIComponent(s.id)}/status`);
     const payload = status.payload;
     remember(s.id, payload.aggregateLag);

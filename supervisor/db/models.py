@@ -16,6 +16,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -159,13 +160,15 @@ class SegmentRow(Base):
 
 
 class CompactionConfigRow(Base):
-    """A datasource's compaction config (Druid's DataSourceCompactionConfig, as given)."""
+    """A datasource's compaction config (Druid's DataSourceCompactionConfig, as given), and
+    whether its autocompact supervisor is suspended."""
 
     __tablename__ = "compaction_configs"
 
     datasource: Mapped[str] = mapped_column(String(255), primary_key=True)
     config: Mapped[dict[str, Any]]
     updated_at: Mapped[datetime]
+    suspended: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class RetentionRulesRow(Base):

@@ -48,24 +48,45 @@ class CompactionConfigs:
         self.session = session
 
     def get(self, datasource: str) -> dict[str, Any] | None:
-        row = self.session.get(CompactionConfigRow, datasource, populate_existing=True)
+        row = self.row(datasource)
         return None if row is None else dict(row.config)
 
-    def all(self) -> dict[str, dict[str, Any]]:
-        rows = self.session.scalars(
-            select(CompactionConfigRow).order_by(CompactionConfigRow.datasource)
-        )
-        return {row.datasource: dict(row.config) for row in rows}
+    def row(self, datasource: str) -> CompactionConfigRow | None:
+        return self.session.get(CompactionConfigRow, datasource, populate_existing=True)
 
-    def put(self, datasource: str, config: dict[str, Any], now: datetime) -> None:
+    def all(self, *, running: bool = False) -> dict[str, dict[str, Any]]:
+        """Every datasource's config (`running`: only those whose compaction is not
+        suspended)."""
+        return {
+            row.datasource: dict(row.config)
+            for row in self.rows()
+            if not (running and row.suspended)
+        }
+
+    def rows(self) -> list[CompactionConfigRow]:
+        query = select(CompactionConfigRow).order_by(CompactionConfigRow.datasource)
+        return list(self.session.scalars(query))
+
+    def put(
+        self,
+        datasource: str,
+        config: dict[str, Any],
+        now: datetime,
+        suspended: bool | None = None,
+    ) -> CompactionConfigRow:
+        """`suspended` None: as it was (a new config runs)."""
         row = self.session.get(CompactionConfigRow, datasource)
         if row is None:
-            self.session.add(
-                CompactionConfigRow(datasource=datasource, config=config, updated_at=now)
+            row = CompactionConfigRow(
+                datasource=datasource, config=config, updated_at=now, suspended=bool(suspended)
             )
+            self.session.add(row)
         else:
             row.config, row.updated_at = config, now
+            if suspended is not None:
+                row.suspended = suspended
         self.session.flush()
+        return row
 
     def delete(self, datasource: str) -> bool:
         found = self.session.execute(

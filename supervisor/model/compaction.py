@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.model.retention import RuleError
+from tasks.spec.names import AUTOCOMPACT_PREFIX
 from tasks.spec.periods import Period, parse_period
 
 DEFAULT_SKIP = "P1D"
@@ -86,3 +87,66 @@ def _max_rows(raw: dict[str, Any]) -> int:
             "compaction keeps the ingested segment granularity; a coarser one is not run yet",
         )
     return value
+
+
+# Druid's compaction supervisor (`"type": "autocompact"` on the supervisor API): a datasource's
+# compaction config as a supervisor named `autocompact__<dataSource>`, which can be suspended
+AUTOCOMPACT = "autocompact"
+ID_PREFIX = AUTOCOMPACT_PREFIX
+_SUPERVISOR_FIELDS = {"type", "spec", "suspended", "id"}
+
+
+@dataclass(frozen=True)
+class CompactionSupervisor:
+    config: CompactionConfig
+    suspended: bool
+
+    @property
+    def id(self) -> str:
+        return supervisor_id(self.config.datasource)
+
+
+def supervisor_id(datasource: str) -> str:
+    return ID_PREFIX + datasource
+
+
+def datasource_of(supervisor_id: str) -> str | None:
+    """The datasource an autocompact supervisor's id names (None: not such an id)."""
+    if supervisor_id.startswith(ID_PREFIX) and len(supervisor_id) > len(ID_PREFIX):
+        return supervisor_id[len(ID_PREFIX) :]
+    return None
+
+
+def is_autocompact(raw: object) -> bool:
+    return isinstance(raw, dict) and raw.get("type") == AUTOCOMPACT
+
+
+def parse_supervisor(raw: object) -> CompactionSupervisor:
+    """An autocompact supervisor spec as the supervisor API takes it; RuleError naming the
+    field that is wrong (the config's own fields under `spec.`)."""
+    if not isinstance(raw, dict) or raw.get("type") != AUTOCOMPACT:
+        raise RuleError("type", f"'{AUTOCOMPACT}' for a compaction supervisor")
+    unknown = sorted(set(raw) - _SUPERVISOR_FIELDS)
+    if unknown:
+        raise RuleError(unknown[0], "not a field of an autocompact supervisor spec")
+    if "spec" not in raw:
+        raise RuleError("spec", "required: the datasource's compaction config")
+    try:
+        config = parse_config(raw["spec"])
+    except RuleError as exc:
+        field = "spec" if exc.field == "body" else f"spec.{exc.field}"
+        raise RuleError(field, exc.reason) from None
+    suspended = raw.get("suspended", False)
+    if suspended is None:
+        suspended = False
+    if not isinstance(suspended, bool):
+        raise RuleError("suspended", "true or false")
+    given = raw.get("id")
+    if given is not None and given != supervisor_id(config.datasource):
+        raise RuleError("id", f"an autocompact supervisor is '{supervisor_id(config.datasource)}'")
+    return CompactionSupervisor(config, suspended)
+
+
+def supervisor_form(config: dict[str, Any], suspended: bool) -> dict[str, Any]:
+    """The supervisor spec as Druid answers it."""
+    return {"type": AUTOCOMPACT, "spec": config, "suspended": suspended}

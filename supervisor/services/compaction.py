@@ -324,7 +324,7 @@ class CompactionDuty(Loop):
     def compact_all(self) -> dict[str, str]:
         """One run: the compact task of each datasource that had an interval to compact."""
         with self.sessions() as session:
-            configs = CompactionConfigs(session).all()
+            configs = CompactionConfigs(session).all(running=True)
         done: dict[str, str] = {}
         for datasource, raw in configs.items():
             leader = self.fence.check()

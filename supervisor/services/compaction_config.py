@@ -12,7 +12,7 @@ from supervisor.db.repositories import AuditRepository
 from supervisor.db.retention import CompactionConfigs
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.lake.tables import Lake
-from supervisor.model.compaction import parse_config
+from supervisor.model.compaction import CompactionConfig, parse_config, supervisor_form
 from supervisor.model.retention import RuleError
 from supervisor.services.compaction import plan
 from supervisor.services.supervisors import Actor
@@ -46,12 +46,26 @@ class CompactionConfigService:
         return found
 
     def put(self, raw: object, actor: Actor) -> None:
+        """The config API's write: a suspended compaction stays suspended."""
         try:
             config = parse_config(raw)
         except RuleError as exc:
             raise BadRequestError(str(exc), field=exc.field) from None
-        self.configs.put(config.datasource, config.raw, self.now)
-        self._audit(config.datasource, "update", config.raw, actor)
+        self.write(config, None, actor)
+
+    def write(self, config: CompactionConfig, suspended: bool | None, actor: Actor) -> None:
+        """The config, and whether it is suspended (None: as it was), audited in its
+        autocompact supervisor's form (its history)."""
+        before = self.configs.row(config.datasource)
+        was = None if before is None else before.suspended
+        row = self.configs.put(config.datasource, config.raw, self.now, suspended)
+        if was is None:
+            action = "create"
+        elif was != row.suspended:
+            action = "suspend" if row.suspended else "resume"
+        else:
+            action = "update"
+        self._audit(config.datasource, action, supervisor_form(config.raw, row.suspended), actor)
 
     def delete(self, datasource: str, actor: Actor) -> None:
         if not self.configs.delete(datasource):
@@ -59,16 +73,22 @@ class CompactionConfigService:
         self._audit(datasource, "delete", {}, actor)
 
     def status(self, datasource: str | None) -> list[dict[str, Any]]:
-        """Druid's AutoCompactionSnapshot of each configured datasource (or of one)."""
-        configs = self.configs.all()
+        """Druid's AutoCompactionSnapshot of each configured datasource (or of one);
+        scheduleStatus NOT_ENABLED while its compaction is suspended."""
+        rows = self.configs.rows()
         if datasource is not None:
-            if datasource not in configs:
+            rows = [row for row in rows if row.datasource == datasource]
+            if not rows:
                 raise NotFoundError(f"no compaction config for datasource [{datasource}]")
-            configs = {datasource: configs[datasource]}
-        return [
-            plan(self.session, self.lake, parse_config(raw)).status(name)
-            for name, raw in configs.items()
-        ]
+        found = []
+        for row in rows:
+            snapshot = plan(self.session, self.lake, parse_config(row.config)).status(
+                row.datasource
+            )
+            if row.suspended:
+                snapshot["scheduleStatus"] = "NOT_ENABLED"
+            found.append(snapshot)
+        return found
 
     def _audit(self, datasource: str, action: str, payload: dict[str, Any], actor: Actor) -> None:
         AuditRepository(self.session).add(

@@ -11,6 +11,7 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's own rule
 # Names that routes take as words: /supervisor/history, /supervisor/suspendAll, ...
 RESERVED = frozenset({"history", "suspendAll", "resumeAll", "terminateAll"})
 TASK_FILES = "_tasks"  # deep storage's folder of tasks' persists (supervisor/services/cleanup.py)
+AUTOCOMPACT_PREFIX = "autocompact__"  # of compaction supervisors' ids (supervisor/model/compaction)
 
 
 def has_control_characters(text: str) -> bool:
@@ -33,6 +34,8 @@ def name_problem(value: str) -> str | None:
         return f"'{value}' is the name of a route; choose another"
     if value == TASK_FILES:
         return f"'{value}' is deep storage's folder of tasks' persists; choose another"
+    if value.startswith(AUTOCOMPACT_PREFIX):
+        return f"'{AUTOCOMPACT_PREFIX}' begins the ids of compaction supervisors; choose another"
     return None
 
 

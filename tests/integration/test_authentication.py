@@ -42,6 +42,10 @@ HEARTBEAT = {
     "token": "t" * 32,
 }
 COORD = "/druid/coordinator/v1"
+AUTOCOMPACT = f"{SUP}/autocompact__wiki"  # the wiki datasource's compaction supervisor
+AUTOCOMPACT_READS = ["", "/status", "/history", "/health", "/stats", "/parseErrors"]
+AUTOCOMPACT_WRITES = ["suspend", "resume", "terminate", "shutdown", "reset", "resetOffsets"]
+AUTOCOMPACT_WRITES += ["taskGroups/handoff"]
 WHEN = "2026-01-01/2026-02-01"
 # Every route: (method, path, body, what an identity without the permission gets).
 # "refused": 403; "filtered": 200 without the wiki datasource in it.
@@ -66,6 +70,9 @@ ROUTES: list[tuple[str, str, Any, str]] = [
     ("POST", f"{SUP}/wiki/resetOffsets", RESET, "refused"),
     ("POST", f"{SUP}/wiki/taskGroups/handoff", {"taskGroupIds": [0]}, "refused"),
     ("GET", f"{SUP}/wiki/health", None, "refused"),
+    ("POST", SUP, {"type": "autocompact", "spec": {"dataSource": "wiki"}}, "refused"),
+    *[("GET", f"{AUTOCOMPACT}{tail}", None, "refused") for tail in AUTOCOMPACT_READS],
+    *[("POST", f"{AUTOCOMPACT}/{tail}", None, "refused") for tail in AUTOCOMPACT_WRITES],
     ("POST", "/druid/indexer/v1/task", TASK, "refused"),
     ("GET", "/druid/indexer/v1/tasks", None, "filtered"),
     ("GET", "/druid/indexer/v1/runningTasks", None, "filtered"),
@@ -159,6 +166,8 @@ def test_the_table_covers_every_route(secured: Any) -> None:
 
 def _seed(service: RunningService, admin: httpx.Client) -> None:
     assert admin.post(SUP, json=spec("wiki")).status_code == 200
+    compacting = {"type": "autocompact", "spec": {"dataSource": "wiki"}}
+    assert admin.post(SUP, json=compacting).status_code == 200
     engine = make_engine(service.settings.metadata_url)
     now = datetime.now(UTC)
     with session_factory(engine)() as session:
@@ -215,6 +224,7 @@ def test_every_route_needs_credentials_and_the_permission(secured: Any) -> None:
                 assert answer.status_code == 200, (method, path, answer.text)
                 assert "wiki" not in answer.text, (method, path, answer.text)
         assert admin.get(f"{SUP}/wiki").json()["suspended"] is False  # suspendAll left it
+        assert admin.get(AUTOCOMPACT).json()["suspended"] is False  # and the compaction
         for method, path in OPEN:
             assert (
                 _call(anonymous, method, path, {} if method == "POST" else None).status_code != 401

@@ -1,7 +1,9 @@
 """Compaction on the real stack (supervisor/services/compaction.py): a supervisor publishing
 an interval's small files every couple of seconds while the leader compacts that interval;
 every record is in the table once before, during and after (pyiceberg's SqlCatalog on the
-metadata DB), the interval ends in few files, and Druid's status routes say so."""
+metadata DB), the interval ends in few files, and Druid's status routes say so. The
+compaction is Druid's compaction supervisor (`autocompact`), submitted suspended and then
+resumed."""
 
 from __future__ import annotations
 
@@ -81,8 +83,14 @@ def test_an_interval_is_compacted_while_a_supervisor_appends_to_it(
         }
         bad = api.post(f"{COORD}/config/compaction", json={**config, "skipOffsetFromLatest": "1D"})
         assert bad.status_code == 400 and "skipOffsetFromLatest" in bad.text, bad.text
-        assert api.post(f"{COORD}/config/compaction", json=config).status_code == 200
+        # Druid's compaction supervisor, submitted suspended: nothing is compacted until resumed
+        compacting = {"type": "autocompact", "spec": config, "suspended": True}
+        assert api.post(BASE, json=compacting).json() == {"id": "autocompact__comp"}
         assert api.get(f"{COORD}/config/compaction/comp").json() == config
+        time.sleep(2)  # four of the leader's compaction runs
+        assert api.get("/druid/indexer/v1/tasks", params={"type": "compact"}).json() == []
+        assert _awaiting(api) >= 1
+        assert api.post(f"{BASE}/autocompact__comp/resume").status_code == 200
 
         # while it appends and the leader compacts: never a record twice, never one lost
         seen = 0
@@ -111,6 +119,7 @@ def test_an_interval_is_compacted_while_a_supervisor_appends_to_it(
         assert operations.count("compact") >= 1
         assert api.delete(f"{COORD}/config/compaction/comp").status_code == 200
         assert api.get(f"{COORD}/config/compaction/comp").status_code == 404
+        assert api.get(BASE).json() == ["comp"]  # the compaction supervisor went with it
 
 
 def _awaiting(api: httpx.Client) -> int:
