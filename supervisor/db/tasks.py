@@ -133,3 +133,14 @@ class TaskRepository:
         """Running tasks of a supervisor, and those that ended since `finished_since`."""
         parameters = {"supervisor_id": supervisor_id, "since": finished_since}
         return list(self.session.scalars(_TASKS_OF_SUPERVISOR, parameters))
+
+    def compacted_away(self, datasource: str) -> dict[str, str]:
+        """The segments compactions of the datasource replaced, and their files (as their
+        tasks' reports list them, while those tasks are kept)."""
+        query = select(TaskRow.report).where(
+            TaskRow.type == "compact", TaskRow.datasource == datasource
+        )
+        found: dict[str, str] = {}
+        for report in self.session.scalars(query):
+            found.update((report or {}).get("replaced") or {})
+        return found

@@ -200,7 +200,11 @@ class Compactor:
                 status=TaskStatusCode.SUCCESS,
                 created_at=now,
                 updated_at=now,
-                report={"status": "SUCCESS", "segments": ids},
+                report={
+                    "status": "SUCCESS",
+                    "segments": ids,
+                    "replaced": {r.id: r.path for r in rows},
+                },
             )
         )
         session.flush()

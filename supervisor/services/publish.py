@@ -169,17 +169,9 @@ class PublishService:
         verdict = _compare(stored, start, end)
         ids = [segment.id for segment in action.segments]
         if verdict is PublishOutcome.ALREADY_PUBLISHED:
-            stored_paths = self.segments.paths(ids)
-            if set(stored_paths) == set(ids):
-                if all(stored_paths[s.id] == s.path for s in action.segments):
-                    # this task's own publish, committed by an attempt whose answer was lost
-                    # (its overlord died): the task must keep its files, they are the segments
-                    return PublishResult(
-                        PublishOutcome.PUBLISHED, "committed by an earlier attempt of this task"
-                    )
-                return PublishResult(
-                    PublishOutcome.ALREADY_PUBLISHED, "a replica published this range"
-                )
+            already = self._already(action)
+            if already is not None:
+                return already
             verdict = PublishOutcome.FAILED
         if verdict is PublishOutcome.RETRY:
             return PublishResult(
@@ -210,6 +202,23 @@ class PublishService:
             # after the offsets were read: the retry will see it.
             return PublishResult(PublishOutcome.RETRY, "these segments were published concurrently")
         return self._write(task_id, action, row, {**stored, **end}, now)
+
+    def _already(self, action: PublishAction) -> PublishResult | None:
+        """The range is committed: by whom (None: not with this task's segments)."""
+        ids = [segment.id for segment in action.segments]
+        paths = self.segments.paths(ids)
+        if len(paths) < len(ids):  # a compaction may have replaced them since
+            replaced = TaskRepository(self.session).compacted_away(action.dataSource)
+            paths |= {i: replaced[i] for i in ids if i in replaced}
+        if set(paths) != set(ids):
+            return None
+        if all(paths[s.id] == s.path for s in action.segments):
+            # this task's own publish, committed by an attempt whose answer was lost (its
+            # overlord died): the task must keep its files, they are (or were) the segments
+            return PublishResult(
+                PublishOutcome.PUBLISHED, "committed by an earlier attempt of this task"
+            )
+        return PublishResult(PublishOutcome.ALREADY_PUBLISHED, "a replica published this range")
 
     def _write(
         self,

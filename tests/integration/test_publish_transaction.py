@@ -161,6 +161,44 @@ def test_mismatched_start_fails_and_changes_nothing(sessions) -> None:
     assert committed(sessions) == ({"0": 10}, 1)
 
 
+def _compact_away(sessions: sessionmaker[Session]) -> None:
+    """What a compaction commits of this (tests/integration/test_compaction.py runs one): the
+    segments' rows replaced, and its task's report naming them and their files."""
+    with sessions() as session:
+        rows = list(session.scalars(select(SegmentRow)))
+        replaced = {row.id: row.path for row in rows}
+        for row in rows:
+            session.delete(row)
+        now = utc_now()
+        session.add(
+            TaskRow(
+                id="compact_wiki",
+                type="compact",
+                datasource="wiki",
+                payload={},
+                status="SUCCESS",
+                created_at=now,
+                updated_at=now,
+                report={"status": "SUCCESS", "segments": [], "replaced": replaced},
+            )
+        )
+        session.commit()
+
+
+def test_a_replica_late_after_a_compaction_is_told_its_range_was_published(sessions) -> None:
+    first = action({0: 0}, {0: 10}, replica="replica-1")
+    assert publish(sessions, first, "replica-1").outcome is Outcome.PUBLISHED
+    _compact_away(sessions)
+    late = publish(sessions, action({0: 0}, {0: 10}, replica="replica-2"), "replica-2")
+    assert late.outcome is Outcome.ALREADY_PUBLISHED, late.reason
+    # the first asking again (its answer lost) keeps its files: they were the segments
+    assert publish(sessions, first, "replica-1").outcome is Outcome.PUBLISHED
+    # other segments for the same range were never published
+    other = publish(sessions, action({0: 0}, {0: 10}, "different"), "replica-3")
+    assert other.outcome is Outcome.FAILED
+    assert committed(sessions) == ({"0": 10}, 0)
+
+
 def test_same_range_with_other_segments_fails(sessions) -> None:
     publish(sessions, action({0: 0}, {0: 10}, "a"))
     result = publish(sessions, action({0: 0}, {0: 10}, "different"))
