@@ -95,16 +95,23 @@ def data_files(io: FileIO, snapshots: list[Snapshot]) -> set[str]:
     return found
 
 
-def _delete(io: FileIO, expired: Expired, datasource: str) -> None:
+def delete_files(io: FileIO, paths: list[str]) -> int:
+    """Delete the files (gone already is fine); how many could not be: orphans, which the
+    orphan-file removal takes later."""
     failed = 0
-    for path in [*expired.data_files, *expired.manifests, *expired.manifest_lists]:
+    for path in paths:
         try:
             io.delete(path)
         except FileNotFoundError:
             continue
-        except Exception as exc:  # an orphan: the orphan-file removal takes it later
+        except Exception as exc:
             failed += 1
             log.debug("%s not deleted: %s", path, exc)
+    return failed
+
+
+def _delete(io: FileIO, expired: Expired, datasource: str) -> None:
+    failed = delete_files(io, [*expired.data_files, *expired.manifests, *expired.manifest_lists])
     if failed:
         log.warning("%s: %d files of expired snapshots not deleted", datasource, failed)
     log.info(

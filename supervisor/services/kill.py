@@ -9,6 +9,7 @@ in one transaction that checks the epoch, and is recorded as a `kill` task that 
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +25,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.errors import BadRequestError, Raced
 from supervisor.lake.append import manifests_of
 from supervisor.lake.catalog import after_commit
-from supervisor.lake.expiry import data_files, expire
+from supervisor.lake.expiry import data_files, delete_files, expire
 from supervisor.lake.holdings import live_files, live_paths
 from supervisor.lake.tables import Lake
 from supervisor.model.access import Action
@@ -33,6 +34,7 @@ from supervisor.services.supervisors import Actor
 from tasks.protocol import TaskStatusCode
 from tasks.spec.names import name_problem, task_id_problem
 
+log = logging.getLogger(__name__)
 MAX_KILL = 100_000  # segments one kill deletes at most (its `limit`, if lower)
 _FIELDS = {
     "type",
@@ -176,7 +178,7 @@ class KillService:
         left = paths - set(expired.data_files) - self._named(datasource)
         if left:
             io = self.lake.catalog._load_file_io(location=self.lake.location)
-            after_commit(self.session, lambda: _delete_files(io, left))
+            after_commit(self.session, lambda: log_failed(delete_files(io, sorted(left))))
         return [row.id for row in doomed]
 
     def _named(self, datasource: str) -> set[str]:
@@ -189,9 +191,8 @@ class KillService:
         return data_files(table.io, table.snapshots())
 
 
-def _delete_files(io: Any, paths: set[str]) -> None:
-    for path in sorted(paths):
-        try:
-            io.delete(path)
-        except Exception:  # gone already, or an orphan the orphan-file removal takes
-            continue
+def log_failed(failed: int) -> None:
+    if failed:
+        log.warning(
+            "%d killed segment files not deleted (the orphan-file removal takes them)", failed
+        )

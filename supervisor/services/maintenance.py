@@ -40,6 +40,7 @@ from supervisor.lake.tables import SUMMARY_SUPERVISOR, Lake
 from supervisor.loop import Loop
 from supervisor.model.fence import Fence
 from supervisor.model.retention import minus
+from supervisor.services.duties import each_datasource
 from supervisor.services.kill import MAX_KILL, Kill, KillService
 from supervisor.settings import Settings
 from tasks.spec.periods import parse_period
@@ -120,29 +121,20 @@ class MaintenanceDuty(Loop):
         before_ms = int(minus(self.clock(), retention).timestamp() * 1000)
         with self.sessions() as session:
             names = sorted(tables(session))
-        done: dict[str, int] = {}
-        for datasource in names:
-            leader = self.fence.check()
-            try:
-                with self.sessions() as session:
-                    if leader is not None:
-                        LeaseRepository(session).require(leader.epoch)
-                    expired = expire(
-                        self.lake,
-                        session,
-                        datasource,
-                        lambda table: expired_snapshots(table, before_ms),
-                        lambda free, s=session: rowless(s, free),  # type: ignore[misc]
-                    )
-                    session.commit()
-            except NotLeading:
-                raise
-            except Exception:  # the other tables go on
-                log.exception("%s: snapshot expiry failed", datasource)
-                continue
-            if expired.snapshots:
-                done[datasource] = len(expired.snapshots)
-        return done
+
+        def work(session: Session, datasource: str, epoch: int | None) -> int:
+            if epoch is not None:
+                LeaseRepository(session).require(epoch)
+            expired = expire(
+                self.lake,
+                session,
+                datasource,
+                lambda table: expired_snapshots(table, before_ms),
+                lambda free: rowless(session, free),
+            )
+            return len(expired.snapshots)
+
+        return each_datasource(self.sessions, self.fence, names, work, "snapshot expiry")
 
     def remove_orphans(self) -> dict[str, int]:
         """Each table's orphan files older than SLUICEGATE_ORPHAN_FILE_AGE, deleted."""
@@ -150,18 +142,11 @@ class MaintenanceDuty(Loop):
         older = minus(self.clock(), parse_period(self.settings.orphan_file_age)).timestamp()
         with self.sessions() as session:
             names = sorted(tables(session))
-        done: dict[str, int] = {}
-        for datasource in names:
-            self.fence.check()
-            try:
-                with self.sessions() as session:
-                    deleted = remove_orphans(self.lake, storage, session, datasource, older)
-            except Exception:  # the other tables go on
-                log.exception("%s: orphan-file removal failed", datasource)
-                continue
-            if deleted:
-                done[datasource] = len(deleted)
-        return done
+
+        def work(session: Session, datasource: str, _epoch: int | None) -> int:
+            return len(remove_orphans(self.lake, storage, session, datasource, older))
+
+        return each_datasource(self.sessions, self.fence, names, work, "orphan-file removal")
 
     def kill(self) -> dict[str, int]:
         """Unused segments past the buffer period and the duration to retain, killed."""
@@ -171,9 +156,8 @@ class MaintenanceDuty(Loop):
         ended_by = minus(now, parse_period(retain)) if retain else datetime.max.replace(tzinfo=UTC)
         with self.sessions() as session:
             names = SegmentStates(session).datasources_with_unused()
-        done: dict[str, int] = {}
-        for datasource in names:
-            leader = self.fence.check()
+
+        def work(session: Session, datasource: str, epoch: int | None) -> int:
             kill = Kill(
                 f"auto-kill-{datasource}",
                 datasource,
@@ -182,17 +166,9 @@ class MaintenanceDuty(Loop):
                 MAX_KILL,
                 changed_before,
             )
-            try:
-                with self.sessions() as session:
-                    service = KillService(session, self.lake, now)
-                    killed = service.kill(kill, None if leader is None else leader.epoch)
-                    session.commit()
-            except NotLeading:
-                raise
-            except Exception:  # the other datasources go on; this one next period
-                log.exception("%s: the automatic kill failed", datasource)
-                continue
-            if killed:
-                log.info("%s: %d unused segments killed", datasource, len(killed))
-                done[datasource] = len(killed)
+            return len(KillService(session, self.lake, now).kill(kill, epoch))
+
+        done = each_datasource(self.sessions, self.fence, names, work, "the automatic kill")
+        for datasource, count in done.items():
+            log.info("%s: %d unused segments killed", datasource, count)
         return done

@@ -21,7 +21,7 @@ from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow
 from supervisor.db.repositories import AuditRepository
 from supervisor.db.retention import RulesRepository, SegmentStates
-from supervisor.errors import BadRequestError, NotLeading, Raced
+from supervisor.errors import BadRequestError, Raced
 from supervisor.lake.holdings import live_files, tables
 from supervisor.lake.rewrite import remove
 from supervisor.lake.tables import SUMMARY_EPOCH, SUMMARY_OPERATION, Lake, published
@@ -35,6 +35,7 @@ from supervisor.model.retention import (
     parse_interval,
     parse_rules,
 )
+from supervisor.services.duties import each_datasource
 from supervisor.services.supervisors import Actor
 
 log = logging.getLogger(__name__)
@@ -204,21 +205,11 @@ class RetentionDuty(Loop):
         """One run: how many segments each datasource's rules dropped."""
         with self.sessions() as session:
             names = sorted(tables(session))
-        dropped: dict[str, int] = {}
-        for datasource in names:
-            leader = self.fence.check()  # NotLeading: the run ends
-            try:
-                with self.sessions() as session:
-                    service = RetentionService(session, self.lake, self.clock())
-                    epoch = None if leader is None else leader.epoch
-                    count = service.apply_rules(datasource, epoch)
-                    session.commit()
-            except NotLeading:
-                raise
-            except Exception:  # the other datasources go on; this one next period
-                log.exception("%s: its retention rules failed", datasource)
-                continue
-            if count:
-                log.info("%s: %d segments dropped by its retention rules", datasource, count)
-                dropped[datasource] = count
+
+        def work(session: Session, datasource: str, epoch: int | None) -> int:
+            return RetentionService(session, self.lake, self.clock()).apply_rules(datasource, epoch)
+
+        dropped = each_datasource(self.sessions, self.fence, names, work, "its retention rules")
+        for datasource, count in dropped.items():
+            log.info("%s: %d segments dropped by its retention rules", datasource, count)
         return dropped
