@@ -175,9 +175,10 @@ class LeaderDuties:
                 self.compaction = CompactionDuty(
                     sessions,
                     app.tables,
-                    settings.storage(),
                     self.held,
                     app.clock,
+                    app.runner,
+                    unsettled,
                     settings.coordinator_period_s,
                 )
                 self.compaction.start()

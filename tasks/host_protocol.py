@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
-from tasks.protocol import IndexKafkaTask
+from tasks.protocol import TaskPayload
 
 API = "/sluicegate/host/v1"
 
@@ -18,7 +18,7 @@ class Assignment(BaseModel):
     """POST {API}/tasks: a task to run, with the token its callers must show and where it
     publishes (None: where the application's own --overlord says)."""
 
-    payload: IndexKafkaTask
+    payload: TaskPayload
     token: str
     overlord: str | None = None
 

@@ -7,9 +7,17 @@ import hashlib
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from tasks.partitions import Offsets, offsets_from_json, offsets_json, parse_key
 from tasks.spec.base import DruidModel
@@ -183,6 +191,81 @@ class IndexKafkaTask(DruidModel):
         """Whose committed offsets this task moves: its supervisor, else its datasource."""
         return self.supervisorId or self.datasource
 
+    @property
+    def group_id(self) -> int | None:
+        return self.ioConfig.taskGroupId
+
+
+class CompactTask(DruidModel):
+    """Druid's `compact` task as the leader's compaction duty issues it: one interval's files
+    (`inputs`: segment id -> file) rewritten into files of at most maxRowsPerSegment rows on a
+    task host's Spark, committed through the overlord as one replace (ReplaceAction)."""
+
+    type: Literal["compact"]
+    id: str = Field(min_length=1, max_length=255)
+    dataSource: str = Field(min_length=1, max_length=255)
+    interval: tuple[str, str]  # ISO start and end of the segment-granularity interval
+    version: str = Field(min_length=1, max_length=100)
+    inputs: dict[str, str] = Field(min_length=1)
+    maxRowsPerSegment: int = Field(gt=0)
+    dimensions: list[str] = Field(default_factory=list)
+    metrics: list[str] = Field(default_factory=list)
+    context: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        problem = task_id_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("dataSource")
+    @classmethod
+    def _safe_datasource(cls, value: str) -> str:
+        problem = name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def datasource(self) -> str:
+        return self.dataSource
+
+    @property
+    def supervisorId(self) -> None:
+        return None
+
+    @property
+    def group_id(self) -> None:
+        return None
+
+
+AnyTask = IndexKafkaTask | CompactTask
+
+
+def _task_type(value: Any) -> str | None:
+    return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+
+
+# either kind of task, told apart by its type (a callable discriminator: DruidModel's
+# validators run on every field, `type` too, which a field discriminator does not allow)
+TaskPayload = Annotated[
+    Annotated[IndexKafkaTask, Tag("index_kafka")] | Annotated[CompactTask, Tag("compact")],
+    Discriminator(_task_type),
+]
+_ANY_TASK: TypeAdapter[AnyTask] = TypeAdapter(TaskPayload)
+
+
+def parse_task(payload: object) -> AnyTask:
+    """A task payload of either kind (ValidationError when it is neither)."""
+    return _ANY_TASK.validate_python(payload)
+
+
+def parse_task_json(text: str | bytes) -> AnyTask:
+    """parse_task of a JSON text (ValidationError also when it is not JSON)."""
+    return _ANY_TASK.validate_json(text)
+
 
 def range_digest(topic: str, start: Offsets, end: Offsets) -> str:
     """A short digest of an offset range: replicas of one range name their segments alike."""
@@ -227,9 +310,20 @@ class CheckpointAction(BaseModel):
     checkpointMetadata: SequenceNumbers
 
 
+class ReplaceAction(BaseModel):
+    """A compact task's commit (Druid's SegmentTransactionalReplaceAction): its segments
+    replace the segments it read, in one snapshot, or nothing is committed."""
+
+    type: Literal["segmentTransactionalReplace"] = "segmentTransactionalReplace"
+    supervisorId: str  # the datasource (a compact task has no supervisor)
+    dataSource: str
+    replaced: dict[str, str]  # segment id -> file, as the task was given them
+    segments: list[SegmentDescriptor]
+
+
 class TaskActionRequest(BaseModel):
     task: str
-    action: PublishAction | CheckpointAction = Field(discriminator="type")
+    action: PublishAction | CheckpointAction | ReplaceAction = Field(discriminator="type")
 
 
 class TaskCounters(BaseModel):
@@ -260,6 +354,7 @@ class TaskReport(BaseModel):
     counters: TaskCounters = Field(default_factory=TaskCounters)
     unparseableEvents: list[dict[str, Any]] = Field(default_factory=list)
     segments: list[str] = Field(default_factory=list)
+    replaced: dict[str, str] = Field(default_factory=dict)  # a compact task's: id -> file
     currentOffsets: dict[str, int] = Field(default_factory=dict)
     endOffsets: dict[str, int] = Field(default_factory=dict)
     skippedOffsets: list[dict[str, Any]] = Field(default_factory=list)

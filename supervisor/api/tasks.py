@@ -29,6 +29,7 @@ from supervisor.clock import utc_now
 from supervisor.errors import ForbiddenError, NotLeading
 from supervisor.model.access import Action
 from supervisor.services import lookups
+from supervisor.services.compaction_commit import CompactionCommit
 from supervisor.services.kill import KillService
 from supervisor.services.publish import PublishService
 from supervisor.services.supervisors import Actor
@@ -38,6 +39,7 @@ from tasks.protocol import (
     TOKEN_HEADER,
     CheckpointAction,
     PublishOutcome,
+    ReplaceAction,
     TaskActionRequest,
     TaskStatusCode,
 )
@@ -250,8 +252,13 @@ def _act(
         return Intended(_service(session, app).request_checkpoint(task, start))
     if act.dataSource != task.datasource:
         raise ForbiddenError("the action names another datasource than the task")
+    if isinstance(act, ReplaceAction) != (task.type == "compact"):
+        raise ForbiddenError(f"a {task.type} task does not {act.type}")
     began = time.monotonic()
-    result = PublishService(session, app.clock, epoch, app.lake).publish(task.id, act)
+    if isinstance(act, ReplaceAction):
+        result = CompactionCommit(session, app.tables, app.clock, epoch).commit(task, act)
+    else:
+        result = PublishService(session, app.clock, epoch, app.lake).publish(task.id, act)
     app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}

@@ -9,7 +9,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from supervisor.schemas.worker import Placement, ShutdownAnswer, WorkerState
-from tasks.protocol import IndexKafkaTask, TaskReport
+from tasks.protocol import AnyTask, TaskReport
 
 TIMEOUT_S = 5.0
 M = TypeVar("M", bound=BaseModel)
@@ -71,7 +71,7 @@ class WorkerClient:
         except (ValueError, ValidationError):
             raise WorkerApiError(200, f"task host {self.host}: a malformed answer") from None
 
-    def assign(self, task: IndexKafkaTask) -> Placement:
+    def assign(self, task: AnyTask) -> Placement:
         """Start a task there: where it serves its chat API, its log's path and its token."""
         answer = self._call(
             "POST",

@@ -144,3 +144,26 @@ class TaskRepository:
         for report in self.session.scalars(query):
             found.update((report or {}).get("replaced") or {})
         return found
+
+    def running_of_type(self, task_type: str) -> list[str]:
+        """The datasources with a running task of this type."""
+        query = select(TaskRow.datasource).where(
+            TaskRow.type == task_type, TaskRow.status == TaskStatusCode.RUNNING
+        )
+        return list(self.session.scalars(query.distinct()))
+
+    def failed_compactions(self, datasource: str, since: datetime) -> set[tuple[str, str]]:
+        """The intervals (ISO start and end) of the datasource's compact tasks that failed
+        from `since` on."""
+        query = select(TaskRow.payload).where(
+            TaskRow.type == "compact",
+            TaskRow.datasource == datasource,
+            TaskRow.status == TaskStatusCode.FAILED,
+            TaskRow.updated_at >= since,
+        )
+        found = set()
+        for payload in self.session.scalars(query):
+            interval: Any = (payload or {}).get("interval") or []
+            if len(interval) == 2:
+                found.add((str(interval[0]), str(interval[1])))
+        return found

@@ -30,7 +30,7 @@ from supervisor.runner.local import LocalProcessRunner
 from supervisor.runner.protocol import Exited, Launched, NoSlot
 from supervisor.runner.shared import SharedAppRunner
 from supervisor.settings import Settings
-from tasks.protocol import IndexKafkaTask, TaskReport, TaskStatusCode
+from tasks.protocol import AnyTask, TaskReport, TaskStatusCode
 
 log = logging.getLogger(__name__)
 SYNC_S = 0.5  # each live host's tasks are asked for this often
@@ -94,7 +94,7 @@ class ClusterRunner:
 
     # ---- Runner ----------------------------------------------------------------------------
 
-    def launch(self, task: IndexKafkaTask) -> Launched:
+    def launch(self, task: AnyTask) -> Launched:
         hosts, placed, now = self._hosts()
         if not hosts:
             return self.local.launch(task)
@@ -132,7 +132,7 @@ class ClusterRunner:
         raise OSError("; ".join(failures))
 
     def _rank(
-        self, task: IndexKafkaTask, alive: list[WorkerRow], placed: dict[str, list[TaskRow]]
+        self, task: AnyTask, alive: list[WorkerRow], placed: dict[str, list[TaskRow]]
     ) -> list[WorkerRow]:
         """The hosts to try, best first: with free capacity, not holding a replica of the
         task's group when some do not, the most free capacity first."""
@@ -149,7 +149,7 @@ class ClusterRunner:
             open_hosts = [r for r in alive if free[r.host] > 0]
             if not open_hosts:
                 raise NoSlot(f"no task host has free capacity ({len(alive)} alive, all full)")
-            group = (task.supervisorId, task.ioConfig.taskGroupId)
+            group = (task.supervisorId, task.group_id)
             apart = [r for r in open_hosts if group not in groups[r.host]]
             return sorted(apart or open_hosts, key=lambda r: (-free[r.host], r.host))
 

@@ -19,7 +19,7 @@ from supervisor.runner.files import process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.spawn import runtime_args, spawn
 from supervisor.settings import Settings
-from tasks.protocol import IndexKafkaTask, TaskReport
+from tasks.protocol import AnyTask, TaskReport
 
 HOST = "127.0.0.1"
 # each task is called at least this often (or a quarter of the orphan timeout) while an
@@ -66,7 +66,7 @@ class LocalProcessRunner:
     def release(self) -> None:
         """Nothing: each task's process ends with it."""
 
-    def launch(self, task: IndexKafkaTask) -> Launched:
+    def launch(self, task: AnyTask) -> Launched:
         task_id, payload = task.id, json.dumps(task.to_json())
         token = secrets.token_hex(16)
         work = self.work_dir(task_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tasks.protocol import IndexKafkaTask, TaskReport
+from tasks.protocol import AnyTask, TaskReport
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Exited:
 
 
 class Runner(Protocol):
-    def launch(self, task: IndexKafkaTask) -> Launched:
+    def launch(self, task: AnyTask) -> Launched:
         """Start the task; raises OSError when it cannot be started."""
         ...
 

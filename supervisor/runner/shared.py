@@ -31,7 +31,7 @@ from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.spawn import runtime_args, spawn
 from supervisor.settings import Settings
 from tasks.host_protocol import Assignment, HostedTask
-from tasks.protocol import IndexKafkaTask, TaskReport
+from tasks.protocol import AnyTask, TaskReport
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
@@ -174,7 +174,7 @@ class SharedAppRunner:
 
         threading.Thread(target=start, name="host-app-start", daemon=True).start()
 
-    def launch(self, task: IndexKafkaTask) -> Launched:
+    def launch(self, task: AnyTask) -> Launched:
         task_id = task.id
         token = secrets.token_hex(16)
         work = self.work_dir(task_id)

@@ -28,7 +28,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.errors import UNREACHABLE, NotFoundError
 from supervisor.model.fence import UNFENCED, Fence
 from supervisor.runner.protocol import Exited, NoSlot, Runner
-from tasks.protocol import IndexKafkaTask, TaskReport, TaskState, TaskStatusCode
+from tasks.protocol import AnyTask, TaskReport, TaskState, TaskStatusCode, parse_task
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class TaskLife:
         self.unsettled = Unsettled() if unsettled is None else unsettled
         self.tasks = TaskRepository(session)
 
-    def launch(self, task: IndexKafkaTask, wait_for_slot: bool = False) -> str:
+    def launch(self, task: AnyTask, wait_for_slot: bool = False) -> str:
         """Record a task and start it (the supervisors' tasks come here directly, built by
         their reconciler; a user's through `submit`). `wait_for_slot`: when no task host can
         take it now, raise NoSlot and leave no record (the caller asks again later) instead
@@ -94,7 +94,7 @@ class TaskLife:
         self._start(row, task, wait_for_slot)
         return task.id
 
-    def record(self, task: IndexKafkaTask) -> TaskRow:
+    def record(self, task: AnyTask) -> TaskRow:
         """A launch's first commit point: the task recorded as running, not yet started.
         Recorded before the process starts, so no write lock of the metadata DB is held while
         it does (SQLite's is one for the whole DB: every other writer would wait)."""
@@ -106,7 +106,7 @@ class TaskLife:
             type=task.type,
             supervisor_id=task.supervisorId,
             datasource=task.datasource,
-            group_id=task.ioConfig.taskGroupId,
+            group_id=task.group_id,
             payload=payload,
             status=TaskStatusCode.RUNNING,
             created_at=now,
@@ -116,7 +116,7 @@ class TaskLife:
         self.session.commit()
         return row
 
-    def _start(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool = False) -> None:
+    def _start(self, row: TaskRow, task: AnyTask, wait_for_slot: bool = False) -> None:
         """Start a recorded task and record where it serves (or why it could not start); when
         that cannot be seen through (the metadata DB went away), it is left to `settle`."""
         try:
@@ -127,7 +127,7 @@ class TaskLife:
             self.unsettled.hold(row.id)
             raise
 
-    def _start_recorded(self, row: TaskRow, task: IndexKafkaTask, wait_for_slot: bool) -> None:
+    def _start_recorded(self, row: TaskRow, task: AnyTask, wait_for_slot: bool) -> None:
         try:
             launched = self.runner.launch(task)
         except Exception as exc:
@@ -162,7 +162,7 @@ class TaskLife:
             self.fence.check()
             log.info("task %s: starting it (its launch never happened)", task_id)
             try:
-                task = IndexKafkaTask.model_validate(row.payload)
+                task = parse_task(row.payload)
             except ValidationError as exc:
                 self._finish(row, TaskStatusCode.FAILED, f"its payload is not a task: {exc}", None)
                 self.session.commit()

@@ -22,7 +22,7 @@ from supervisor.runner.files import prune_work_dirs, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.schemas.worker import Heartbeat, HeartbeatAnswer, WorkerExit, WorkerState
 from supervisor.settings import Settings
-from tasks.protocol import IndexKafkaTask
+from tasks.protocol import AnyTask
 from tasks.spec.periods import parse_period
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class WorkerAgent:
             raise RuntimeError("not registered yet")
         return self.runner
 
-    def assign(self, task: IndexKafkaTask) -> Launched:
+    def assign(self, task: AnyTask) -> Launched:
         """Start the task; FileExistsError when it was assigned here before (an overlord that
         got no answer may try again: the first one runs, no second)."""
         runner = self._runner()

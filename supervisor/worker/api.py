@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from supervisor.api.guard import json_media_type
 from supervisor.schemas.worker import Placement, ShutdownAnswer
 from supervisor.worker.agent import WorkerAgent
-from tasks.protocol import IndexKafkaTask
+from tasks.protocol import parse_task_json
 from tasks.spec.names import task_id_problem
 
 MAX_LOG_BYTES = 16 * 1024 * 1024
@@ -90,7 +90,7 @@ def create_worker_app(agent: WorkerAgent) -> FastAPI:
 async def _assign(agent: WorkerAgent, request: Request) -> JSONResponse:
     """Start the task the body holds; where it serves (Placement), or why not."""
     try:
-        task = IndexKafkaTask.model_validate_json(await request.body())
+        task = parse_task_json(await request.body())
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))

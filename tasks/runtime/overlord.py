@@ -13,6 +13,7 @@ from tasks.protocol import (
     PublishAction,
     PublishOutcome,
     PublishResult,
+    ReplaceAction,
     SequenceNumbers,
     TaskActionRequest,
 )
@@ -45,7 +46,9 @@ class OverlordClient:
             log.info("the leading overlord is now at %s", url)
             self.http.base_url = httpx.URL(url)
 
-    def publish(self, action: PublishAction) -> PublishResult:
+    def publish(self, action: PublishAction | ReplaceAction) -> PublishResult:
+        """A publish, or a compact task's replace: the overlord's word (RETRY when it could
+        not be reached)."""
         body = TaskActionRequest(task=self.task_id, action=action).model_dump(mode="json")
         try:
             response = self.http.post("/druid/indexer/v1/action", json=body)

@@ -20,8 +20,9 @@ from types import FrameType
 from typing import Any
 
 from tasks import runtime_args
+from tasks.compaction import CompactionRun
 from tasks.logs import configure_logging
-from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.protocol import CompactTask, IndexKafkaTask, TaskState, parse_task
 from tasks.runtime.control import create_control_app
 from tasks.runtime.orphan import ORPHANED_EXIT, SIGTERM_BOUND_S, Contact, Heard, Watchdog, exit_by
 from tasks.runtime.priority import step_back
@@ -73,7 +74,12 @@ def _task_run(args: argparse.Namespace, task: IndexKafkaTask, token: str) -> Tas
     )
 
 
-def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread, contact: Contact) -> int:
+def _run(
+    args: argparse.Namespace,
+    run: TaskRun | CompactionRun,
+    control: ServerThread,
+    contact: Contact,
+) -> int:
     """The process's one task, to its end; the exit code."""
     configure_logging("info", args.log_format, fields(run.task))
     bounds: list[threading.Timer] = []
@@ -81,7 +87,7 @@ def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread, contact:
     def _graceful(_signum: int, _frame: FrameType | None) -> None:
         if not bounds:  # the first signal bounds the stop
             bounds.append(exit_by(SIGTERM_BOUND_S))
-        run.indexer.stop()
+        run.stop()
 
     def _orphaned() -> None:
         run.kill(f"no overlord called the task for {args.orphan_timeout_s:.0f} s")
@@ -109,9 +115,13 @@ def _run(args: argparse.Namespace, run: TaskRun, control: ServerThread, contact:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     token = args.token_file.read_text().strip()
-    task = IndexKafkaTask.model_validate(json.loads(args.payload.read_text()))
+    task = parse_task(json.loads(args.payload.read_text()))
     configure_logging("info", args.log_format, fields(task))
-    run = _task_run(args, task, token)
+    run: TaskRun | CompactionRun
+    if isinstance(task, CompactTask):
+        run = CompactionRun(task, token, args.overlord, args.work_dir, args.deep_storage)
+    else:
+        run = _task_run(args, task, token)
     app = create_control_app(lambda task_id: run.control if task_id == task.id else None)
     contact = Contact()
     control = ServerThread(

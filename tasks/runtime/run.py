@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from tasks.partitions import Offsets, offsets_json
-from tasks.protocol import IndexKafkaTask, PublishAction, PublishOutcome, PublishResult, TaskState
+from tasks.protocol import (
+    AnyTask,
+    IndexKafkaTask,
+    PublishAction,
+    PublishOutcome,
+    PublishResult,
+    TaskState,
+)
 from tasks.runtime.control import EpochFence, TaskControl
 from tasks.runtime.indexer import KafkaIndexer
 from tasks.runtime.indexer_state import IndexerState
@@ -77,6 +84,10 @@ class TaskRun:
         self.killed = reason
         self.indexer.abort(reason)
 
+    def stop(self) -> None:
+        """The graceful stop (SIGTERM): publish what was read, then end."""
+        self.indexer.stop()
+
     def log_start(self) -> None:
         io = self.task.ioConfig
         log.info("task %s: %s from %s", self.task.id, io.topic, offsets_json(io.start_offsets()))
@@ -98,6 +109,6 @@ class TaskRun:
         self.overlord.close()
 
 
-def fields(task: IndexKafkaTask) -> dict[str, Any]:
+def fields(task: AnyTask) -> dict[str, Any]:
     """The log fields of a task's lines."""
-    return {"supervisor": task.supervisorId, "task": task.id, "group": task.ioConfig.taskGroupId}
+    return {"supervisor": task.supervisorId, "task": task.id, "group": task.group_id}

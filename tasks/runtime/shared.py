@@ -33,11 +33,12 @@ from types import FrameType
 from typing import Any
 
 from tasks import runtime_args
+from tasks.compaction import CompactionRun
 from tasks.host_protocol import (
     HostedTask,
 )
 from tasks.logs import configure_logging, log_context
-from tasks.protocol import IndexKafkaTask, TaskState
+from tasks.protocol import AnyTask, CompactTask, TaskState
 from tasks.reading.combiner import JobCombiner
 from tasks.runtime.control import TaskControl
 from tasks.runtime.host_api import Duplicate, Refused, Router, create_host_api
@@ -66,8 +67,8 @@ READS_POOL, TASKS_POOL = "reads", "tasks"  # FAIR scheduler pools
 class Hosted:
     """A task of this application: its run, its thread and, once ended, its exit code."""
 
-    def __init__(self, run: TaskRun, thread: threading.Thread) -> None:
-        self.run: TaskRun | None = run  # None once ended
+    def __init__(self, run: TaskRun | CompactionRun, thread: threading.Thread) -> None:
+        self.run: TaskRun | CompactionRun | None = run  # None once ended
         self.thread = thread
         self.exit_code: int | None = None
         self.killed = False
@@ -132,7 +133,7 @@ class TaskHost:
             self.spark_ready.set()
 
     @contextmanager
-    def scope(self, task: IndexKafkaTask) -> Iterator[None]:
+    def scope(self, task: AnyTask) -> Iterator[None]:
         """What a thread working for `task` runs in: its log fields, Spark job group and pool."""
         with log_context(**fields(task)):
             if self.spark is not None:
@@ -154,7 +155,7 @@ class TaskHost:
                 return None  # gone, as a task process's port is once it ends
             return hosted.run.control
 
-    def assign(self, task: IndexKafkaTask, token: str, overlord: str) -> None:
+    def assign(self, task: AnyTask, token: str, overlord: str) -> None:
         """Start the task on a thread of its own, publishing through `overlord` (the one that
         assigned it; a leader's calls move it). Duplicate when this host has it already,
         Refused when it cannot be started (its reason)."""
@@ -167,15 +168,7 @@ class TaskHost:
             try:
                 work.mkdir(parents=True, exist_ok=True)
                 self.logs.open(task.id, work / TASK_LOG)
-                run = TaskRun(
-                    task,
-                    token,
-                    overlord,
-                    work,
-                    self.args.deep_storage,
-                    shared_persists=self.args.master.startswith("spark://"),
-                    scope=lambda: self.scope(task),
-                )
+                run = self._new_run(task, token, overlord, work)
             except Exception as exc:  # its settings (a Kafka client refused them), its disk
                 self.logs.close_task(task.id)
                 raise Refused(f"task {task.id} cannot start: {type(exc).__name__}: {exc}") from exc
@@ -189,6 +182,21 @@ class TaskHost:
                 self.starting.discard(task.id)
         thread.start()
 
+    def _new_run(
+        self, task: AnyTask, token: str, overlord: str, work: Path
+    ) -> TaskRun | CompactionRun:
+        if isinstance(task, CompactTask):
+            return CompactionRun(task, token, overlord, work, self.args.deep_storage)
+        return TaskRun(
+            task,
+            token,
+            overlord,
+            work,
+            self.args.deep_storage,
+            shared_persists=self.args.master.startswith("spark://"),
+            scope=lambda: self.scope(task),
+        )
+
     def _run(self, task_id: str) -> None:
         with self.lock:
             hosted = self.tasks[task_id]
@@ -201,8 +209,9 @@ class TaskHost:
                 self.spark_ready.wait()
                 if self.spark_error is not None:
                     run.kill(self.spark_error)
-                run.indexer.combiner = self.combiner  # its reads share jobs with the others
-                run.indexer.min_batch_interval_s = MIN_BATCH_INTERVAL_S
+                if isinstance(run, TaskRun):  # its reads share jobs with the others
+                    run.indexer.combiner = self.combiner
+                    run.indexer.min_batch_interval_s = MIN_BATCH_INTERVAL_S
                 with self.scope(run.task):
                     final = run.execute(self.spark)
                 code = 0 if final.status is TaskState.SUCCESS else 1
@@ -265,9 +274,9 @@ class TaskHost:
         """A graceful stop of every task (SIGTERM): each publishes what it read."""
         with self.lock:
             runs = [h for h in self.tasks.values() if h.run is not None and not h.killed]
-            indexers = [h.run.indexer for h in runs if h.run is not None]
-        for indexer in indexers:
-            indexer.stop()
+            stopping = [h.run for h in runs if h.run is not None]
+        for run in stopping:
+            run.stop()
         deadline = time.monotonic() + timeout
         for hosted in runs:
             hosted.thread.join(max(0.0, deadline - time.monotonic()))

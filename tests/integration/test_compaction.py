@@ -29,18 +29,18 @@ COORD = "/druid/coordinator/v1"
 BATCHES, PER_BATCH = 30, 10
 
 
-def _words(metadata_url: str) -> list[str]:
+def _words(metadata_url: str, datasource: str = "comp") -> list[str]:
     catalog = SqlCatalog(CATALOG, uri=metadata_url)
     try:
-        table = catalog.load_table("druid.comp")
+        table = catalog.load_table(f"druid.{datasource}")
     except NoSuchTableError:  # not published yet
         return []
     return list(table.scan().to_arrow().column("word").to_pylist())
 
 
-def _files(metadata_url: str) -> int:
+def _files(metadata_url: str, datasource: str = "comp") -> int:
     try:
-        table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.comp")
+        table = SqlCatalog(CATALOG, uri=metadata_url).load_table(f"druid.{datasource}")
     except NoSuchTableError:
         return 0
     return len(list(table.scan().plan_files()))
@@ -122,6 +122,45 @@ def test_an_interval_is_compacted_while_a_supervisor_appends_to_it(
         assert api.get(BASE).json() == ["comp"]  # the compaction supervisor went with it
 
 
-def _awaiting(api: httpx.Client) -> int:
-    status = api.get(f"{COORD}/compaction/status", params={"dataSource": "comp"}).json()
+def _awaiting(api: httpx.Client, datasource: str = "comp") -> int:
+    status = api.get(f"{COORD}/compaction/status", params={"dataSource": datasource}).json()
     return int(status["latestStatus"][0]["intervalCountAwaitingCompaction"])
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_compact_task_runs_as_a_task_process_of_its_own(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    """The `process` runtime: the compact task is a `python -m tasks` process, as the
+    indexing task is."""
+    topic = f"pcomp-{tmp_path.name[-12:].replace('_', '-')}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    spec = words_spec("pcomp", topic, kafka.bootstrap_servers)
+    spec["spec"]["dataSchema"]["granularitySpec"]["rollup"] = False
+    spec["spec"]["tuningConfig"] = {"type": "kafka", "intermediateHandoffPeriod": "PT2S"}
+    metadata_url = f"sqlite:///{tmp_path / 'meta.db'}"
+    words = [f"p{batch}-{i}" for batch in range(3) for i in range(5)]
+    with overlord_with_tasks(
+        tmp_path, jar_cache, "local[1]", task_runtime="process", coordinator_period_s=0.5
+    ) as (_service, api):
+        assert api.post(BASE, json=spec).status_code == 200
+        for batch in range(3):
+            records = [
+                (None, json.dumps({"ts": "2026-11-22T10:00:00Z", "word": w}).encode())
+                for w in words[batch * 5 : batch * 5 + 5]
+            ]
+            produce(kafka.bootstrap_servers, topic, records)
+            wait_for(
+                lambda b=batch: _files(metadata_url, "pcomp") > b, 240, f"batch {batch} published"
+            )
+        config = {"dataSource": "pcomp", "skipOffsetFromLatest": "PT0S"}
+        assert api.post(f"{COORD}/config/compaction", json=config).status_code == 200
+        wait_for(lambda: _awaiting(api, "pcomp") == 0, 240, "nothing awaiting compaction")
+        [task] = api.get("/druid/indexer/v1/tasks", params={"type": "compact"}).json()
+        assert task["statusCode"] == "SUCCESS", task
+        assert task["location"]["port"] > 0  # it served (404s) on a port of its own
+        assert sorted(_words(metadata_url, "pcomp")) == sorted(words)
+        assert _files(metadata_url, "pcomp") == 1
+        report = api.get(f"/druid/indexer/v1/task/{task['id']}/reports").json()
+        assert len(report["ingestionStatsAndErrors"]["payload"]["segments"]) == 1

@@ -11,28 +11,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine, select
 
 from supervisor.clock import utc_now
 from supervisor.db.engine import session_factory
-from supervisor.db.models import SegmentRow
+from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.db.retention import SegmentStates
+from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading, Raced
 from supervisor.lake.holdings import live_files
-from supervisor.lake.rewrite import Replaced
 from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
 from supervisor.model.compaction import parse_config
 from supervisor.model.fence import Unfenced
 from supervisor.services import kill as kill_module
-from supervisor.services.compaction import Compactor, plan
+from supervisor.services.compaction import compact_task, plan
+from supervisor.services.compaction_commit import CompactionCommit
 from supervisor.services.kill import Kill, KillService
 from supervisor.services.maintenance import SNAPSHOTS_KEPT, MaintenanceDuty
 from supervisor.services.retention import RetentionService, Selection
 from supervisor.settings import Settings
-from tasks.protocol import PublishOutcome
-from tasks.storage import parse
+from tasks.protocol import CompactTask, PublishOutcome, ReplaceAction, SegmentDescriptor
 from tests.integration.test_iceberg_commits import ROWS, action, engine, lake, publish
 
 __all__ = ["engine", "lake"]  # the fixtures, shared with the publish transaction's tests
@@ -143,12 +145,75 @@ def test_orphan_files_go_once_old_and_nothing_named_is_touched(
     assert table.scan().to_arrow().num_rows == 3 * ROWS
 
 
+def _compact_task(sessions: Any, config: Any, interval: Any, rows: list[Any]) -> CompactTask:
+    """The compact task the leader's duty would launch, recorded as running."""
+    task = compact_task(config, interval, rows, utc_now())
+    with sessions() as session:
+        now = utc_now()
+        session.add(
+            TaskRow(
+                id=task.id,
+                type="compact",
+                datasource=task.dataSource,
+                payload=task.to_json(),
+                status="RUNNING",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        session.commit()
+    return task
+
+
+def _written(deep: Path, task: CompactTask, per_file: int) -> list[SegmentDescriptor]:
+    """What the task writes (tasks/compaction.py does it with Spark): its inputs' rows in files
+    of `per_file` rows."""
+    table = pa.concat_tables([pq.read_table(path) for path in task.inputs.values()])
+    folder = deep / "wiki" / "compacted" / task.id
+    folder.mkdir(parents=True)
+    found = []
+    for n, offset in enumerate(range(0, table.num_rows, per_file)):
+        path = folder / f"{n}.parquet"
+        part = table.slice(offset, per_file)
+        pq.write_table(part, path)
+        found.append(
+            SegmentDescriptor(
+                id=f"wiki_{task.version}_{n}",
+                dataSource="wiki",
+                intervalStart=task.interval[0],
+                intervalEnd=task.interval[1],
+                version=task.version,
+                partitionNum=n,
+                path=str(path),
+                size=path.stat().st_size,
+                numRows=part.num_rows,
+                dimensions=task.dimensions,
+                metrics=task.metrics,
+            )
+        )
+    return found
+
+
+def _commit(
+    sessions: Any, lake: Lake, task: CompactTask, written: list[SegmentDescriptor], epoch: Any
+) -> Any:
+    action = ReplaceAction(
+        supervisorId="wiki", dataSource="wiki", replaced=task.inputs, segments=written
+    )
+    with sessions() as session:
+        row = session.get(TaskRow, task.id)
+        result = CompactionCommit(session, lake, utc_now, epoch).commit(row, action)
+        session.commit()
+    return result
+
+
 def test_a_compaction_replaces_its_files_or_commits_nothing(
     engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
 ) -> None:
-    """Six files of one interval: a deposed leader's compaction and one whose input left the
-    table meanwhile commit nothing and leave no file; then one replaces the six by three of at
-    most 25 rows, its rows and metric sums those it replaced."""
+    """Six files of one interval, given to a compact task: its commit from a deposed leader,
+    one whose files hold other rows, and one whose input left the table meanwhile commit
+    nothing; then its three files of at most 25 rows replace the six, its rows and metric sums
+    those it replaced, and the commit asked again (its answer lost) is the same commit."""
     deep = tmp_path / "deep"
     for start in range(0, 6 * ROWS, ROWS):
         act = action(deep, 0, start)
@@ -161,10 +226,8 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
             "tuningConfig": {"partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 25}},
         }
     )
-    compactor = Compactor(sessions, lake, parse(deep), utc_now)
     catalog = SqlCatalog(CATALOG, uri=metadata_url)
     before = catalog.load_table("druid.wiki").current_snapshot()
-    files_before = set(deep.rglob("*.parquet"))
 
     def awaiting() -> tuple[Any, list[Any]]:
         with sessions() as session:
@@ -175,10 +238,14 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
 
     interval, rows = awaiting()
     assert len(rows) == 6
+    task = _compact_task(sessions, config, interval, rows)
+    written = _written(deep, task, 25)
     with pytest.raises(NotLeading):  # epoch 7: no lease says so
-        compactor.compact(config, interval, rows, epoch=7)
+        _commit(sessions, lake, task, written, 7)
+    short = [written[0].model_copy(update={"numRows": written[0].numRows - 1}), *written[1:]]
+    refused = _commit(sessions, lake, task, short, None)
+    assert refused.outcome is PublishOutcome.FAILED and "rows" in refused.reason
     assert catalog.load_table("druid.wiki").current_snapshot() == before
-    assert set(deep.rglob("*.parquet")) == files_before
 
     with sessions() as session:  # one of its inputs leaves the table before it commits
         RetentionService(session, lake, utc_now()).mark_unused(
@@ -186,22 +253,27 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
         )
         session.commit()
     unused = catalog.load_table("druid.wiki").current_snapshot()
-    with pytest.raises(Replaced):
-        compactor.compact(config, interval, rows, epoch=None)
+    refused = _commit(sessions, lake, task, written, None)
+    assert refused.outcome is PublishOutcome.FAILED, refused
     assert catalog.load_table("druid.wiki").current_snapshot() == unused
-    assert set(deep.rglob("*.parquet")) == files_before
 
-    interval, rows = awaiting()  # the five still used
+    interval, rows = awaiting()  # the five still used, in a task of their own
     table = catalog.load_table("druid.wiki").scan().to_arrow()
-    task_id = compactor.compact(config, interval, rows, epoch=None)
+    task = _compact_task(sessions, config, interval, rows)
+    written = _written(deep, task, 25)
+    assert _commit(sessions, lake, task, written, None).outcome is PublishOutcome.PUBLISHED
     after = catalog.load_table("druid.wiki")
     compacted = after.scan().to_arrow()
     assert sorted(compacted.column("word").to_pylist()) == sorted(table.column("word").to_pylist())
     assert sum(compacted.column("count").to_pylist()) == sum(table.column("count").to_pylist())
     assert [f.file.record_count for f in after.scan().plan_files()] == [25, 25]
-    assert after.current_snapshot().summary["sluicegate.task"] == task_id  # type: ignore[union-attr]
+    assert after.current_snapshot().summary["sluicegate.task"] == task.id  # type: ignore[union-attr]
+    again = _commit(sessions, lake, task, written, None)
+    assert again.outcome is PublishOutcome.PUBLISHED and "earlier attempt" in again.reason
+    assert catalog.load_table("druid.wiki").current_snapshot() == after.current_snapshot()
     with sessions() as session:
         assert plan(session, lake, config).awaiting == []
+        assert set(TaskRepository(session).compacted_away("wiki")) == {r.id for r in rows}
 
 
 def test_a_kill_that_raced_a_mark_used_deletes_nothing(

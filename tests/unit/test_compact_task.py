@@ -1,0 +1,113 @@
+"""A compact task's payload and its file writer (tasks/compaction.py) without Spark: the
+payload told apart from an indexing task's by its type, wherever one is read; the writer's
+files of at most maxRowsPerSegment rows, named for their segments, __time in UTC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pydantic import ValidationError
+
+from tasks.compaction import _iso, _writer
+from tasks.host_protocol import Assignment
+from tasks.protocol import CompactTask, IndexKafkaTask, parse_task, parse_task_json
+from tasks.storage import Storage
+
+COMPACT = {
+    "type": "compact",
+    "id": "compact_wiki_1",
+    "dataSource": "wiki",
+    "interval": ["2026-11-22T00:00:00+00:00", "2026-11-23T00:00:00+00:00"],
+    "version": "v1",
+    "inputs": {"wiki_a_0": "/deep/a.parquet", "wiki_b_0": "/deep/b.parquet"},
+    "maxRowsPerSegment": 3,
+    "dimensions": ["word"],
+    "metrics": ["count"],
+}
+KAFKA = {
+    "type": "index_kafka",
+    "id": "wiki-0",
+    "dataSchema": {
+        "dataSource": "wiki",
+        "timestampSpec": {"column": "ts", "format": "iso"},
+        "dimensionsSpec": {"dimensions": ["word"]},
+    },
+    "ioConfig": {
+        "type": "kafka",
+        "startSequenceNumbers": {
+            "type": "start",
+            "stream": "words",
+            "partitionSequenceNumberMap": {"0": 0},
+        },
+        "consumerProperties": {"bootstrap.servers": "127.0.0.1:9092"},
+        "inputFormat": {"type": "json"},
+    },
+}
+
+
+def test_either_payload_is_read_by_its_type() -> None:
+    compact = parse_task(COMPACT)
+    assert isinstance(compact, CompactTask) and compact.group_id is None
+    assert compact.supervisorId is None and compact.datasource == "wiki"
+    assert isinstance(parse_task(KAFKA), IndexKafkaTask)
+    assert parse_task_json(compact.model_dump_json()) == compact
+    wired = Assignment(payload=compact, token="t").to_wire()
+    assert Assignment.model_validate(wired).payload == compact
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"type": "merge"},
+        {"inputs": {}},
+        {"maxRowsPerSegment": 0},
+        {"id": "../escape"},
+        {"dataSource": "_tasks"},
+    ],
+)
+def test_a_bad_compact_payload_is_refused(change: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        parse_task({**COMPACT, **change})
+    with pytest.raises(ValidationError):
+        parse_task_json(b"{not json")
+
+
+def test_interval_bounds_are_written_as_druid_does() -> None:
+    assert _iso("2026-11-22T00:00:00+00:00") == "2026-11-22T00:00:00.000Z"
+    assert _iso("2026-11-22T01:30:00Z") == "2026-11-22T01:30:00.000Z"
+
+
+def test_the_writer_splits_rows_into_files_of_at_most_the_bound(tmp_path: Path) -> None:
+    storage = Storage(root=str(tmp_path))
+    directory = storage.path("wiki", "interval", "v1", "compact_wiki_1")
+    names = ["__time", "word.name", "count"]  # a dotted name travels positionally
+    times = pa.array(range(7), pa.int64()).cast(pa.timestamp("us", tz="Asia/Tokyo"))
+    batches = [
+        pa.RecordBatch.from_arrays(
+            [
+                times.slice(start, 4),
+                pa.array(list("abcdefg")[start : start + 4]),
+                pa.array(range(start, min(start + 4, 7)), pa.int64()),
+            ],
+            names=["c0", "c1", "c2"],
+        )
+        for start in (0, 4)
+    ]
+    write = _writer(storage, directory, names, 3, "wiki_x_v1", "compact_wiki_1")
+    written = pa.Table.from_batches(list(write(iter(batches)))).to_pylist()
+    assert [(w["chunk"], w["rows"]) for w in written] == [(0, 3), (1, 3), (2, 1)]
+    words: list[str] = []
+    for entry in written:
+        assert entry["path"] == f"{directory}/{entry['chunk']}.parquet"
+        assert entry["size"] == Path(entry["path"]).stat().st_size
+        table = pq.read_table(entry["path"])
+        meta = table.schema.metadata
+        assert meta[b"sluicegate.segmentId"] == f"wiki_x_v1_{entry['chunk']}".encode()
+        assert meta[b"sluicegate.compactedBy"] == b"compact_wiki_1"
+        assert table.schema.field("__time").type == pa.timestamp("us", tz="UTC")
+        assert table.column_names == names
+        words += table.column("word.name").to_pylist()
+    assert words == list("abcdefg")
