@@ -143,6 +143,8 @@ class Run:
             "SLUICEGATE_INTENT_RETENTION": "PT10M",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
         }
+        if args.trace_allocations:  # the overlord logs where its memory grew (overlord.log)
+            self.env["SLUICEGATE_TRACE_ALLOCATIONS_S"] = str(args.trace_allocations)
 
     def simulated_now(self) -> float:
         return ORIGIN + (time.time() - self.wall_start) * SPEED
@@ -438,6 +440,11 @@ def main() -> None:
     parser.add_argument("--sample-s", type=float, default=60.0)
     parser.add_argument("--host-kill-every-min", type=float, default=10.0)
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
+    parser.add_argument(
+        "--trace-allocations",
+        type=float,
+        help="seconds: the overlord logs where its Python allocations grew (tracemalloc)",
+    )
     args = parser.parse_args()
     with workspace("soak-", args.keep) as root:
         run = Run(root, args)

@@ -22,3 +22,29 @@ def settle(young: int) -> None:
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(young, middle, old)
+
+
+def trace_allocations(every_s: float, top: int = 15) -> None:
+    """Diagnostics for a process whose memory grows: trace allocations (Python's tracemalloc,
+    which costs CPU and memory of its own) and every `every_s` log where the memory held grew
+    most since the first look, by source line. Started by `serve` when
+    SLUICEGATE_TRACE_ALLOCATIONS_S is set; off by default."""
+    import logging
+    import threading
+    import time
+    import tracemalloc
+
+    log = logging.getLogger("supervisor.heap")
+    tracemalloc.start(1)
+    first = tracemalloc.take_snapshot()
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            snapshot = tracemalloc.take_snapshot()
+            grown = snapshot.compare_to(first, "lineno")[:top]
+            total = sum(stat.size for stat in snapshot.statistics("filename")) / 2**20
+            lines = [f"{stat.size_diff / 2**10:+.0f} KiB {stat.traceback}" for stat in grown]
+            log.warning("allocations held: %.1f MiB; grown most:\n  %s", total, "\n  ".join(lines))
+
+    threading.Thread(target=watch, name="trace-allocations", daemon=True).start()

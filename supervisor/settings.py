@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     # `serve` freezes what startup built and collects the youngest generation every this many
     # net allocations (Python's default is 700); see supervisor/heap.py.
     gc_young_threshold: int = Field(default=10_000, ge=100)
+    # Diagnostics: every this many seconds `serve` logs where its Python allocations grew
+    # most (tracemalloc; it costs CPU and memory). None: off.
+    trace_allocations_s: float | None = Field(default=None, ge=10.0)
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

@@ -190,7 +190,7 @@ async def shutdown(task_id: str, request: Request, who: Actor = Depends(actor)) 
 @router.post(
     "/action",
     openapi_extra=JSON_BODY,
-    summary="Task actions (segment publish)",
+    summary="Task actions (segment publish, a compaction's replace)",
     response_model=None,
 )
 async def action(

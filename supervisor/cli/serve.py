@@ -86,6 +86,8 @@ def serve(**options: Any) -> None:
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings, leadership=_lead(settings))
     heap.settle(settings.gc_young_threshold)
+    if settings.trace_allocations_s:
+        heap.trace_allocations(settings.trace_allocations_s)
     uvicorn.run(
         app,
         host=settings.host,
