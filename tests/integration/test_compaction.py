@@ -129,6 +129,7 @@ def _awaiting(api: httpx.Client, datasource: str = "comp") -> int:
 
 @pytest.mark.kafka
 @pytest.mark.spark
+@pytest.mark.long
 def test_a_compact_task_runs_as_a_task_process_of_its_own(
     kafka: LocalKafka, jar_cache: Path, tmp_path: Path
 ) -> None:

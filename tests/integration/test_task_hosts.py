@@ -163,6 +163,39 @@ def test_a_host_given_several_overlords_beats_through_one_that_answers(
             assert again is not None and again[0]["worker"]["host"] == host
 
 
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_compact_task_runs_on_a_task_host(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    """The leader's compaction runs as a `compact` task on the task host, beside the indexing
+    task: the interval's three files become one, every record in it once."""
+    topic = words_topic(kafka, "hcomp", 0)
+    spec = words_spec("hosted", topic, kafka.bootstrap_servers)
+    spec["spec"]["tuningConfig"] = {"type": "kafka", "intermediateHandoffPeriod": "PT2S"}
+    with (
+        overlord_with_tasks(
+            tmp_path, jar_cache, "local[1]", worker_timeout_s=5, coordinator_period_s=0.5
+        ) as (service, api),
+        task_host(service.url, tmp_path / "host") as (host, _),
+    ):
+        wait_for(lambda: _workers(api, 1), 30, "the host listed")
+        assert api.post(BASE, json=spec).status_code == 200
+        for batch in range(1, 4):
+            produce_words(kafka, topic, 20)
+            wait_for(lambda b=batch: _files(service) == b, 240, f"batch {batch} published")
+        config = {"dataSource": "hosted", "skipOffsetFromLatest": "PT0S"}
+        assert api.post("/druid/coordinator/v1/config/compaction", json=config).status_code == 200
+        wait_for(lambda: _files(service) == 1, 240, "the three files compacted into one")
+        assert _rows(service) == 60
+        [(task, worker)] = db_rows(
+            service,
+            select(TaskRow.id, TaskRow.worker).where(TaskRow.type == "compact"),
+        )
+        assert worker == host
+        wait_for(lambda: _status(service, task) == "SUCCESS", 60, "the compact task's success")
+
+
 def test_worker_refuses_bad_input(tmp_path: Path) -> None:
     cases = [
         (["--overlord", "ftp://x"], 2, "error: --overlord 'ftp://x': an http:// or https:// URL"),
@@ -229,3 +262,9 @@ def _status(service: Any, task_id: str) -> str:
 
 def _rows(service: Any) -> int:
     return sum(r[0] for r in db_rows(service, select(SegmentRow.num_rows)))
+
+
+def _files(service: Any) -> int:
+    """Segments the table holds: each is one file."""
+    used = db_rows(service, select(SegmentRow.id).where(SegmentRow.used.is_(True)))
+    return len(used)
