@@ -153,7 +153,9 @@ def test_a_compact_task_runs_as_a_task_process_of_its_own(
             ]
             produce(kafka.bootstrap_servers, topic, records)
             wait_for(
-                lambda b=batch: _files(metadata_url, "pcomp") > b, 240, f"batch {batch} published"
+                lambda b=batch: len(_words(metadata_url, "pcomp")) == 5 * (b + 1),
+                240,
+                f"batch {batch} published",
             )
         config = {"dataSource": "pcomp", "skipOffsetFromLatest": "PT0S"}
         assert api.post(f"{COORD}/config/compaction", json=config).status_code == 200
