@@ -180,6 +180,7 @@ class LeaderDuties:
                     app.runner,
                     unsettled,
                     settings.coordinator_period_s,
+                    settings.max_compaction_tasks,
                 )
                 self.compaction.start()
             except BaseException:

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # How often the leader applies the datasources' retention rules (Druid's
     # druid.coordinator.period).
     coordinator_period_s: float = Field(default=60.0, ge=0.5, le=86400)
+    # compact tasks running at once, over every datasource (Druid's maxCompactionTaskSlots):
+    # each takes a task slot and a share of its host's Spark
+    max_compaction_tasks: int = Field(default=2, ge=1, le=1000)
     # Snapshots of a datasource's table older than this are expired (the current one, the
     # newest ten and each supervisor's newest publish are kept): how far time travel reaches.
     snapshot_retention: str = "PT1H"

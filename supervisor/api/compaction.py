@@ -28,7 +28,8 @@ def _service(request: Request, session: Session) -> CompactionConfigService:
 @router.get("/config/compaction", summary="The cluster's compaction config, every datasource's")
 async def cluster_config(request: Request) -> dict[str, Any]:
     readable = may_read(request)
-    found = await in_session(request, lambda session: _service(request, session).cluster())
+    slots = context(request).settings.max_compaction_tasks
+    found = await in_session(request, lambda session: _service(request, session).cluster(slots))
     found["compactionConfigs"] = [
         c for c in found["compactionConfigs"] if readable(str(c.get("dataSource")))
     ]

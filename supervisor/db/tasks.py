@@ -145,12 +145,14 @@ class TaskRepository:
             found.update((report or {}).get("replaced") or {})
         return found
 
-    def running_of_type(self, task_type: str) -> list[str]:
-        """The datasources with a running task of this type."""
-        query = select(TaskRow.datasource).where(
-            TaskRow.type == task_type, TaskRow.status == TaskStatusCode.RUNNING
+    def running_of_type(self, task_type: str) -> dict[str, int]:
+        """How many tasks of this type run, by datasource."""
+        query = (
+            select(TaskRow.datasource, func.count())
+            .where(TaskRow.type == task_type, TaskRow.status == TaskStatusCode.RUNNING)
+            .group_by(TaskRow.datasource)
         )
-        return list(self.session.scalars(query.distinct()))
+        return {datasource: int(count) for datasource, count in self.session.execute(query)}
 
     def failed_compactions(self, datasource: str, since: datetime) -> set[tuple[str, str]]:
         """The intervals (ISO start and end) of the datasource's compact tasks that failed

@@ -96,7 +96,8 @@ def plan(session: Session, lake: Lake, config: CompactionConfig) -> Plan:
 class CompactionDuty(Loop):
     """Each run: for each datasource whose compaction runs and has no compact task running,
     its newest interval awaiting compaction (not one whose compaction failed lately) given
-    to a compact task on a task host, as Druid's coordinator submits compact tasks."""
+    to a compact task on a task host, as Druid's coordinator submits compact tasks; at most
+    `max_tasks` compact tasks run at once."""
 
     name = "compaction"
 
@@ -109,8 +110,10 @@ class CompactionDuty(Loop):
         runner: Runner,
         unsettled: Unsettled,
         every_s: float,
+        max_tasks: int = 2,
     ) -> None:
         self.sessions = sessions
+        self.max_tasks = max_tasks
         self.lake = lake
         self.fence = fence
         self.clock = clock
@@ -125,10 +128,13 @@ class CompactionDuty(Loop):
         """One run: the compact task launched for each datasource that had an interval."""
         with self.sessions() as session:
             configs = CompactionConfigs(session).all(running=True)
-            busy = set(TaskRepository(session).running_of_type(COMPACT))
+            running = TaskRepository(session).running_of_type(COMPACT)
         done: dict[str, str] = {}
+        slots = self.max_tasks - sum(running.values())
         for datasource, raw in configs.items():
-            if datasource in busy:
+            if slots <= len(done):
+                break
+            if datasource in running:
                 continue
             self.fence.check()  # NotLeading: the run ends
             try:

@@ -19,10 +19,9 @@ from supervisor.services.supervisors import Actor
 
 AUDIT_TYPE = "compaction"
 # what Druid's cluster compaction config answers besides the datasources' configs: one policy,
-# no slots to share (compactions run one at a time on the leader)
+# and the compact tasks that run at once (maxCompactionTaskSlots: SLUICEGATE_MAX_COMPACTION_TASKS)
 CLUSTER = {
     "compactionTaskSlotRatio": 0.1,
-    "maxCompactionTaskSlots": 1,
     "useAutoScaleSlots": False,
     "engine": "native",
     "compactionPolicy": {"type": "newestSegmentFirst"},
@@ -36,8 +35,9 @@ class CompactionConfigService:
         self.now = now
         self.configs = CompactionConfigs(session)
 
-    def cluster(self) -> dict[str, Any]:
-        return {"compactionConfigs": list(self.configs.all().values()), **CLUSTER}
+    def cluster(self, max_tasks: int) -> dict[str, Any]:
+        configs = list(self.configs.all().values())
+        return {"compactionConfigs": configs, **CLUSTER, "maxCompactionTaskSlots": max_tasks}
 
     def get(self, datasource: str) -> dict[str, Any]:
         found = self.configs.get(datasource)
