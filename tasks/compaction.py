@@ -12,6 +12,7 @@ orphan-file removal takes the files)."""
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -49,6 +50,7 @@ class CompactionRun:
         self.storage = parse(deep_storage)
         self.killed: str | None = None
         self.control = None
+        self.run = secrets.token_hex(4)
 
     def kill(self, reason: str) -> None:
         """No commit starts from now on (its Spark jobs are cancelled by its host)."""
@@ -111,7 +113,8 @@ class CompactionRun:
         frame = frame.toDF(*[f"c{index}" for index in range(len(names))])
         start, end = (_iso(moment) for moment in task.interval)
         folder = f"{start}_{end}".replace(":", "-")
-        directory = self.storage.path(task.dataSource, folder, task.version, task.id)
+        # a run of its own (the same task started twice never writes over the other's files)
+        directory = self.storage.path(task.dataSource, folder, task.version, task.id, self.run)
         prefix = f"{task.dataSource}_{start}_{end}_{task.version}"
         rows = frame.mapInArrow(
             _writer(self.storage, directory, names, task.maxRowsPerSegment, prefix, task.id),
@@ -144,14 +147,18 @@ class CompactionRun:
             segments=written,
         )
         deadline = time.monotonic() + COMMIT_ATTEMPTS_S
-        sent = False
+        uncertain = False  # an attempt went unanswered: it may have committed
         while True:
             if self.killed is not None:
-                return PublishResult(PublishOutcome.FAILED, self.killed), sent
+                return PublishResult(PublishOutcome.FAILED, self.killed), uncertain
             result = self.overlord.publish(action)
-            sent = True
+            if result.outcome is PublishOutcome.PUBLISHED:
+                return result, True
             if result.outcome is not PublishOutcome.RETRY:
-                return result, False
+                # a refusal after an unanswered attempt: the overlord found no commit of these
+                # files then, but keeping them costs only what the orphan removal takes later
+                return result, uncertain
+            uncertain = True
             if time.monotonic() >= deadline:
                 return PublishResult(PublishOutcome.FAILED, f"no commit: {result.reason}"), True
             time.sleep(COMMIT_RETRY_S)

@@ -229,7 +229,8 @@ def _act(
     expected_key = task.supervisor_id or task.datasource
     if act.supervisorId != expected_key:
         raise ForbiddenError("the action names another supervisor than the task")
-    if task.status != TaskStatusCode.RUNNING:
+    if task.status != TaskStatusCode.RUNNING and not isinstance(act, ReplaceAction):
+        # (a compact task's commit says whether its files are in, whatever the task became)
         return JSONResponse(
             status_code=409,
             content={
@@ -254,12 +255,12 @@ def _act(
         raise ForbiddenError("the action names another datasource than the task")
     if isinstance(act, ReplaceAction) != (task.type == "compact"):
         raise ForbiddenError(f"a {task.type} task does not {act.type}")
-    began = time.monotonic()
     if isinstance(act, ReplaceAction):
         result = CompactionCommit(session, app.tables, app.clock, epoch).commit(task, act)
     else:
+        began = time.monotonic()
         result = PublishService(session, app.clock, epoch, app.lake).publish(task.id, act)
-    app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
+        app.metrics.publish.observe(act.dataSource, str(result.outcome), time.monotonic() - began)
     if result.success:
         return {"result": {"outcome": str(result.outcome)}}
     return JSONResponse(

@@ -107,9 +107,11 @@ class SegmentStates:
         used: bool,
         ids: list[str] | None = None,
         within: tuple[datetime, datetime] | None = None,
+        lock: bool = False,
     ) -> list[SegmentRow]:
         """The datasource's segments that are (un)used, of `ids` or lying within `within`
-        (both None: all of them)."""
+        (both None: all of them); `lock`: their rows locked for this transaction (PostgreSQL's
+        FOR UPDATE; SQLite's one writer lock orders writers anyway)."""
         query = select(SegmentRow).where(
             SegmentRow.datasource == datasource, SegmentRow.used.is_(used)
         )
@@ -119,7 +121,8 @@ class SegmentStates:
             query = query.where(
                 SegmentRow.interval_start >= within[0], SegmentRow.interval_end <= within[1]
             )
-        return list(self.session.scalars(query.order_by(SegmentRow.interval_start, SegmentRow.id)))
+        query = query.order_by(SegmentRow.interval_start, SegmentRow.id)
+        return list(self.session.scalars(query.with_for_update() if lock else query))
 
     def mark(self, ids: list[str], used: bool, now: datetime) -> int:
         """Flag these segments used (or unused) where they are not yet; how many changed (a

@@ -6,6 +6,7 @@ interval's small files by large ones."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, ManifestContent
@@ -66,13 +67,20 @@ class Replaced(RuntimeError):
     compacted meanwhile): its commit gives up."""
 
 
-def replace(lake: Lake, session: Session, published: Published, inputs: set[str]) -> None:
+def replace(
+    lake: Lake,
+    session: Session,
+    published: Published,
+    inputs: set[str],
+    footers: dict[str, tuple[str, int, Any]] | None = None,
+) -> None:
     """Commit one snapshot that removes `inputs` and adds the published files, in `session`'s
     transaction (not committed here). Validated as Iceberg validates a rewrite: every input
     must still be live on the table as it is at the commit (Replaced otherwise); files other
     commits added meanwhile (streaming appends to the same interval) are kept as they are. A
-    commit that raced another is retried on its metadata."""
-    footers = lake.footers(published)
+    commit that raced another is retried on its metadata. `footers`: the published files'
+    (Lake.footers), when the caller read them already."""
+    footers = footers if footers is not None else lake.footers(published)
     ident = lake.identifier(published.datasource)
     with lake.catalog.bound(session):
         for _ in range(ATTEMPTS):

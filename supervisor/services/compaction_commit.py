@@ -21,10 +21,17 @@ from sqlalchemy.orm import Session
 from supervisor.clock import Clock
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow, TaskRow
+from supervisor.db.repositories import SegmentRepository
 from supervisor.db.retention import SegmentStates
 from supervisor.lake.rewrite import Replaced, replace
 from supervisor.lake.tables import SUMMARY_EPOCH, SUMMARY_OPERATION, SUMMARY_TASK, Lake, published
-from tasks.protocol import CompactTask, PublishOutcome, PublishResult, ReplaceAction
+from tasks.protocol import (
+    CompactTask,
+    PublishOutcome,
+    PublishResult,
+    ReplaceAction,
+    TaskStatusCode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,44 +45,70 @@ class CompactionCommit:
 
     def commit(self, row: TaskRow, act: ReplaceAction) -> PublishResult:
         """The task's files in place of what it read (PUBLISHED), or why not (FAILED); not
-        committed here (the route's session is). NotLeading: this overlord no longer leads."""
-        task = CompactTask.model_validate(row.payload)
-        if (row.report or {}).get("segments") == [s.id for s in act.segments] and act.segments:
-            # committed by an attempt whose answer was lost: the files are the segments
+        committed here (the route's session is). NotLeading: this overlord no longer leads.
+        A commit asked again after its answer was lost, even one that raced its first attempt
+        (the first committed while this one waited), is PUBLISHED: the task keeps its files."""
+        if self._committed(row, act):
             return PublishResult(PublishOutcome.PUBLISHED, "committed by an earlier attempt")
+        if row.status != TaskStatusCode.RUNNING:
+            return _failed(f"task is {row.status}")
+        result = self._replace(row, CompactTask.model_validate(row.payload), act)
+        if result.outcome is PublishOutcome.FAILED and self._committed(row, act):
+            return PublishResult(PublishOutcome.PUBLISHED, "committed by an earlier attempt")
+        return result
+
+    def _committed(self, row: TaskRow, act: ReplaceAction) -> bool:
+        """Whether this task's segments, these very files, are committed (its report says so
+        once they are; their rows, while a later compaction has not replaced them)."""
+        ids = [s.id for s in act.segments]
+        if not ids:
+            return False
+        if (row.report or {}).get("segments") == ids and (row.report or {}).get("paths") == [
+            s.path for s in act.segments
+        ]:
+            return True
+        paths = SegmentRepository(self.session).paths(ids)
+        return len(paths) == len(ids) and all(paths[s.id] == s.path for s in act.segments)
+
+    def _replace(self, row: TaskRow, task: CompactTask, act: ReplaceAction) -> PublishResult:
         if act.replaced != task.inputs:
             return _failed("it replaces other segments than the task was given")
         if any(s.dataSource != task.dataSource for s in act.segments):
             return _failed("its segments belong to another datasource")
+        paths = [s.path for s in act.segments]
+        where = f"/{task.version}/{task.id}/"
+        if len(set(paths)) != len(paths) or any(where not in path for path in paths):
+            return _failed(f"its files are not new files of this task (under {where})")
         if self.epoch is not None:
             LeaseRepository(self.session).require(self.epoch)
         states = SegmentStates(self.session)
-        rows = states.of(task.dataSource, True, ids=list(task.inputs))
+        # the inputs' rows locked first, then the table (in `replace`): the order a mark of
+        # segments unused takes, so neither waits on the other for good
+        rows = states.of(task.dataSource, True, ids=list(task.inputs), lock=True)
         if len(rows) != len(task.inputs) or any(r.path != task.inputs[r.id] for r in rows):
             return _failed("segments it read were dropped or replaced meanwhile")
-        read, written = sum(r.num_rows for r in rows), sum(s.numRows for s in act.segments)
-        if read != written:
-            return _failed(f"its files hold {written} rows, not the {read} they replace")
         summary = {SUMMARY_OPERATION: "compact", SUMMARY_TASK: task.id}
         if self.epoch is not None:
             summary[SUMMARY_EPOCH] = str(self.epoch)
         start, end = task.interval
         files = [(s.path, s.size, start, end) for s in act.segments]
+        new = published(task.dataSource, files, summary)
+        footers = self.lake.footers(new)  # the rows as the files hold them, not as said
+        counted = {path: footer.num_rows for path, (_, _, footer) in footers.items()}
+        read, written = sum(r.num_rows for r in rows), sum(counted.values())
+        if read != written:
+            return _failed(f"its files hold {written} rows, not the {read} they replace")
         try:
-            replace(
-                self.lake,
-                self.session,
-                published(task.dataSource, files, summary),
-                {r.path for r in rows},
-            )
+            replace(self.lake, self.session, new, {r.path for r in rows}, footers)
         except Replaced as exc:
             return _failed(str(exc))
         now = self.clock()
-        self.session.add_all(_segment_row(s, rows, now) for s in act.segments)
+        self.session.add_all(_segment_row(s, counted[s.path], rows, now) for s in act.segments)
         states.forget([r.id for r in rows])
         row.report = {
-            "status": "RUNNING",
+            "status": "SUCCESS",
             "segments": [s.id for s in act.segments],
+            "paths": paths,
             "replaced": task.inputs,
         }
         self.session.flush()
@@ -94,7 +127,9 @@ def _failed(reason: str) -> PublishResult:
     return PublishResult(PublishOutcome.FAILED, reason)
 
 
-def _segment_row(segment: Any, replaced: list[SegmentRow], now: datetime) -> SegmentRow:
+def _segment_row(
+    segment: Any, num_rows: int, replaced: list[SegmentRow], now: datetime
+) -> SegmentRow:
     return SegmentRow(
         id=segment.id,
         datasource=segment.dataSource,
@@ -104,7 +139,7 @@ def _segment_row(segment: Any, replaced: list[SegmentRow], now: datetime) -> Seg
         partition_num=segment.partitionNum,
         path=segment.path,
         size_bytes=segment.size,
-        num_rows=segment.numRows,
+        num_rows=num_rows,
         used=True,
         payload=union_payload(replaced),
         created_at=now,

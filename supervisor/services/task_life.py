@@ -301,7 +301,11 @@ class TaskLife:
             if row is None:
                 continue
             report = exited.report
-            if (
+            if row.type == "compact" and (row.report or {}).get("replaced"):
+                # its commit landed (services/compaction_commit.py wrote this report): the
+                # compaction is done whatever the task said after (an answer it never got)
+                self._finish(row, TaskStatusCode.SUCCESS, None, None)
+            elif (
                 report is not None
                 and report.status is TaskState.SUCCESS
                 and exited.exit_code in (0, None)

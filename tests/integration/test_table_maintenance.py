@@ -27,14 +27,23 @@ from supervisor.lake.holdings import live_files
 from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
 from supervisor.model.compaction import parse_config
 from supervisor.model.fence import Unfenced
+from supervisor.runner.protocol import Exited
 from supervisor.services import kill as kill_module
 from supervisor.services.compaction import compact_task, plan
 from supervisor.services.compaction_commit import CompactionCommit
 from supervisor.services.kill import Kill, KillService
 from supervisor.services.maintenance import SNAPSHOTS_KEPT, MaintenanceDuty
 from supervisor.services.retention import RetentionService, Selection
+from supervisor.services.task_life import TaskLife
 from supervisor.settings import Settings
-from tasks.protocol import CompactTask, PublishOutcome, ReplaceAction, SegmentDescriptor
+from tasks.protocol import (
+    CompactTask,
+    PublishOutcome,
+    ReplaceAction,
+    SegmentDescriptor,
+    TaskReport,
+    TaskState,
+)
 from tests.integration.test_iceberg_commits import ROWS, action, engine, lake, publish
 
 __all__ = ["engine", "lake"]  # the fixtures, shared with the publish transaction's tests
@@ -165,11 +174,14 @@ def _compact_task(sessions: Any, config: Any, interval: Any, rows: list[Any]) ->
     return task
 
 
-def _written(deep: Path, task: CompactTask, per_file: int) -> list[SegmentDescriptor]:
-    """What the task writes (tasks/compaction.py does it with Spark): its inputs' rows in files
-    of `per_file` rows."""
+def _written(
+    deep: Path, task: CompactTask, per_file: int, run: str = "r1", short: int = 0
+) -> list[SegmentDescriptor]:
+    """What the task writes (tasks/compaction.py does it with Spark): its inputs' rows (but
+    `short` of them) in files of `per_file` rows, in its run's folder."""
     table = pa.concat_tables([pq.read_table(path) for path in task.inputs.values()])
-    folder = deep / "wiki" / "compacted" / task.id
+    table = table.slice(0, table.num_rows - short)
+    folder = deep / "wiki" / "interval" / task.version / task.id / run
     folder.mkdir(parents=True)
     found = []
     for n, offset in enumerate(range(0, table.num_rows, per_file)):
@@ -242,9 +254,14 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
     written = _written(deep, task, 25)
     with pytest.raises(NotLeading):  # epoch 7: no lease says so
         _commit(sessions, lake, task, written, 7)
-    short = [written[0].model_copy(update={"numRows": written[0].numRows - 1}), *written[1:]]
+    # files that hold a row less (whatever the task says of them), or that are not its own
+    short = _written(deep, task, 25, "r2", short=1)
+    short[0] = short[0].model_copy(update={"numRows": short[0].numRows + 1})
     refused = _commit(sessions, lake, task, short, None)
     assert refused.outcome is PublishOutcome.FAILED and "rows" in refused.reason
+    stray = [written[0].model_copy(update={"path": rows[0].path}), *written[1:]]
+    refused = _commit(sessions, lake, task, stray, None)
+    assert refused.outcome is PublishOutcome.FAILED and "new files" in refused.reason
     assert catalog.load_table("druid.wiki").current_snapshot() == before
 
     with sessions() as session:  # one of its inputs leaves the table before it commits
@@ -274,6 +291,12 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
     with sessions() as session:
         assert plan(session, lake, config).awaiting == []
         assert set(TaskRepository(session).compacted_away("wiki")) == {r.id for r in rows}
+        # the task never heard its commit landed and ended failed: the compaction is done
+        lost = TaskReport(status=TaskState.FAILED, errorMsg="no answer")
+        TaskLife(session, utc_now, None).record_exits([Exited(task.id, 1, lost)])  # type: ignore[arg-type]
+        ended = session.get(TaskRow, task.id)
+        assert ended is not None and ended.status == "SUCCESS"
+        assert ended.report["replaced"] == task.inputs
 
 
 def test_a_kill_that_raced_a_mark_used_deletes_nothing(
