@@ -18,10 +18,11 @@ of the run (ten minutes of an hour) each series' slope is fitted by least square
 At the end the producer stops, every supervisor catches up, and every table is read with
 pyiceberg: no word twice (`dupes`), and no word missing whose day was not yet past the drop
 rule (`lost`; a record of the day the rule was dropping at that moment may be either).
-`files_per_interval_p99` is over every closed day of every table. The agent and the overlord
-are then stopped with SIGTERM; the host application, which nothing adopts, must end by itself
-within the orphan timeout (180 s here): any process of the run still alive a minute past
-that is counted (`left_alive`).
+`files_per_interval_p99` is over every closed day of every table, read once compaction has
+caught up (nothing awaits it; `compaction_caught_up_s` says how long that took). The agent
+and the overlord are then stopped with SIGTERM; the host application, which nothing adopts,
+must end by itself within the orphan timeout (180 s here): any process of the run still alive
+a minute past that is counted (`left_alive`).
 
     .venv/bin/python bench/soak.py                       # an hour
     .venv/bin/python bench/soak.py --minutes 8 --supervisors 4 --host-kill-every-min 3
@@ -367,8 +368,20 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
             f"{ds} to publish its {count} records",
         )
     time.sleep(30)  # a run of the rules past the last publish
+    # files per compacted interval: compaction catches up with the last days first
+    began = time.monotonic()
+    wait_for(lambda: _awaiting(run, list(topics)) == 0, 600, "compaction", every=2.0)
     checked = check_tables(run, producer)
+    checked["compaction_caught_up_s"] = round(time.monotonic() - began, 1)
     return {"samples": samples, "events": events, **checked}
+
+
+def _awaiting(run: Run, datasources: list[str]) -> int:
+    """Intervals still awaiting compaction, over every datasource."""
+    found = run.api("GET", "/druid/coordinator/v1/compaction/status")["latestStatus"]
+    return sum(
+        s["intervalCountAwaitingCompaction"] for s in found if s["dataSource"] in datasources
+    )
 
 
 def _committed(run: Run, ds: str) -> int:
