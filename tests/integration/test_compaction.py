@@ -112,14 +112,20 @@ def test_an_interval_is_compacted_while_a_supervisor_appends_to_it(
         assert latest["intervalCountCompacted"] == 1 and latest["segmentCountCompacted"] <= 2
         progress = api.get(f"{COORD}/compaction/progress", params={"dataSource": "comp"})
         assert progress.json() == {"remainingSegmentSize": 0}
-        compacts = api.get("/druid/indexer/v1/tasks", params={"type": "compact"}).json()
-        assert compacts and all(t["statusCode"] == "SUCCESS" for t in compacts)
+        compacts = wait_for(lambda: _compacts_ended(api), 60, "the compact tasks' ends")
+        assert all(t["statusCode"] == "SUCCESS" for t in compacts), compacts
         table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.comp")
         operations = [s.summary.get(SUMMARY_OPERATION) for s in table.snapshots() if s.summary]
         assert operations.count("compact") >= 1
         assert api.delete(f"{COORD}/config/compaction/comp").status_code == 200
         assert api.get(f"{COORD}/config/compaction/comp").status_code == 404
         assert api.get(BASE).json() == ["comp"]  # the compaction supervisor went with it
+
+
+def _compacts_ended(api: httpx.Client) -> list[dict[str, object]] | None:
+    """The compact tasks, once there are some and none runs."""
+    found = api.get("/druid/indexer/v1/tasks", params={"type": "compact"}).json()
+    return found if found and all(t["statusCode"] != "RUNNING" for t in found) else None
 
 
 def _awaiting(api: httpx.Client, datasource: str = "comp") -> int:
@@ -160,7 +166,7 @@ def test_a_compact_task_runs_as_a_task_process_of_its_own(
         config = {"dataSource": "pcomp", "skipOffsetFromLatest": "PT0S"}
         assert api.post(f"{COORD}/config/compaction", json=config).status_code == 200
         wait_for(lambda: _awaiting(api, "pcomp") == 0, 240, "nothing awaiting compaction")
-        [task] = api.get("/druid/indexer/v1/tasks", params={"type": "compact"}).json()
+        [task] = wait_for(lambda: _compacts_ended(api), 60, "the compact task's end")
         assert task["statusCode"] == "SUCCESS", task
         assert task["location"]["port"] > 0  # it served (404s) on a port of its own
         assert sorted(_words(metadata_url, "pcomp")) == sorted(words)
