@@ -28,8 +28,11 @@ a minute past that is counted (`left_alive`).
     .venv/bin/python bench/soak.py --minutes 8 --supervisors 4 --host-kill-every-min 3
 
 Writes bench/results/soak.json; ends with `RATIO hours=<h> rss_mb_slope_per_h=<..>
-db_mb_slope_per_h=<..> disk_mb_slope_per_h=<..> files_per_interval_p99=<..> lost=<n>
-dupes=<n> left_alive=<n>` (slopes in MB per hour; the JSON has each as a share of its mean).
+overlord_rss_mb_slope_per_h=<..> db_mb_slope_per_h=<..> disk_mb_slope_per_h=<..>
+files_per_interval_p99=<..> lost=<n> dupes=<n> left_alive=<n>` (slopes in MB per hour; the
+JSON has each as a share of its mean). `rss_mb` is the overlord's and the host application's
+together (the application starts afresh at each kill of its host); the overlord's alone is
+fitted from a twelfth of the run after its restart.
 """
 
 from __future__ import annotations
@@ -425,14 +428,27 @@ def _with_marker(marker: bytes) -> list[int]:
     return found
 
 
-def slopes(samples: list[dict[str, Any]], skip_s: float) -> dict[str, Any]:
-    series = {
-        "rss_mb": lambda s: s["overlord"]["rss_mb"] + s["host_app"]["rss_mb"],
-        "db_mb": lambda s: s["db_mb"],
-        "disk_mb": lambda s: s["deep_mb"] + s["work_mb"],
-        "open_files": lambda s: s["overlord"]["open_files"] + s["host_app"]["open_files"],
-        "threads": lambda s: s["overlord"]["threads"] + s["host_app"]["threads"],
-    }
+def slopes(
+    samples: list[dict[str, Any]], skip_s: float, restarted_s: float | None = None
+) -> dict[str, Any]:
+    """Each series' least-squares slope from `skip_s` on; the overlord's own memory from its
+    restart on (`restarted_s`), where it started afresh."""
+    found = _slopes(
+        samples,
+        skip_s,
+        {
+            "rss_mb": lambda s: s["overlord"]["rss_mb"] + s["host_app"]["rss_mb"],
+            "db_mb": lambda s: s["db_mb"],
+            "disk_mb": lambda s: s["deep_mb"] + s["work_mb"],
+            "open_files": lambda s: s["overlord"]["open_files"] + s["host_app"]["open_files"],
+            "threads": lambda s: s["overlord"]["threads"] + s["host_app"]["threads"],
+        },
+    )
+    since = skip_s if restarted_s is None else restarted_s + skip_s / 2
+    return found | _slopes(samples, since, {"overlord_rss_mb": lambda s: s["overlord"]["rss_mb"]})
+
+
+def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name, value in series.items():
         points = [(s["at_s"], value(s)) for s in samples if s["at_s"] >= skip_s]
@@ -465,7 +481,8 @@ def main() -> None:
             found = soak(run, args)
         finally:
             left_alive, last_exit_s = shut_down(run)
-    fitted = slopes(found["samples"], args.minutes * 60 / 6)
+    restarts = [e["at_s"] for e in found["events"] if e["event"] == "overlord restarted"]
+    fitted = slopes(found["samples"], args.minutes * 60 / 6, restarts[-1] if restarts else None)
     results = {
         "args": vars(args),
         "slopes": fitted,
@@ -478,6 +495,7 @@ def main() -> None:
     print(
         f"RATIO hours={args.minutes / 60:.2f}"
         f" rss_mb_slope_per_h={fitted['rss_mb']['slope_per_h']}"
+        f" overlord_rss_mb_slope_per_h={fitted['overlord_rss_mb']['slope_per_h']}"
         f" db_mb_slope_per_h={fitted['db_mb']['slope_per_h']}"
         f" disk_mb_slope_per_h={fitted['disk_mb']['slope_per_h']}"
         f" files_per_interval_p99={found['files_per_interval_p99']}"
