@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Discriminator,
     Field,
     Tag,
-    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -154,33 +155,33 @@ class KafkaIndexTaskIOConfig(DruidModel):
         return self.endSequenceNumbers.offsets()
 
 
+def _refused_when(problem: Callable[[str], str | None]) -> AfterValidator:
+    """A validator raising the problem `problem` finds in a value (none: the value)."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found:
+            raise ValueError(found)
+        return value
+
+    return AfterValidator(check)
+
+
+TaskId = Annotated[str, Field(min_length=1, max_length=255), _refused_when(task_id_problem)]
+Name = Annotated[str, _refused_when(name_problem)]  # a supervisor id or a dataSource
+
+
 class IndexKafkaTask(DruidModel):
     """Druid's `index_kafka` task as it is submitted to /druid/indexer/v1/task."""
 
     type: Literal["index_kafka"]
-    id: str = Field(min_length=1, max_length=255)
-    supervisorId: str | None = None
+    id: TaskId
+    supervisorId: Name | None = None
     groupId: str | None = None
     dataSchema: DataSchema
     tuningConfig: KafkaTuningConfig = Field(default_factory=KafkaTuningConfig)
     ioConfig: KafkaIndexTaskIOConfig
     context: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("id")
-    @classmethod
-    def _safe_id(cls, value: str) -> str:
-        problem = task_id_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("supervisorId")
-    @classmethod
-    def _safe_supervisor(cls, value: str | None) -> str | None:
-        problem = None if value is None else name_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @property
     def datasource(self) -> str:
@@ -202,8 +203,8 @@ class CompactTask(DruidModel):
     task host's Spark, committed through the overlord as one replace (ReplaceAction)."""
 
     type: Literal["compact"]
-    id: str = Field(min_length=1, max_length=255)
-    dataSource: str = Field(min_length=1, max_length=255)
+    id: TaskId
+    dataSource: Name
     interval: tuple[str, str]  # ISO start and end of the segment-granularity interval
     version: str = Field(min_length=1, max_length=100)
     inputs: dict[str, str] = Field(min_length=1)
@@ -211,22 +212,6 @@ class CompactTask(DruidModel):
     dimensions: list[str] = Field(default_factory=list)
     metrics: list[str] = Field(default_factory=list)
     context: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("id")
-    @classmethod
-    def _safe_id(cls, value: str) -> str:
-        problem = task_id_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("dataSource")
-    @classmethod
-    def _safe_datasource(cls, value: str) -> str:
-        problem = name_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @property
     def datasource(self) -> str:
@@ -254,17 +239,23 @@ TaskPayload = Annotated[
     Annotated[IndexKafkaTask, Tag("index_kafka")] | Annotated[CompactTask, Tag("compact")],
     Discriminator(_task_type),
 ]
-_ANY_TASK: TypeAdapter[AnyTask] = TypeAdapter(TaskPayload)
 
 
 def parse_task(payload: object) -> AnyTask:
-    """A task payload of either kind (ValidationError when it is neither)."""
-    return _ANY_TASK.validate_python(payload)
+    """A task payload of either kind (ValidationError when it is neither: as an index_kafka
+    task's, its errors' locations from the payload's top)."""
+    if _task_type(payload) == "compact":
+        return CompactTask.model_validate(payload)
+    return IndexKafkaTask.model_validate(payload)
 
 
 def parse_task_json(text: str | bytes) -> AnyTask:
     """parse_task of a JSON text (ValidationError also when it is not JSON)."""
-    return _ANY_TASK.validate_json(text)
+    try:
+        payload = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep
+        return IndexKafkaTask.model_validate_json(text)  # its error says where
+    return parse_task(payload)
 
 
 def range_digest(topic: str, start: Offsets, end: Offsets) -> str:
