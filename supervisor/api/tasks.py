@@ -220,6 +220,17 @@ def _act(
     request: Request, session: Session, holder: TaskActionRequest, token: str | None
 ) -> JSONResponse | dict[str, Any] | Intended:
     task = lookups.task(session, holder.task)
+    if task is not None and task.token is None and task.status == TaskStatusCode.RUNNING and token:
+        # launched, but where it runs (and its token) not recorded yet: a quick task (a small
+        # compaction) can get here first; it asks again
+        return JSONResponse(
+            status_code=409,
+            content={
+                "error": "the task's launch is not recorded yet; try again",
+                "outcome": str(PublishOutcome.RETRY),
+                "retryable": True,
+            },
+        )
     # the token first, the same answer for a task that does not exist: a caller without the
     # task's token learns nothing of which tasks there are
     known = task.token if task is not None and task.token is not None else None

@@ -188,6 +188,42 @@ def test_a_task_action_checks_the_token_before_the_task(service: RunningService)
     assert absent.json() == wrong.json()
 
 
+def test_a_task_whose_launch_is_not_recorded_yet_is_told_to_ask_again(
+    service: RunningService,
+) -> None:
+    """A quick task (a small compaction) can ask before its launch, with its token, is
+    recorded: RETRY, not a refusal (then it is checked as any)."""
+    now = datetime.now(UTC)
+    with service.app.state.context.sessions() as session:
+        session.add(
+            TaskRow(
+                id="c1",
+                type="compact",
+                datasource="wiki",
+                payload={},
+                status="RUNNING",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        session.commit()
+    replace = {
+        "type": "segmentTransactionalReplace",
+        "supervisorId": "wiki",
+        "dataSource": "wiki",
+        "replaced": {},
+        "segments": [],
+    }
+    with httpx.Client(base_url=service.url, timeout=30) as api:
+        early = api.post(
+            "/druid/indexer/v1/action", json={"task": "c1", "action": replace}, headers={TOKEN: "t"}
+        )
+        anonymous = api.post("/druid/indexer/v1/action", json={"task": "c1", "action": replace})
+    assert early.status_code == 409 and early.json()["outcome"] == "retry", early.text
+    assert early.json()["retryable"] is True
+    assert anonymous.status_code == 403  # no token at all: refused as ever
+
+
 # -- 3. the last administrator ---------------------------------------------------------------
 
 
