@@ -271,9 +271,17 @@ def sample(run: Run, datasources: list[str]) -> dict[str, Any]:
     try:
         names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         rows = {name: db.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0] for name in names}
+        pages = {
+            pragma: db.execute(f"PRAGMA {pragma}").fetchone()[0]
+            for pragma in ("page_count", "freelist_count", "page_size")
+        }
+        table_mb = _table_mb(db)
     finally:
         db.close()
-    db_mb = sum(p.stat().st_size for p in run.root.glob("meta.db*") if p.is_file()) / 1e6
+    files_mb = {
+        p.name: round(p.stat().st_size / 1e6, 3) for p in run.root.glob("meta.db*") if p.is_file()
+    }
+    db_mb = sum(files_mb.values())
     deep = run.root / "deep"
     files = {ds: sum(1 for p in (deep / ds).rglob("*") if p.is_file()) for ds in datasources}
     return {
@@ -282,11 +290,26 @@ def sample(run: Run, datasources: list[str]) -> dict[str, Any]:
         "host_app": _proc(app),
         "db_mb": round(db_mb, 3),
         "rows": rows,
+        "db_files_mb": files_mb,
+        "db_pages": pages,
+        "table_mb": table_mb,
         "deep_mb": round(_mb(deep), 3),
         "deep_files": sum(files.values()),
         "work_mb": round(_mb(run.root / "work") + _mb(run.root / "host"), 3),
         "tmp_spark_dirs": _spark_tmp(),
     }
+
+
+def _table_mb(db: Any) -> dict[str, float]:
+    """MB of pages per table and index (SQLite's dbstat), the biggest ten; empty when this
+    SQLite was built without it."""
+    import sqlite3
+
+    try:
+        query = "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 10"
+        return {name: round(size / 1e6, 3) for name, size in db.execute(query)}
+    except sqlite3.Error:
+        return {}
 
 
 def _spark_tmp() -> int:

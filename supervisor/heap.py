@@ -13,6 +13,7 @@ the older generations (and the full collections they lead to) come ~15 times les
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 
 def settle(young: int) -> None:
@@ -45,6 +46,51 @@ def trace_allocations(every_s: float, top: int = 15) -> None:
             grown = snapshot.compare_to(first, "lineno")[:top]
             total = sum(stat.size for stat in snapshot.statistics("filename")) / 2**20
             lines = [f"{stat.size_diff / 2**10:+.0f} KiB {stat.traceback}" for stat in grown]
-            log.warning("allocations held: %.1f MiB; grown most:\n  %s", total, "\n  ".join(lines))
+            log.warning(
+                "allocations held: %.1f MiB; native: %s; grown most:\n  %s",
+                total,
+                native(),
+                "\n  ".join(lines),
+            )
 
     threading.Thread(target=watch, name="trace-allocations", daemon=True).start()
+
+
+def native() -> str:
+    """The process's memory outside Python's allocator, for the diagnostics: the C
+    allocator's bytes in use and free within its heaps (glibc's mallinfo2), Arrow's pool, the
+    resident set and threads."""
+    import ctypes
+    import threading
+
+    import pyarrow
+
+    parts = []
+    try:
+        info = _mallinfo2(ctypes.CDLL("libc.so.6"))
+        parts.append(f"malloc in use {info[0] / 2**20:.1f} MiB, free {info[1] / 2**20:.1f} MiB")
+        parts.append(f"mmapped {info[2] / 2**20:.1f} MiB")
+    except (OSError, AttributeError):
+        parts.append("malloc: unknown")
+    pool = pyarrow.default_memory_pool()
+    parts.append(f"arrow {pool.backend_name} {pyarrow.total_allocated_bytes() / 2**20:.1f} MiB")
+    with open("/proc/self/status") as status:
+        rss = next((line.split()[1] for line in status if line.startswith("VmRSS")), "0")
+    parts.append(f"rss {int(rss) / 1024:.0f} MiB, {threading.active_count()} threads")
+    return "; ".join(parts)
+
+
+_MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks")
+_MALLINFO2 += ("uordblks", "fordblks", "keepcost")
+
+
+def _mallinfo2(libc: Any) -> tuple[int, int, int]:
+    """glibc's (bytes in use, free bytes in its heaps, bytes in mmapped chunks)."""
+    import ctypes
+
+    class Info(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2]
+
+    libc.mallinfo2.restype = Info
+    info = libc.mallinfo2()
+    return info.uordblks, info.fordblks, info.hblkhd
