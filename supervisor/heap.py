@@ -80,8 +80,7 @@ def native() -> str:
     return "; ".join(parts)
 
 
-_MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks")
-_MALLINFO2 += ("uordblks", "fordblks", "keepcost")
+_MALLINFO2 = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
 
 
 def _mallinfo2(libc: Any) -> tuple[int, int, int]:
