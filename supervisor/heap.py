@@ -80,7 +80,18 @@ def native() -> str:
     return "; ".join(parts)
 
 
-_MALLINFO2 = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+_MALLINFO2 = [
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+]
 
 
 def _mallinfo2(libc: Any) -> tuple[int, int, int]:
