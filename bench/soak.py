@@ -147,6 +147,8 @@ class Run:
             "SLUICEGATE_TASK_RETENTION": "PT10M",
             "SLUICEGATE_INTENT_RETENTION": "PT10M",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
+            # the overlord logs its memory by allocator every minute (overlord.log)
+            "SLUICEGATE_MEMORY_REPORT_S": "60",
         }
         if args.trace_allocations:  # the overlord logs where its memory grew (overlord.log)
             self.env["SLUICEGATE_TRACE_ALLOCATIONS_S"] = str(args.trace_allocations)

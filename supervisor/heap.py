@@ -8,11 +8,20 @@ object: 35 ms for the ~115k objects the imports alone leave (modules, functions,
 long as the process, so they are moved out of the collector's sight (`gc.freeze`), and the
 youngest generation is collected every `young` net allocations instead of Python's 700, so
 the older generations (and the full collections they lead to) come ~15 times less often.
+
+Memory outside Python's allocator: glibc's malloc gives each thread that finds the others'
+arenas busy an arena of its own (up to eight per core), and keeps what is freed inside an
+arena's heap for reuse rather than giving it back. An overlord's threads (request handlers,
+passes, duties, librdkafka's and SQLite's buffers, Arrow reading footers) leave each arena
+fragmented, and its resident memory creeps up for hours. `native` limits the arenas and gives
+the free pages back to the system every so often (`malloc_trim`); on a C library other than
+glibc both are no-ops.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 from typing import Any
 
 
@@ -25,13 +34,64 @@ def settle(young: int) -> None:
     gc.set_threshold(young, middle, old)
 
 
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def native(arenas: int, trim_every_s: float) -> threading.Event:
+    """At most `arenas` malloc arenas (0: glibc's own limit), and every `trim_every_s` (0:
+    never) the free pages of every arena given back, until the returned event is set. Call
+    first thing, before the process starts threads: glibc fixes its limit when it first needs
+    a second arena."""
+    stop = threading.Event()
+    libc = _glibc()
+    if libc is None:
+        return stop
+    if arenas:
+        libc.mallopt(M_ARENA_MAX, arenas)
+    if trim_every_s:
+
+        def trim() -> None:
+            while not stop.wait(trim_every_s):
+                libc.malloc_trim(0)
+
+        threading.Thread(target=trim, name="malloc-trim", daemon=True).start()
+    return stop
+
+
+def report_every(every_s: float) -> None:
+    """Diagnostics: log the process's memory by where it is held (`held`) every `every_s`."""
+    import logging
+    import time
+
+    log = logging.getLogger("supervisor.heap")
+
+    def report() -> None:
+        while True:
+            time.sleep(every_s)
+            log.warning("memory: %s", held())
+
+    threading.Thread(target=report, name="memory-report", daemon=True).start()
+
+
+def _glibc() -> Any:
+    """glibc's C library, or None on another (musl has no mallopt arenas nor malloc_trim)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def trace_allocations(every_s: float, top: int = 15) -> None:
     """Diagnostics for a process whose memory grows: trace allocations (Python's tracemalloc,
     which costs CPU and memory of its own) and every `every_s` log where the memory held grew
     most since the first look, by source line. Started by `serve` when
     SLUICEGATE_TRACE_ALLOCATIONS_S is set; off by default."""
     import logging
-    import threading
     import time
     import tracemalloc
 
@@ -47,31 +107,30 @@ def trace_allocations(every_s: float, top: int = 15) -> None:
             total = sum(stat.size for stat in snapshot.statistics("filename")) / 2**20
             lines = [f"{stat.size_diff / 2**10:+.0f} KiB {stat.traceback}" for stat in grown]
             log.warning(
-                "allocations held: %.1f MiB; native: %s; grown most:\n  %s",
+                "allocations held: %.1f MiB; memory: %s; grown most:\n  %s",
                 total,
-                native(),
+                held(),
                 "\n  ".join(lines),
             )
 
     threading.Thread(target=watch, name="trace-allocations", daemon=True).start()
 
 
-def native() -> str:
-    """The process's memory outside Python's allocator, for the diagnostics: the C
-    allocator's bytes in use and free within its heaps (glibc's mallinfo2), Arrow's pool, the
-    resident set and threads."""
-    import ctypes
-    import threading
+def held() -> str:
+    """The process's memory by where it is held, for the diagnostics: the C allocator's bytes
+    in use and free within its heaps (glibc's mallinfo2), Python's allocated blocks, Arrow's
+    pool, the resident set and threads."""
+    import sys
 
     import pyarrow
 
     parts = []
-    try:
-        info = _mallinfo2(ctypes.CDLL("libc.so.6"))
+    libc = _glibc()
+    if libc is not None:
+        info = _mallinfo2(libc)
         parts.append(f"malloc in use {info[0] / 2**20:.1f} MiB, free {info[1] / 2**20:.1f} MiB")
         parts.append(f"mmapped {info[2] / 2**20:.1f} MiB")
-    except (OSError, AttributeError):
-        parts.append("malloc: unknown")
+    parts.append(f"python blocks {sys.getallocatedblocks()}")
     pool = pyarrow.default_memory_pool()
     parts.append(f"arrow {pool.backend_name} {pyarrow.total_allocated_bytes() / 2**20:.1f} MiB")
     with open("/proc/self/status") as status:

@@ -93,6 +93,14 @@ class Settings(BaseSettings):
     # Diagnostics: every this many seconds `serve` logs where its Python allocations grew
     # most (tracemalloc; it costs CPU and memory). None: off.
     trace_allocations_s: float | None = Field(default=None, ge=10.0)
+    # Diagnostics: every this many seconds `serve` logs its memory by where it is held (the C
+    # allocator's, Python's, Arrow's; supervisor/heap.py `held`). None: off.
+    memory_report_s: float | None = Field(default=None, ge=10.0)
+    # `serve`'s C allocator (glibc): at most this many malloc arenas (0: glibc's own limit,
+    # eight a core), and the free pages of every arena given back every this many seconds (0:
+    # never). Without both its resident memory creeps up for hours (supervisor/heap.py).
+    malloc_arenas: int = Field(default=2, ge=0, le=1024)
+    malloc_trim_s: float = Field(default=60.0, ge=0, le=86400)
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

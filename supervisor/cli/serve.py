@@ -79,6 +79,7 @@ def serve(**options: Any) -> None:
 
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = load_settings(**overrides)
+    heap.native(settings.malloc_arenas, settings.malloc_trim_s)  # before any thread starts
     refusal = unauthenticated_refusal(settings)
     if refusal:
         raise CliError(refusal, EXIT_USAGE)
@@ -88,6 +89,8 @@ def serve(**options: Any) -> None:
     heap.settle(settings.gc_young_threshold)
     if settings.trace_allocations_s:
         heap.trace_allocations(settings.trace_allocations_s)
+    if settings.memory_report_s:
+        heap.report_every(settings.memory_report_s)
     uvicorn.run(
         app,
         host=settings.host,

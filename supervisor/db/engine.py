@@ -20,12 +20,17 @@ import migrations
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
+WAL_KEPT_BYTES = 8 * 2**20  # what a restarted WAL file is cut back to
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    # The WAL restarts from its beginning once a checkpoint has copied it all and no reader
+    # still needs it; under readers that overlap for a while it grows past its usual size
+    # (1,000 pages), and SQLite keeps the file at its largest unless told to cut it back.
+    cursor.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
     cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()

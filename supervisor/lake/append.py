@@ -47,10 +47,23 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from supervisor.lru import Lru
+from supervisor.lru import CACHE_BYTES, Lru
 
-# the manifests of each manifest list read or written here (a file never changes)
-_MANIFESTS: Lru[str, list[ManifestFile]] = Lru(10_000)
+# the manifests of each manifest list read or written here (a file never changes), within
+# about CACHE_BYTES (a manifest's entry weighs about a KiB); an expiry that deletes a list
+# forgets it
+MANIFEST_ENTRY_BYTES = 1024
+_MANIFESTS: Lru[str, list[ManifestFile]] = Lru(10_000, CACHE_BYTES)
+
+
+def _remember(listing: str, manifests: list[ManifestFile]) -> None:
+    _MANIFESTS.put(listing, manifests, len(manifests) * MANIFEST_ENTRY_BYTES)
+
+
+def forget(manifest_lists: list[str]) -> None:
+    """Deleted manifest lists, not asked for again: out of the cache."""
+    for listing in manifest_lists:
+        _MANIFESTS.discard(listing)
 
 
 def manifests_of(io: FileIO, snapshot: Snapshot | None) -> list[ManifestFile]:
@@ -60,7 +73,7 @@ def manifests_of(io: FileIO, snapshot: Snapshot | None) -> list[ManifestFile]:
     found = _MANIFESTS.get(snapshot.manifest_list)
     if found is None:
         found = list(snapshot.manifests(io))
-        _MANIFESTS.put(snapshot.manifest_list, found)
+        _remember(snapshot.manifest_list, found)
     return found
 
 
@@ -101,7 +114,7 @@ def append(
         avro_compression=compression,
     ) as list_writer:
         list_writer.add_manifests(manifests)
-    _MANIFESTS.put(listing, manifests)
+    _remember(listing, manifests)
     summary = _summary(metadata, parent, files, properties)
     snapshot = Snapshot(
         snapshot_id=snapshot_id,

@@ -18,6 +18,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 from sqlalchemy.orm import Session
 
+from supervisor.lake import append, holdings
 from supervisor.lake.append import manifests_of
 from supervisor.lake.catalog import after_commit
 from supervisor.lake.holdings import live_paths
@@ -111,6 +112,8 @@ def delete_files(io: FileIO, paths: list[str]) -> int:
 
 
 def _delete(io: FileIO, expired: Expired, datasource: str) -> None:
+    holdings.forget(expired.manifests)
+    append.forget(expired.manifest_lists)
     failed = delete_files(io, [*expired.data_files, *expired.manifests, *expired.manifest_lists])
     if failed:
         log.warning("%s: %d files of expired snapshots not deleted", datasource, failed)

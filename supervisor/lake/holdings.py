@@ -16,10 +16,18 @@ from supervisor.db.models import IcebergTableRow as IcebergTables
 from supervisor.lake.append import manifests_of
 from supervisor.lake.catalog import NAMESPACE
 from supervisor.lake.tables import CATALOG, Lake
-from supervisor.lru import Lru
+from supervisor.lru import CACHE_BYTES, Lru
 
-# the live (added or existing) data files of each manifest read here
-_LIVE: Lru[str, tuple[str, ...]] = Lru(100_000)
+# the live (added or existing) data files of each manifest read here, within about
+# CACHE_BYTES (a path's length and a pointer's and string's keep); an expiry that deletes a
+# manifest forgets it
+_LIVE: Lru[str, tuple[str, ...]] = Lru(100_000, CACHE_BYTES)
+
+
+def forget(manifests: list[str]) -> None:
+    """Deleted manifests, not asked for again: out of the cache."""
+    for path in manifests:
+        _LIVE.discard(path)
 
 
 def tables(session: Session) -> dict[str, str]:
@@ -55,5 +63,5 @@ def live_paths(io: FileIO, manifest: ManifestFile) -> tuple[str, ...]:
     if found is None:
         entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
         found = tuple(entry.data_file.file_path for entry in entries)
-        _LIVE.put(manifest.manifest_path, found)
+        _LIVE.put(manifest.manifest_path, found, sum(len(path) + 64 for path in found))
     return found

@@ -23,6 +23,7 @@ from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.db.retention import SegmentStates
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading, Raced
+from supervisor.lake import append
 from supervisor.lake.holdings import live_files
 from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
 from supervisor.model.compaction import parse_config
@@ -81,6 +82,10 @@ def test_old_snapshots_expire_and_unused_segments_are_killed_with_their_files(
     assert kept == newest | {other_newest.snapshot_id}
     assert expired == {"wiki": 28 - len(kept)}
     assert all(not lists[i].exists() for i in set(lists) - kept)  # their manifest lists gone
+    # and out of the overlord's caches, which would otherwise keep them until their bound
+    gone_lists = [s.manifest_list for s in before.snapshots() if s.snapshot_id not in kept]
+    assert gone_lists and all(append._MANIFESTS.get(listing) is None for listing in gone_lists)
+    assert all(append._MANIFESTS.get(s.manifest_list) for s in table.snapshots())
     assert all(lists[i].exists() for i in kept)
     for snapshot in table.snapshots():  # every kept snapshot reads
         table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
