@@ -154,18 +154,20 @@ class TaskRepository:
         )
         return {datasource: int(count) for datasource, count in self.session.execute(query)}
 
-    def failed_compactions(self, datasource: str, since: datetime) -> set[tuple[str, str]]:
-        """The intervals (ISO start and end) of the datasource's compact tasks that failed
-        from `since` on."""
-        query = select(TaskRow.payload).where(
+    def failed_compactions(
+        self, datasource: str, since: datetime
+    ) -> dict[tuple[str, str], list[datetime]]:
+        """When the datasource's compact tasks that failed from `since` on ended, by their
+        interval (ISO start and end)."""
+        query = select(TaskRow.payload, TaskRow.updated_at).where(
             TaskRow.type == "compact",
             TaskRow.datasource == datasource,
             TaskRow.status == TaskStatusCode.FAILED,
             TaskRow.updated_at >= since,
         )
-        found = set()
-        for payload in self.session.scalars(query):
+        found: dict[tuple[str, str], list[datetime]] = {}
+        for payload, ended in self.session.execute(query):
             interval: Any = (payload or {}).get("interval") or []
             if len(interval) == 2:
-                found.add((str(interval[0]), str(interval[1])))
+                found.setdefault((str(interval[0]), str(interval[1])), []).append(ended)
         return found

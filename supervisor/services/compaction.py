@@ -11,7 +11,10 @@ with the host's Spark, writes their rows, unchanged and sorted, into files of at
 `maxRowsPerSegment` rows, and commits them through the overlord's task action endpoint
 (services/compaction_commit.py), which checks the leader's epoch, that the files it read are
 all still in the table and that its rows equal theirs. One compact task runs per datasource
-at a time; an interval whose task failed waits FAILED_BACKOFF_S before it is tried again."""
+at a time. An interval whose task failed is tried again after a backoff (`backoff_over`:
+FIRST_BACKOFF_S, doubling with each failure within MAX_BACKOFF_S, at most that), older
+intervals awaiting compaction meanwhile: a task lost with its task host must not leave its
+interval uncompacted while newer ones keep coming."""
 
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ from tasks.protocol import CompactTask
 
 log = logging.getLogger(__name__)
 Interval = tuple[datetime, datetime]
-FAILED_BACKOFF_S = 600.0  # an interval whose compaction failed waits this long to be tried
+FIRST_BACKOFF_S = 30.0  # an interval whose compaction failed once waits this long
+MAX_BACKOFF_S = 600.0  # and at most this long, however often it failed
 COMPACT = "compact"
 
 
@@ -95,7 +99,8 @@ def plan(session: Session, lake: Lake, config: CompactionConfig) -> Plan:
 
 class CompactionDuty(Loop):
     """Each run: for each datasource whose compaction runs and has no compact task running,
-    its newest interval awaiting compaction (not one whose compaction failed lately) given
+    its newest interval awaiting compaction (not one whose compaction failed within its
+    backoff) given
     to a compact task on a task host, as Druid's coordinator submits compact tasks; at most
     `max_tasks` compact tasks run at once."""
 
@@ -152,15 +157,15 @@ class CompactionDuty(Loop):
         return done
 
     def _launch_one(self, config: CompactionConfig) -> str | None:
-        """The compact task of the newest interval awaiting compaction that has not failed
-        lately; its id (None: nothing to compact)."""
+        """The compact task of the newest interval awaiting compaction that is not within
+        the backoff of a failure; its id (None: nothing to compact)."""
         with self.sessions() as session:
             now = self.clock()
             failed = TaskRepository(session).failed_compactions(
-                config.datasource, now - timedelta(seconds=FAILED_BACKOFF_S)
+                config.datasource, now - timedelta(seconds=MAX_BACKOFF_S)
             )
             for interval, rows in plan(session, self.lake, config).awaiting:
-                if _iso(interval) in failed:
+                if not backoff_over(failed.get(_iso(interval), []), now):
                     continue
                 task = compact_task(config, interval, rows, now)
                 life = TaskLife(session, self.clock, self.runner, self.fence, self.unsettled)
@@ -174,6 +179,16 @@ class CompactionDuty(Loop):
                 )
                 return task.id
         return None
+
+
+def backoff_over(failures: list[datetime], now: datetime) -> bool:
+    """Whether an interval whose compaction failed at these times (within MAX_BACKOFF_S) may
+    be tried again: FIRST_BACKOFF_S after its last failure, doubled for each one before it,
+    at most MAX_BACKOFF_S."""
+    if not failures:
+        return True
+    wait = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (len(failures) - 1))
+    return now >= max(failures) + timedelta(seconds=wait)
 
 
 def compact_task(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from sqlalchemy import Engine, select
 from supervisor.clock import utc_now
 from supervisor.db.engine import session_factory
 from supervisor.db.models import SegmentRow, TaskRow
-from supervisor.db.retention import SegmentStates
+from supervisor.db.retention import CompactionConfigs, SegmentStates
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading, Raced
 from supervisor.lake import append
@@ -28,14 +28,14 @@ from supervisor.lake.holdings import live_files
 from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
 from supervisor.model.compaction import parse_config
 from supervisor.model.fence import Unfenced
-from supervisor.runner.protocol import Exited
+from supervisor.runner.protocol import Exited, Launched
 from supervisor.services import kill as kill_module
-from supervisor.services.compaction import compact_task, plan
+from supervisor.services.compaction import FIRST_BACKOFF_S, CompactionDuty, compact_task, plan
 from supervisor.services.compaction_commit import CompactionCommit
 from supervisor.services.kill import Kill, KillService
 from supervisor.services.maintenance import SNAPSHOTS_KEPT, MaintenanceDuty
 from supervisor.services.retention import RetentionService, Selection
-from supervisor.services.task_life import TaskLife
+from supervisor.services.task_life import TaskLife, Unsettled
 from supervisor.settings import Settings
 from tasks.protocol import (
     CompactTask,
@@ -341,3 +341,51 @@ def test_a_kill_that_raced_a_mark_used_deletes_nothing(
     assert len(_rows(engine)) == 2
     table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.wiki")
     assert table.scan().to_arrow().num_rows == 2 * ROWS
+
+
+class _LostHostRunner:
+    """A task host that is gone for the first launch (as one SIGKILLed a moment before the
+    leader noticed), then takes tasks."""
+
+    def __init__(self) -> None:
+        self.launched: list[str] = []
+        self.gone = True
+
+    def launch(self, task: Any) -> Launched:
+        if self.gone:
+            self.gone = False
+            raise ConnectionRefusedError("task host 127.0.0.1:1: ConnectError")
+        self.launched.append(task.id)
+        return Launched(host="127.0.0.1", port=1, log_path="", token="t")
+
+
+def test_an_interval_whose_compact_task_was_lost_is_compacted_after_a_short_backoff(
+    engine: Engine, lake: Lake, tmp_path: Path
+) -> None:
+    """A compact task that could not start (its task host was just lost) leaves its interval
+    FIRST_BACKOFF_S, not ten minutes: with event days a minute apart, newer intervals would
+    otherwise keep coming and the lost one would stay uncompacted until the drop rule."""
+    deep = tmp_path / "deep"
+    for start in range(0, 3 * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    sessions = session_factory(engine)
+    with sessions() as session:
+        config = {"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"}
+        CompactionConfigs(session).put("wiki", config, utc_now())
+        session.commit()
+    now = [utc_now()]
+    runner = _LostHostRunner()
+    duty = CompactionDuty(sessions, lake, Unfenced(), lambda: now[0], runner, Unsettled(), 10)
+
+    lost = duty.compact_all()["wiki"]  # its launch failed: recorded FAILED
+    with sessions() as session:
+        row = session.get(TaskRow, lost)
+        assert row is not None and row.status == "FAILED"
+        assert "could not be started" in (row.error_msg or "")
+        failed = TaskRepository(session).failed_compactions("wiki", now[0] - timedelta(hours=1))
+    assert len(failed) == 1 and len(next(iter(failed.values()))) == 1
+    now[0] += timedelta(seconds=FIRST_BACKOFF_S - 1)
+    assert duty.compact_all() == {} and runner.launched == []  # within its backoff
+    now[0] += timedelta(seconds=1)
+    assert list(duty.compact_all()) == ["wiki"] and len(runner.launched) == 1

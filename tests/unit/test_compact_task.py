@@ -111,3 +111,26 @@ def test_the_writer_splits_rows_into_files_of_at_most_the_bound(tmp_path: Path) 
         assert table.column_names == names
         words += table.column("word.name").to_pylist()
     assert words == list("abcdefg")
+
+
+def test_an_interval_whose_compaction_failed_is_tried_again_after_a_doubling_backoff() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from supervisor.services.compaction import FIRST_BACKOFF_S, MAX_BACKOFF_S, backoff_over
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def ago(seconds: float) -> datetime:
+        return now - timedelta(seconds=seconds)
+
+    assert backoff_over([], now)  # never failed
+    # once: FIRST_BACKOFF_S after it (a task lost with its host is retried within a minute)
+    assert not backoff_over([ago(FIRST_BACKOFF_S - 1)], now)
+    assert backoff_over([ago(FIRST_BACKOFF_S)], now)
+    # twice: twice as long after the last
+    assert not backoff_over([ago(100), ago(2 * FIRST_BACKOFF_S - 1)], now)
+    assert backoff_over([ago(100), ago(2 * FIRST_BACKOFF_S)], now)
+    # however often: at most MAX_BACKOFF_S
+    many = [ago(MAX_BACKOFF_S - 1)] * 10
+    assert not backoff_over(many, now)
+    assert backoff_over([ago(MAX_BACKOFF_S)] * 10, now)
