@@ -20,7 +20,9 @@ glibc both are no-ops.
 
 from __future__ import annotations
 
+import functools
 import gc
+import logging
 import threading
 from typing import Any
 
@@ -40,14 +42,13 @@ M_ARENA_MAX = -8  # glibc's mallopt parameter
 def native(arenas: int, trim_every_s: float) -> threading.Event:
     """At most `arenas` malloc arenas (0: glibc's own limit), and every `trim_every_s` (0:
     never) the free pages of every arena given back, until the returned event is set. Call
-    first thing, before the process starts threads: glibc fixes its limit when it first needs
-    a second arena."""
+    first thing, before the process starts threads: arenas made before it stay."""
     stop = threading.Event()
     libc = _glibc()
     if libc is None:
         return stop
-    if arenas:
-        libc.mallopt(M_ARENA_MAX, arenas)
+    if arenas and not libc.mallopt(M_ARENA_MAX, arenas):
+        logging.getLogger("supervisor.heap").warning("malloc arenas not limited to %d", arenas)
     if trim_every_s:
 
         def trim() -> None:
@@ -60,7 +61,6 @@ def native(arenas: int, trim_every_s: float) -> threading.Event:
 
 def report_every(every_s: float) -> None:
     """Diagnostics: log the process's memory by where it is held (`held`) every `every_s`."""
-    import logging
     import time
 
     log = logging.getLogger("supervisor.heap")
@@ -73,6 +73,7 @@ def report_every(every_s: float) -> None:
     threading.Thread(target=report, name="memory-report", daemon=True).start()
 
 
+@functools.cache
 def _glibc() -> Any:
     """glibc's C library, or None on another (musl has no mallopt arenas nor malloc_trim)."""
     import ctypes
@@ -83,6 +84,8 @@ def _glibc() -> Any:
         libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
     except (OSError, AttributeError):
         return None
+    libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return libc
 
 
@@ -91,7 +94,6 @@ def trace_allocations(every_s: float, top: int = 15) -> None:
     which costs CPU and memory of its own) and every `every_s` log where the memory held grew
     most since the first look, by source line. Started by `serve` when
     SLUICEGATE_TRACE_ALLOCATIONS_S is set; off by default."""
-    import logging
     import time
     import tracemalloc
 

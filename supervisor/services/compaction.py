@@ -12,7 +12,7 @@ with the host's Spark, writes their rows, unchanged and sorted, into files of at
 (services/compaction_commit.py), which checks the leader's epoch, that the files it read are
 all still in the table and that its rows equal theirs. One compact task runs per datasource
 at a time. An interval whose task failed is tried again after a backoff (`backoff_over`:
-FIRST_BACKOFF_S, doubling with each failure within MAX_BACKOFF_S, at most that), older
+FIRST_BACKOFF_S, doubling with each failure of a run of them, at most MAX_BACKOFF_S), older
 intervals awaiting compaction meanwhile: a task lost with its task host must not leave its
 interval uncompacted while newer ones keep coming."""
 
@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 Interval = tuple[datetime, datetime]
 FIRST_BACKOFF_S = 30.0  # an interval whose compaction failed once waits this long
 MAX_BACKOFF_S = 600.0  # and at most this long, however often it failed
+FAILURE_RUN_S = 1.5 * MAX_BACKOFF_S  # failures this close to the next are one run of them
+FAILURES_LOOKED_BACK_S = 3600.0  # how far back the failures of an interval are read
 COMPACT = "compact"
 
 
@@ -162,7 +164,7 @@ class CompactionDuty(Loop):
         with self.sessions() as session:
             now = self.clock()
             failed = TaskRepository(session).failed_compactions(
-                config.datasource, now - timedelta(seconds=MAX_BACKOFF_S)
+                config.datasource, now - timedelta(seconds=FAILURES_LOOKED_BACK_S)
             )
             for interval, rows in plan(session, self.lake, config).awaiting:
                 if not backoff_over(failed.get(_iso(interval), []), now):
@@ -182,13 +184,17 @@ class CompactionDuty(Loop):
 
 
 def backoff_over(failures: list[datetime], now: datetime) -> bool:
-    """Whether an interval whose compaction failed at these times (within MAX_BACKOFF_S) may
-    be tried again: FIRST_BACKOFF_S after its last failure, doubled for each one before it,
-    at most MAX_BACKOFF_S."""
+    """Whether an interval whose compaction failed at these times may be tried again:
+    FIRST_BACKOFF_S after its last failure, doubled for each one before it in the same run of
+    failures (each within FAILURE_RUN_S of the next), at most MAX_BACKOFF_S."""
     if not failures:
         return True
-    wait = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (len(failures) - 1))
-    return now >= max(failures) + timedelta(seconds=wait)
+    times = sorted(failures, reverse=True)
+    run = 1
+    while run < len(times) and times[run - 1] - times[run] <= timedelta(seconds=FAILURE_RUN_S):
+        run += 1
+    wait = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (run - 1))
+    return now >= times[0] + timedelta(seconds=wait)
 
 
 def compact_task(

@@ -134,3 +134,18 @@ def test_an_interval_whose_compaction_failed_is_tried_again_after_a_doubling_bac
     many = [ago(MAX_BACKOFF_S - 1)] * 10
     assert not backoff_over(many, now)
     assert backoff_over([ago(MAX_BACKOFF_S)] * 10, now)
+    # an interval that always fails, tried at each backoff's end: the waits double up to the
+    # cap and stay there (the run is not forgotten as its first failures grow old)
+    failures: list[datetime] = []
+    moment = now
+    waits = []
+    for _ in range(12):
+        failures.append(moment)
+        tried = moment
+        while not backoff_over(failures, moment):
+            moment += timedelta(seconds=10)
+        waits.append((moment - tried).total_seconds())
+    assert waits[:5] == [30, 60, 120, 240, 480]
+    assert waits[5:] == [MAX_BACKOFF_S] * 7
+    # a failure long before the last is another run: the wait starts short again
+    assert backoff_over([ago(FIRST_BACKOFF_S), ago(FIRST_BACKOFF_S + 2 * MAX_BACKOFF_S)], now)
