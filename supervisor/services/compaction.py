@@ -104,7 +104,7 @@ class CompactionDuty(Loop):
     its newest interval awaiting compaction (not one whose compaction failed within its
     backoff) given
     to a compact task on a task host, as Druid's coordinator submits compact tasks; at most
-    `max_tasks` compact tasks run at once."""
+    `max_tasks` compact tasks run at once, the datasources taking turns for them."""
 
     name = "compaction"
 
@@ -126,6 +126,7 @@ class CompactionDuty(Loop):
         self.clock = clock
         self.runner = runner
         self.unsettled = unsettled
+        self.last = ""  # the datasource last given a compact task: the next run starts after it
         super().__init__(every_s)
 
     def run_once(self) -> None:
@@ -138,7 +139,7 @@ class CompactionDuty(Loop):
             running = TaskRepository(session).running_of_type(COMPACT)
         done: dict[str, str] = {}
         slots = self.max_tasks - sum(running.values())
-        for datasource, raw in configs.items():
+        for datasource, raw in self._in_turn(configs):
             if slots <= len(done):
                 break
             if datasource in running:
@@ -156,7 +157,16 @@ class CompactionDuty(Loop):
                 continue
             if task_id is not None:
                 done[datasource] = task_id
+                self.last = datasource
         return done
+
+    def _in_turn(self, configs: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        """The datasources in name order, from the one after the last given a task: with
+        fewer slots than datasources awaiting, each has its turn (from the first each run,
+        the last ones waited for good while the first kept having new intervals)."""
+        ordered = sorted(configs.items())
+        start = next((i for i, (name, _) in enumerate(ordered) if name > self.last), 0)
+        return ordered[start:] + ordered[:start]
 
     def _launch_one(self, config: CompactionConfig) -> str | None:
         """The compact task of the newest interval awaiting compaction that is not within

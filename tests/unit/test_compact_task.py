@@ -149,3 +149,19 @@ def test_an_interval_whose_compaction_failed_is_tried_again_after_a_doubling_bac
     assert waits[5:] == [MAX_BACKOFF_S] * 7
     # a failure long before the last is another run: the wait starts short again
     assert backoff_over([ago(FIRST_BACKOFF_S), ago(FIRST_BACKOFF_S + 2 * MAX_BACKOFF_S)], now)
+
+
+def test_the_datasources_take_turns_for_the_compaction_slots() -> None:
+    from typing import Any
+
+    from supervisor.services.compaction import CompactionDuty
+
+    duty: Any = CompactionDuty(None, None, None, None, None, None, 10)  # type: ignore[arg-type]
+    configs: dict[str, dict[str, Any]] = {name: {} for name in ("c", "a", "b", "d")}
+    assert [name for name, _ in duty._in_turn(configs)] == ["a", "b", "c", "d"]
+    duty.last = "b"  # given the last task: the next run starts after it
+    assert [name for name, _ in duty._in_turn(configs)] == ["c", "d", "a", "b"]
+    duty.last = "d"
+    assert [name for name, _ in duty._in_turn(configs)] == ["a", "b", "c", "d"]
+    duty.last = "bb"  # its config gone meanwhile: the next name after it
+    assert [name for name, _ in duty._in_turn(configs)] == ["c", "d", "a", "b"]
