@@ -86,6 +86,11 @@ def _glibc() -> Any:
         return None
     libc.malloc_trim.argtypes = [ctypes.c_size_t]
     libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2]
+
+    libc.mallinfo2.restype = MallInfo2
     return libc
 
 
@@ -157,11 +162,5 @@ _MALLINFO2 = [
 
 def _mallinfo2(libc: Any) -> tuple[int, int, int]:
     """glibc's (bytes in use, free bytes in its heaps, bytes in mmapped chunks)."""
-    import ctypes
-
-    class Info(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2]
-
-    libc.mallinfo2.restype = Info
     info = libc.mallinfo2()
     return info.uordblks, info.fordblks, info.hblkhd

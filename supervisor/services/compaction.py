@@ -102,9 +102,8 @@ def plan(session: Session, lake: Lake, config: CompactionConfig) -> Plan:
 class CompactionDuty(Loop):
     """Each run: for each datasource whose compaction runs and has no compact task running,
     its newest interval awaiting compaction (not one whose compaction failed within its
-    backoff) given
-    to a compact task on a task host, as Druid's coordinator submits compact tasks; at most
-    `max_tasks` compact tasks run at once, the datasources taking turns for them."""
+    backoff) given to a compact task on a task host, as Druid's coordinator submits compact
+    tasks; at most `max_tasks` compact tasks run at once, the datasources taking turns."""
 
     name = "compaction"
 
