@@ -138,14 +138,17 @@ class Run:
             "SLUICEGATE_LOG_LEVEL": "warning",
             "SLUICEGATE_LEASE_S": "3",
             "SLUICEGATE_COORDINATOR_PERIOD_S": "10",
-            "SLUICEGATE_SNAPSHOT_RETENTION": "PT10M",
+            # what is kept for a while is kept 5 minutes, so that every retention window is
+            # full before the slopes' fit begins (at a sixth of the run: 10 minutes of 60)
+            "SLUICEGATE_SNAPSHOT_RETENTION": "PT5M",
             "SLUICEGATE_KILL_ON": "true",
             "SLUICEGATE_KILL_PERIOD_S": "30",
             "SLUICEGATE_KILL_BUFFER_PERIOD": "P1D",
             "SLUICEGATE_KILL_DURATION_TO_RETAIN": "",
-            "SLUICEGATE_ORPHAN_FILE_AGE": "PT10M",
-            "SLUICEGATE_TASK_RETENTION": "PT10M",
-            "SLUICEGATE_INTENT_RETENTION": "PT10M",
+            "SLUICEGATE_ORPHAN_FILE_AGE": "PT5M",
+            "SLUICEGATE_TASK_RETENTION": "PT5M",
+            "SLUICEGATE_INTENT_RETENTION": "PT5M",
+            "SLUICEGATE_JANITOR_PERIOD_S": "60",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
             # 20 datasources close a day a minute each; compact tasks end in ~1.5 s, but two
             # slots a 10 s coordinator period launch 12 a minute (Druid's operators raise

@@ -170,7 +170,14 @@ class LeaderDuties:
                     sessions, app.tables, self.held, app.clock, settings
                 )
                 self.maintenance.start()
-                self.janitor = Janitor(sessions, app.runner, self.held, app.clock, settings)
+                self.janitor = Janitor(
+                    sessions,
+                    app.runner,
+                    self.held,
+                    app.clock,
+                    settings,
+                    settings.janitor_period_s,
+                )
                 self.janitor.start()
                 self.compaction = CompactionDuty(
                     sessions,

@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     intent_retention: str = "P1D"
     audit_retention: str = "P90D"
     task_retention: str = "P7D"
+    # How often the leader deletes what is past those retentions (and work directories).
+    janitor_period_s: float = Field(default=300.0, ge=1.0, le=86400)
     # Kill running task processes when the service stops (tests); by default they keep running.
     kill_tasks_on_exit: bool = False
     # A task given its final end offsets raises its nice value (and its session's autogroup's)

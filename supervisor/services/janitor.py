@@ -1,5 +1,5 @@
-"""Metadata and disk kept bounded (the leader's `Janitor`, every JANITOR_EVERY_S): done
-intents past `SLUICEGATE_INTENT_RETENTION` (P1D), audit rows past
+"""Metadata and disk kept bounded (the leader's `Janitor`, every `SLUICEGATE_JANITOR_PERIOD_S`,
+300 s): done intents past `SLUICEGATE_INTENT_RETENTION` (P1D), audit rows past
 `SLUICEGATE_AUDIT_RETENTION` (P90D, Druid's druid.coordinator.kill.audit), ended task rows
 past `SLUICEGATE_TASK_RETENTION` (P7D) with their work directories (logs, reports, payloads)
 on this host. A task host's agent prunes its own work directories by the same setting. Spec
