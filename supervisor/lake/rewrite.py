@@ -14,7 +14,16 @@ from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 from supervisor.lake.append import manifests_of
-from supervisor.lake.tables import ATTEMPTS, Lake, LakeConflict, Published, data_file
+from supervisor.lake.tables import (
+    ATTEMPTS,
+    Lake,
+    LakeConflict,
+    Published,
+    data_file,
+    partition_by,
+    time_transform,
+    transform_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +91,7 @@ def replace(
     (Lake.footers), when the caller read them already."""
     footers = footers if footers is not None else lake.footers(published)
     ident = lake.identifier(published.datasource)
+    wanted = transform_for(*published.intervals[0]) if published.intervals else None
     with lake.catalog.bound(session):
         for _ in range(ATTEMPTS):
             location = lake.catalog.location_of(session, ident)
@@ -93,12 +103,18 @@ def replace(
                 gone = len(inputs) - len(held)
                 raise Replaced(f"{gone} of the {len(inputs)} files it replaces left the table")
             txn = table.transaction()
+            # files of a coarser granularity (a month's compacted days) are written under a
+            # partitioning of their own, which stays the table's only for this snapshot
+            default = txn.table_metadata.spec()
+            switched = bool(published.files) and partition_by(txn, wanted)
             metadata = txn.table_metadata
             with txn.update_snapshot(snapshot_properties=published.summary).overwrite() as write:
                 for held_file in held:
                     write.delete_data_file(held_file)
                 for path, size, footer in (footers[path] for path, _ in published.files):
                     write.append_data_file(data_file(metadata, path, size, footer))
+            if switched:
+                partition_by(txn, time_transform(default))
             try:
                 txn.commit_transaction()
                 return

@@ -303,10 +303,7 @@ def _fits(metadata: TableMetadata, footers: list[tuple[str, int, Any]], wanted: 
     known = {field.name for field in metadata.schema().fields}
     if any(not set(footer.schema.to_arrow_schema().names) <= known for _, _, footer in footers):
         return False
-    if not footers:
-        return True
-    current = [str(f.transform) for f in metadata.spec().fields]
-    return current == ([] if wanted is None else [str(wanted)])
+    return not footers or _partitioned_by(metadata.spec(), wanted)
 
 
 def _evolve(
@@ -326,16 +323,35 @@ def _evolve(
     if txn.table_metadata.name_mapping() is None:
         mapping = txn.table_metadata.schema().name_mapping.model_dump_json()
         txn.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
-    if not footers:
-        return
-    current = [str(f.transform) for f in txn.table_metadata.spec().fields]
-    target = [] if wanted is None else [str(wanted)]
-    if current != target:
-        with txn.update_spec() as spec:
-            for field in txn.table_metadata.spec().fields:
-                spec.remove_field(field.name)
-            if wanted is not None:
-                spec.add_field(TIME, wanted, f"{TIME}_{wanted}")
+    if footers:
+        partition_by(txn, wanted)
+
+
+def partition_by(txn: Transaction, transform: Transform[Any, Any] | None) -> bool:
+    """The transaction's table partitioned by this transform of `__time` from now on (None:
+    unpartitioned; a spec it had before is taken again, its id and its fields' ids); whether
+    it was not so already. A snapshot's added files are written under the spec that is the
+    default when they are added (pyiceberg writes its added manifest so)."""
+    spec = txn.table_metadata.spec()
+    if _partitioned_by(spec, transform):
+        return False
+    with txn.update_spec() as update:
+        for field in spec.fields:
+            update.remove_field(field.name)
+        if transform is not None:
+            update.add_field(TIME, transform, f"{TIME}_{transform}")
+    return True
+
+
+def _partitioned_by(spec: PartitionSpec, transform: Transform[Any, Any] | None) -> bool:
+    return [str(f.transform) for f in spec.fields] == (
+        [] if transform is None else [str(transform)]
+    )
+
+
+def time_transform(spec: PartitionSpec) -> Transform[Any, Any] | None:
+    """The transform of `__time` a spec of a table here partitions by (None: unpartitioned)."""
+    return spec.fields[0].transform if spec.fields else None
 
 
 # what a footer's reading needs of a table's schema, by (table, schema, the file's own

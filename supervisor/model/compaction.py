@@ -1,18 +1,24 @@
 """Druid's DataSourceCompactionConfig, as Sluicegate runs it: which intervals of a datasource
 are compacted (not those ending within `skipOffsetFromLatest` of its newest segment), into
 files of at most `maxRowsPerSegment` rows (`tuningConfig.partitionsSpec`, dynamic; or the
-top-level deprecated field), at the datasource's own segment granularity.
+top-level deprecated field), at the datasource's own segment granularity or at the one
+`granularitySpec.segmentGranularity` names (Druid's: a month's day segments compacted into
+month segments; those of a granularity that holds none of its segments whole, a finer one,
+are skipped).
 
 Fields Druid takes that change nothing here are kept as given (taskPriority, taskContext,
 engine, inputSegmentSizeBytes, ioConfig, dimensionsSpec, metricsSpec, transformSpec,
-projections); a granularitySpec other than the ingested one is refused, for now."""
+projections); a granularitySpec's queryGranularity and rollup, which would change the rows,
+are refused, for now."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from supervisor.model.retention import RuleError
+from tasks import granularity as granularities
 from tasks.spec.names import AUTOCOMPACT_PREFIX
 from tasks.spec.periods import Period, parse_period
 
@@ -39,6 +45,9 @@ class CompactionConfig:
     skip: Period
     max_rows: int
     raw: dict[str, Any]
+    # the segment granularity compacted into (tasks/granularity.py's name); None: each
+    # interval as it was ingested
+    granularity: str | None = None
 
 
 def parse_config(raw: object, datasource: str | None = None) -> CompactionConfig:
@@ -59,7 +68,7 @@ def parse_config(raw: object, datasource: str | None = None) -> CompactionConfig
         skip = parse_period(skip_text)
     except ValueError as exc:
         raise RuleError("skipOffsetFromLatest", str(exc)) from None
-    return CompactionConfig(name, skip, _max_rows(raw), dict(raw))
+    return CompactionConfig(name, skip, _max_rows(raw), dict(raw), _granularity(raw))
 
 
 def _max_rows(raw: dict[str, Any]) -> int:
@@ -78,15 +87,36 @@ def _max_rows(raw: dict[str, Any]) -> int:
     field = "tuningConfig.partitionsSpec.maxRowsPerSegment"
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 2**31 - 1:
         raise RuleError(field, "a positive whole number of rows")
-    granularity = raw.get("granularitySpec")
-    if granularity is not None and (
-        not isinstance(granularity, dict) or granularity.get("segmentGranularity") is not None
-    ):
+    return value
+
+
+def _granularity(raw: dict[str, Any]) -> str | None:
+    """Druid's UserCompactionTaskGranularityConfig: the segment granularity compacted into."""
+    spec = raw.get("granularitySpec")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise RuleError("granularitySpec", "a JSON object")
+    unknown = sorted(set(spec) - {"segmentGranularity", "queryGranularity", "rollup"})
+    if unknown:
+        raise RuleError(f"granularitySpec.{unknown[0]}", "not a field of a granularitySpec")
+    for kept in ("queryGranularity", "rollup"):
+        if spec.get(kept) is not None:
+            raise RuleError(
+                f"granularitySpec.{kept}",
+                "compaction keeps the rows as ingested; a new one is not run yet",
+            )
+    given = spec.get("segmentGranularity")
+    if given is None:
+        return None
+    name = granularities.name_of(given) if isinstance(given, str | dict) else None
+    if name not in granularities.SUPPORTED_SEGMENT:
+        known = ", ".join(sorted(n.upper() for n in granularities.SUPPORTED_SEGMENT))
         raise RuleError(
             "granularitySpec.segmentGranularity",
-            "compaction keeps the ingested segment granularity; a coarser one is not run yet",
+            f"{json.dumps(given)}: a segment granularity, one of {known} (or its period)",
         )
-    return value
+    return name
 
 
 # Druid's compaction supervisor (`"type": "autocompact"` on the supervisor API): a datasource's

@@ -2,9 +2,11 @@
 few large ones, each as one snapshot that replaces them.
 
 An interval is a segment-granularity interval of the datasource's used segments (those its
-table holds). It awaits compaction when it has more files than its rows need at
-`maxRowsPerSegment`, and is skipped while it ends within `skipOffsetFromLatest` of the
-datasource's newest segment (`plan`). Each coordinator period the leader's `CompactionDuty`
+table holds): their own, or the config's `granularitySpec.segmentGranularity` bucket that
+holds them (a month of day segments). It awaits compaction when it has more files than its
+rows need at `maxRowsPerSegment`, or segments of another interval than its own, and is
+skipped while it ends within `skipOffsetFromLatest` of the datasource's newest segment
+(`plan`). Each coordinator period the leader's `CompactionDuty`
 gives the newest interval awaiting compaction of each datasource to a `compact` task
 (tasks/compaction.py), launched on a task host as any task is: it reads the interval's files
 with the host's Spark, writes their rows, unchanged and sorted, into files of at most
@@ -23,7 +25,7 @@ import math
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -43,6 +45,7 @@ from supervisor.model.retention import minus
 from supervisor.runner.protocol import NoSlot, Runner
 from supervisor.services.compaction_commit import union_payload
 from supervisor.services.task_life import TaskLife, Unsettled
+from tasks import granularity as granularities
 from tasks.protocol import CompactTask
 
 log = logging.getLogger(__name__)
@@ -88,15 +91,44 @@ def plan(session: Session, lake: Lake, config: CompactionConfig) -> Plan:
         return found
     newest_end = max(end for _, end in by_interval)
     cutoff = minus(newest_end, config.skip)
-    for interval in sorted(by_interval, reverse=True):
-        rows = by_interval[interval]
-        if interval[1] > cutoff:
+    # the intervals compacted: the segments' own, or the buckets of the configured granularity
+    # (a bucket holds the segments it holds whole; one it cuts is skipped)
+    buckets: dict[Interval, list[SegmentRow]] = defaultdict(list)
+    for interval, rows in by_interval.items():
+        bucket = interval if config.granularity is None else _bucket(interval, config.granularity)
+        if bucket is None:
             found.skipped.append((interval, rows))
-        elif len(rows) > math.ceil(sum(r.num_rows for r in rows) / config.max_rows):
-            found.awaiting.append((interval, rows))
         else:
-            found.compacted.append((interval, rows))
+            buckets[bucket] += rows
+    for bucket in sorted(buckets, reverse=True):
+        rows = buckets[bucket]
+        if bucket[1] > cutoff:
+            found.skipped.append((bucket, rows))
+        elif len(rows) > math.ceil(sum(r.num_rows for r in rows) / config.max_rows) or any(
+            (row.interval_start, row.interval_end) != bucket for row in rows
+        ):
+            found.awaiting.append((bucket, rows))
+        else:
+            found.compacted.append((bucket, rows))
+    found.skipped.sort(key=lambda part: part[0], reverse=True)
     return found
+
+
+def _bucket(interval: Interval, granularity: str) -> Interval | None:
+    """The bucket of the granularity holding the interval whole (None: none does)."""
+    start = granularities.bucket_start(_ms(interval[0]), granularity)
+    end = granularities.bucket_end(start, granularity)
+    if _ms(interval[1]) > end:
+        return None
+    return _moment(start), _moment(end)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _moment(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 class CompactionDuty(Loop):

@@ -5,10 +5,11 @@ epoch, or nothing is committed.
 In that transaction: the segments it was given must still be used and their files still in
 the table (lake/rewrite.py `replace` gives up, Replaced, if one left it; a streaming publish
 that appended to the same interval meanwhile is kept), its files must hold exactly the rows
-they replace, then one overwrite snapshot (deleting exactly the files read, adding the new),
-the new segment rows, the old rows deleted, and the task's report naming what it replaced
-(supervisor/services/publish.py tells a late replica of a replaced segment that its range
-was published). A task whose commit fails deletes what it wrote."""
+they replace (and be of the task's interval, which holds the segments it read: theirs, or a
+coarser granularity's bucket of them), then one overwrite snapshot (deleting exactly the
+files read, adding the new), the new segment rows, the old rows deleted, and the task's report
+naming what it replaced (supervisor/services/publish.py tells a late replica of a replaced
+segment that its range was published). A task whose commit fails deletes what it wrote."""
 
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ class CompactionCommit:
             return _failed("it replaces other segments than the task was given")
         if any(s.dataSource != task.dataSource for s in act.segments):
             return _failed("its segments belong to another datasource")
+        if any((s.intervalStart, s.intervalEnd) != tuple(task.interval) for s in act.segments):
+            return _failed("its segments are of another interval than the task's")
         paths = [s.path for s in act.segments]
         where = f"/{task.version}/{task.id}/"
         if len(set(paths)) != len(paths) or any(where not in path for path in paths):
@@ -87,11 +90,13 @@ class CompactionCommit:
         rows = states.of(task.dataSource, True, ids=list(task.inputs), lock=True)
         if len(rows) != len(task.inputs) or any(r.path != task.inputs[r.id] for r in rows):
             return _failed("segments it read were dropped or replaced meanwhile")
+        start, end = (datetime.fromisoformat(moment) for moment in task.interval)
+        if any(r.interval_start < start or r.interval_end > end for r in rows):
+            return _failed("segments it read are not within its interval")
         summary = {SUMMARY_OPERATION: "compact", SUMMARY_TASK: task.id}
         if self.epoch is not None:
             summary[SUMMARY_EPOCH] = str(self.epoch)
-        start, end = task.interval
-        files = [(s.path, s.size, start, end) for s in act.segments]
+        files = [(s.path, s.size, *task.interval) for s in act.segments]
         new = published(task.dataSource, files, summary)
         footers = self.lake.footers(new)  # the rows as the files hold them, not as said
         counted = {path: footer.num_rows for path, (_, _, footer) in footers.items()}
@@ -103,7 +108,9 @@ class CompactionCommit:
         except Replaced as exc:
             return _failed(str(exc))
         now = self.clock()
-        self.session.add_all(_segment_row(s, counted[s.path], rows, now) for s in act.segments)
+        self.session.add_all(
+            _segment_row(s, counted[s.path], rows, (start, end), now) for s in act.segments
+        )
         states.forget([r.id for r in rows])
         row.report = {
             "status": "SUCCESS",
@@ -128,13 +135,17 @@ def _failed(reason: str) -> PublishResult:
 
 
 def _segment_row(
-    segment: Any, num_rows: int, replaced: list[SegmentRow], now: datetime
+    segment: Any,
+    num_rows: int,
+    replaced: list[SegmentRow],
+    interval: tuple[datetime, datetime],
+    now: datetime,
 ) -> SegmentRow:
     return SegmentRow(
         id=segment.id,
         datasource=segment.dataSource,
-        interval_start=replaced[0].interval_start,
-        interval_end=replaced[0].interval_end,
+        interval_start=interval[0],
+        interval_end=interval[1],
         version=segment.version,
         partition_num=segment.partitionNum,
         path=segment.path,

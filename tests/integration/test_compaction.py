@@ -20,6 +20,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.lake.tables import CATALOG, SUMMARY_OPERATION
+from supervisor.testkit.readers import iceberg_sql
 from supervisor.testkit.service import overlord_with_tasks
 from supervisor.testkit.waits import wait_for
 from tests.conftest import words_spec
@@ -120,6 +121,104 @@ def test_an_interval_is_compacted_while_a_supervisor_appends_to_it(
         assert api.delete(f"{COORD}/config/compaction/comp").status_code == 200
         assert api.get(f"{COORD}/config/compaction/comp").status_code == 404
         assert api.get(BASE).json() == ["comp"]  # the compaction supervisor went with it
+
+
+MONTH_DAYS = ("2026-10-03", "2026-10-10", "2026-10-17")  # closed: compacted into October
+
+
+def _produce_days(bootstrap: str, topic: str, days: tuple[str, ...], tag: str) -> list[str]:
+    """Ten records a day, each day a batch of its own (and so a file of its own)."""
+    words = []
+    for day in days:
+        batch = [f"{tag}{day}-{i}" for i in range(10)]
+        records = [
+            (None, json.dumps({"ts": f"{day}T10:00:00Z", "word": word}).encode()) for word in batch
+        ]
+        produce(bootstrap, topic, records)
+        words += batch
+        time.sleep(2.5)  # past the handoff period: the next day is another publish
+    return words
+
+
+def _october(metadata_url: str) -> list[tuple[int, str, int]]:
+    """The table's files of October: (spec id, partitioning, rows) of each."""
+    table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.months")
+    found = []
+    for task in table.scan(row_filter="__time < '2026-11-01T00:00:00+00:00'").plan_files():
+        spec = table.specs()[task.file.spec_id]
+        found.append((task.file.spec_id, str(spec.fields[0].transform), task.file.record_count))
+    return sorted(found)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_months_day_segments_are_compacted_into_one_month_segment(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path, metadata_url: str
+) -> None:
+    """A day-granularity supervisor and a compaction config of MONTH segmentGranularity: the
+    closed month's day files become one file of a month partitioning (the table's own stays
+    the day's, which the streaming publishes keep using), a month segment; a late record of
+    that month lands as a day file and is compacted into the month again. pyiceberg and
+    Spark's Iceberg runtime read every record once; the month still open is not compacted."""
+    topic = f"months-{tmp_path.name[-12:].replace('_', '-')}"
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    spec = words_spec("months", topic, kafka.bootstrap_servers)
+    spec["spec"]["dataSchema"]["granularitySpec"]["rollup"] = False
+    spec["spec"]["tuningConfig"] = {"type": "kafka", "intermediateHandoffPeriod": "PT2S"}
+    bootstrap = kafka.bootstrap_servers
+    with overlord_with_tasks(
+        tmp_path, jar_cache, "local[1]", metadata_url=metadata_url, coordinator_period_s=0.5
+    ) as (_service, api):
+        assert api.post(BASE, json=spec).status_code == 200
+        words = _produce_days(bootstrap, topic, (*MONTH_DAYS, "2026-11-20", "2026-11-21"), "")
+        wait_for(lambda: len(_words(metadata_url, "months")) == 50, 180, "every day published")
+        assert [transform for _, transform, _ in _october(metadata_url)] == ["day"] * 3
+
+        config = {
+            "dataSource": "months",
+            "skipOffsetFromLatest": "P1D",
+            "granularitySpec": {"segmentGranularity": "MONTH"},
+        }
+        for wrong, field in (
+            ({"segmentGranularity": "FORTNIGHT"}, "granularitySpec.segmentGranularity"),
+            ({"segmentGranularity": "MONTH", "queryGranularity": "HOUR"}, "queryGranularity"),
+            ({"segmentGranularity": "MONTH", "intervals": []}, "granularitySpec.intervals"),
+        ):
+            bad = api.post(f"{COORD}/config/compaction", json={**config, "granularitySpec": wrong})
+            assert bad.status_code == 400 and field in bad.text, bad.text
+        assert api.post(f"{COORD}/config/compaction", json=config).status_code == 200
+
+        def october_compacted(rows: int) -> list[tuple[int, str, int]] | None:
+            found = _october(metadata_url)
+            return found if [(t, r) for _, t, r in found] == [("month", rows)] else None
+
+        [(month_spec, _, _)] = wait_for(lambda: october_compacted(30), 120, "October compacted")
+        table = SqlCatalog(CATALOG, uri=metadata_url).load_table("druid.months")
+        assert [str(f.transform) for f in table.spec().fields] == ["day"]
+        assert month_spec != table.spec().spec_id
+        segments = api.get(f"{COORD}/metadata/datasources/months/segments", params={"full": ""})
+        intervals = sorted(s["interval"] for s in segments.json())
+        assert intervals[0].startswith("2026-10-01T00:00:00.000Z/2026-11-01T00:00:00.000Z")
+        assert len(intervals) == 3  # October's one, and the two November days, not compacted
+        status = api.get(f"{COORD}/compaction/status", params={"dataSource": "months"}).json()
+        [latest] = status["latestStatus"]
+        assert latest["intervalCountCompacted"] == 1 and latest["intervalCountSkipped"] == 1
+
+        # a late record of October: a day file of the day partitioning, then October again
+        words += _produce_days(bootstrap, topic, ("2026-10-25",), "late")
+        wait_for(lambda: october_compacted(40), 120, "October compacted with its late day")
+        read = _words(metadata_url, "months")
+        assert sorted(read) == sorted(words)
+        query = (
+            "SELECT date_format(__time, 'yyyy-MM') AS month, COUNT(*) AS n,"
+            " COUNT(DISTINCT word) AS words FROM months GROUP BY 1 ORDER BY 1"
+        )
+        spark = iceberg_sql(query, metadata_url, tmp_path / "deep", jar_cache)
+        assert spark.returncode == 0, spark.stderr[-3000:]
+        assert json.loads(spark.stdout) == [
+            {"month": "2026-10", "n": 40, "words": 40},
+            {"month": "2026-11", "n": 20, "words": 20},
+        ]
 
 
 def _compacts_ended(api: httpx.Client) -> list[dict[str, object]] | None:

@@ -11,6 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
+from supervisor.model.compaction import parse_config
+from supervisor.model.retention import RuleError
 from tasks.compaction import _iso, _writer
 from tasks.host_protocol import Assignment
 from tasks.protocol import CompactTask, IndexKafkaTask, parse_task, parse_task_json
@@ -165,3 +167,50 @@ def test_the_datasources_take_turns_for_the_compaction_slots() -> None:
     assert [name for name, _ in duty._in_turn(configs)] == ["a", "b", "c", "d"]
     duty.last = "bb"  # its config gone meanwhile: the next name after it
     assert [name for name, _ in duty._in_turn(configs)] == ["c", "d", "a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("given", "name"),
+    [
+        (None, None),
+        ({}, None),
+        ({"segmentGranularity": "MONTH"}, "month"),
+        ({"segmentGranularity": "year"}, "year"),
+        ({"segmentGranularity": {"type": "period", "period": "P1M"}}, "month"),
+        ({"segmentGranularity": {"type": "week"}}, "week"),
+        ({"segmentGranularity": None, "queryGranularity": None, "rollup": None}, None),
+    ],
+)
+def test_a_compaction_granularity_is_druids_segment_granularity(
+    given: object, name: object
+) -> None:
+    raw = {"dataSource": "wiki", **({} if given is None else {"granularitySpec": given})}
+    assert parse_config(raw).granularity == name
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ("MONTH", "granularitySpec"),
+        ({"segmentGranularity": "FORTNIGHT"}, "granularitySpec.segmentGranularity"),
+        ({"segmentGranularity": "NONE"}, "granularitySpec.segmentGranularity"),
+        ({"segmentGranularity": "ALL"}, "granularitySpec.segmentGranularity"),
+        ({"segmentGranularity": 3}, "granularitySpec.segmentGranularity"),
+        (
+            {"segmentGranularity": {"type": "period", "period": "P5D"}},
+            "granularitySpec.segmentGranularity",
+        ),
+        (
+            {"segmentGranularity": "DAY", "queryGranularity": "HOUR"},
+            "granularitySpec.queryGranularity",
+        ),
+        ({"segmentGranularity": "DAY", "rollup": True}, "granularitySpec.rollup"),
+        ({"segmentGranularity": "DAY", "type": "uniform"}, "granularitySpec.type"),
+    ],
+)
+def test_a_compaction_granularity_druid_would_not_run_so_names_the_field(
+    given: object, field: str
+) -> None:
+    with pytest.raises(RuleError) as raised:
+        parse_config({"dataSource": "wiki", "granularitySpec": given})
+    assert raised.value.field == field
