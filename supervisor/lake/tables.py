@@ -355,8 +355,11 @@ def time_transform(spec: PartitionSpec) -> Transform[Any, Any] | None:
 
 
 # what a footer's reading needs of a table's schema, by (table, schema, the file's own
-# schema): the check that the file's columns fit, the stats plan and the column ids by path
-_PLANS: Lru[tuple[str, int, str], tuple[Any, Any]] = Lru(10_000)
+# columns): the check that the file's columns fit, the stats plan and the column ids by path.
+# The file's schema metadata is no part of the key: each segment file's names its segment
+# (and Arrow's own copy of the schema), so keyed with it no file found the entry another had
+# made, and the cache held 10,000 plans of a few schemas (the soak's overlord grew by them)
+_PLANS: Lru[tuple[str, int, str], tuple[Any, Any]] = Lru(1_000)
 
 
 def data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> DataFile:
@@ -364,7 +367,8 @@ def data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> Dat
     (pyiceberg's own reading of a Parquet footer, as its add_files does)."""
     schema = metadata.schema()
     arrow = footer.schema.to_arrow_schema()
-    key = (str(metadata.table_uuid), metadata.current_schema_id, arrow.to_string())
+    columns = arrow.remove_metadata().to_string(show_schema_metadata=False)
+    key = (str(metadata.table_uuid), metadata.current_schema_id, columns)
     plan = _PLANS.get(key)
     if plan is None:
         _check_pyarrow_schema_compatible(schema, arrow, format_version=metadata.format_version)

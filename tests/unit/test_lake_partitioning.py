@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,49 @@ def _type() -> object:
     from pyiceberg.types import TimestamptzType
 
     return TimestamptzType()
+
+
+def test_segment_files_of_one_schema_share_one_footer_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each segment file's schema metadata names its own segment: two files of the same
+    columns make one statistics plan between them (keyed by the metadata too, every file made
+    its own and the cache grew with every publish), and their data files are right."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import assign_fresh_schema_ids
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.transforms import DayTransform
+
+    from supervisor.lake import tables
+
+    rows = pa.table(
+        {
+            "__time": pa.array([_micros(MOMENT), _micros(MOMENT) + 1], pa.timestamp("us", "UTC")),
+            "word": ["a", "b"],
+        }
+    )
+    schema = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(rows.schema))
+    spec = PartitionSpec(
+        PartitionField(schema.find_field("__time").field_id, 1000, DayTransform(), "d")
+    )
+    metadata = new_table_metadata(schema, spec, UNSORTED_SORT_ORDER, str(tmp_path), {})
+    made = []
+    real = tables.compute_statistics_plan
+    monkeypatch.setattr(tables, "compute_statistics_plan", lambda *a: made.append(a) or real(*a))
+    files = []
+    for n in range(3):
+        path = tmp_path / f"{n}.parquet"
+        pq.write_table(
+            rows.replace_schema_metadata({b"sluicegate.segmentId": f"s{n}".encode()}), path
+        )
+        footer = pq.read_metadata(path)
+        files.append(tables.data_file(metadata, str(path), path.stat().st_size, footer))
+    assert len(made) == 1
+    assert [f.record_count for f in files] == [2, 2, 2]
+    assert {f.partition[0] for f in files} == {
+        DayTransform().transform(schema.find_field("__time").field_type)(_micros(MOMENT))
+    }
