@@ -41,6 +41,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import IcebergTableRow as IcebergTables
+from supervisor.lake import append
 from supervisor.lru import Lru
 
 log = logging.getLogger(__name__)
@@ -323,6 +324,10 @@ class MetadataCatalog(SqlCatalog):
                 io.delete(path)
             except (OSError, ValueError) as exc:
                 log.warning("could not delete %s of a commit that did not happen: %s", path, exc)
+        # a publish remembers the manifest list it wrote: not asked for again
+        append.forget(
+            [s.manifest_list for s in pending.metadata.snapshots if s.snapshot_id not in known]
+        )
 
 
 def _updated(base: TableMetadata, updates: tuple[TableUpdate, ...], location: str) -> TableMetadata:

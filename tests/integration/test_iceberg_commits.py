@@ -30,6 +30,7 @@ from supervisor.db.engine import make_engine, migrate, session_factory
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow
 from supervisor.devstack.postgres import LocalPostgres
+from supervisor.lake import append
 from supervisor.lake import catalog as lake_catalog
 from supervisor.lake.tables import (
     CATALOG,
@@ -148,6 +149,7 @@ def test_eight_groups_whose_commits_race_lose_and_double_nothing(
     staged = threading.Barrier(GROUPS)
     write = lake_catalog.MetadataCatalog._write_metadata
     lost = []
+    lost_lists: set[str] = set()
 
     raced = threading.Event()  # the first eight met: the rest goes at its own pace
 
@@ -163,6 +165,10 @@ def test_eight_groups_whose_commits_race_lose_and_double_nothing(
 
     def counted_discard(self: Any, pending: Any) -> None:
         lost.append(pending.location)
+        kept = {s.snapshot_id for s in pending.base.metadata.snapshots} if pending.base else set()
+        lost_lists.update(
+            s.manifest_list for s in pending.metadata.snapshots if s.snapshot_id not in kept
+        )
         discard(self, pending)
 
     monkeypatch.setattr(lake_catalog.MetadataCatalog, "discard", counted_discard)
@@ -215,6 +221,8 @@ def test_eight_groups_whose_commits_race_lose_and_double_nothing(
     lists = {Path(s.manifest_list).name for s in table.snapshots()}
     assert {p.name for p in folder.glob("snap-*.avro")} == lists
     assert all(not Path(path).exists() for path in lost)
+    # nor does the cache of manifest lists keep the lost commits' (deleted) ones
+    assert lost_lists and not lost_lists & set(append._MANIFESTS._entries)
 
 
 def test_replicas_add_one_snapshot_and_a_deposed_leader_none(
