@@ -8,22 +8,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, ManifestContent
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties
+from pyiceberg.transforms import Transform
 from sqlalchemy.orm import Session
 
 from supervisor.lake.append import manifests_of
-from supervisor.lake.tables import (
-    ATTEMPTS,
-    Lake,
-    LakeConflict,
-    Published,
-    data_file,
-    partition_by,
-    time_transform,
-    transform_for,
-)
+from supervisor.lake.partitioning import partition_by, time_transform, transform_for
+from supervisor.lake.tables import ATTEMPTS, Lake, LakeConflict, Published, data_file
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +82,15 @@ def replace(
     must still be live on the table as it is at the commit (Replaced otherwise); files other
     commits added meanwhile (streaming appends to the same interval) are kept as they are. A
     commit that raced another is retried on its metadata. `footers`: the published files'
-    (Lake.footers), when the caller read them already."""
+    (Lake.footers), when the caller read them already.
+
+    Files of an interval the table's partitioning does not hold (a month's compacted days,
+    or such a segment marked used again) are added under a spec of their interval's transform,
+    made the default for as long as their snapshot is made (pyiceberg writes a snapshot's
+    added files under the default spec); each such group of files is a snapshot of its own in
+    the same commit, and the table's own partitioning is the default again at its end."""
     footers = footers if footers is not None else lake.footers(published)
     ident = lake.identifier(published.datasource)
-    wanted = transform_for(*published.intervals[0]) if published.intervals else None
     with lake.catalog.bound(session):
         for _ in range(ATTEMPTS):
             location = lake.catalog.location_of(session, ident)
@@ -102,22 +101,49 @@ def replace(
             if len(held) != len(inputs):
                 gone = len(inputs) - len(held)
                 raise Replaced(f"{gone} of the {len(inputs)} files it replaces left the table")
-            txn = table.transaction()
-            # files of a coarser granularity (a month's compacted days) are written under a
-            # partitioning of their own, which stays the table's only for this snapshot
-            default = txn.table_metadata.spec()
-            switched = bool(published.files) and partition_by(txn, wanted)
-            metadata = txn.table_metadata
-            with txn.update_snapshot(snapshot_properties=published.summary).overwrite() as write:
-                for held_file in held:
-                    write.delete_data_file(held_file)
-                for path, size, footer in (footers[path] for path, _ in published.files):
-                    write.append_data_file(data_file(metadata, path, size, footer))
-            if switched:
-                partition_by(txn, time_transform(default))
             try:
+                table = _without_retries(lake, session, table)
+                txn = table.transaction()
+                own = time_transform(txn.table_metadata.spec())
+                for n, (transform, paths) in enumerate(_by_transform(published, own)):
+                    partition_by(txn, transform)
+                    metadata = txn.table_metadata
+                    producer = txn.update_snapshot(snapshot_properties=published.summary)
+                    write = producer.overwrite() if n == 0 else producer.fast_append()
+                    with write:
+                        for held_file in held if n == 0 else []:
+                            write.delete_data_file(held_file)
+                        for path in paths:
+                            write.append_data_file(data_file(metadata, *footers[path]))
+                partition_by(txn, own)
                 txn.commit_transaction()
                 return
             except CommitFailedException as exc:
                 log.info("replace in %s: %s; retried on its new metadata", ident[1], exc)
     raise LakeConflict(f"table {ident[0]}.{published.datasource} moved {ATTEMPTS} times")
+
+
+def _by_transform(
+    published: Published, own: Transform[Any, Any] | None
+) -> list[tuple[Transform[Any, Any] | None, list[str]]]:
+    """The published files by the transform of `__time` their interval's partition is, those
+    of the table's own (`own`) first (a compaction's files, all of one interval, are one
+    group: its deletes and adds one snapshot); one group of none when there are no files."""
+    groups: dict[str, tuple[Transform[Any, Any] | None, list[str]]] = {str(own): (own, [])}
+    for (path, _), interval in zip(published.files, published.intervals, strict=True):
+        transform = transform_for(*interval)
+        groups.setdefault(str(transform), (transform, []))[1].append(path)
+    return [group for group in groups.values() if group[1]] or [(own, [])]
+
+
+def _without_retries(lake: Lake, session: Session, table: Table) -> Table:
+    """The table, its pyiceberg retries turned off first if they are not (a table made before
+    TABLE_PROPERTIES said so): a retry of pyiceberg's own would make the snapshots again on
+    the table as the commit left it, their files under the table's own spec whatever their
+    partition."""
+    if table.metadata.properties.get(TableProperties.COMMIT_NUM_RETRIES) == "0":
+        return table
+    txn = table.transaction().set_properties({TableProperties.COMMIT_NUM_RETRIES: "0"})
+    txn.commit_transaction()
+    ident = lake.identifier(Catalog.table_name_from(table.name()))
+    return lake.catalog.table_at(ident, lake.catalog.location_of(session, ident) or "")

@@ -29,31 +29,27 @@ from pyiceberg.io.pyarrow import (
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.transforms import (
-    DayTransform,
-    HourTransform,
-    MonthTransform,
-    Transform,
-    YearTransform,
-)
+from pyiceberg.transforms import Transform
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from supervisor.lake.append import append as lean_append
 from supervisor.lake.catalog import NAMESPACE, MetadataCatalog, Pending, catalog_properties
+from supervisor.lake.partitioning import (
+    partition_by,
+    partitioned_by,
+    spec_of,
+    transform_for,
+)
 from supervisor.lru import Lru
 from tasks.storage import Storage
 
 log = logging.getLogger(__name__)
 
-TIME = "__time"
 ATTEMPTS = 20  # commits of another group of the same table in between: each is one retry
-HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
 TABLE_PROPERTIES = {
     "format-version": "2",
     # the metadata files of commits long past go (Iceberg's own default keeps 100)
@@ -134,29 +130,6 @@ def published(
         adopted=[(path, size) for path, size, _, _ in adopted],
         adopted_intervals=intervals(list(adopted)),
     )
-
-
-def transform_for(start: datetime, end: datetime) -> Transform[Any, Any] | None:
-    """The finest of Iceberg's time transforms with one partition that holds a segment
-    interval of this length (the segment granularity's), None when none does (a week)."""
-    span_ms = (end - start).total_seconds() * 1000
-    if span_ms <= HOUR_MS:
-        return HourTransform()
-    if span_ms <= DAY_MS:
-        return DayTransform()
-    if span_ms <= 7 * DAY_MS:
-        return None  # a week straddles months and years
-    if span_ms <= 31 * DAY_MS:
-        return MonthTransform()
-    return YearTransform()  # a quarter, a year
-
-
-def _spec(schema: Schema, transform: Transform[Any, Any] | None) -> PartitionSpec:
-    if transform is None:
-        return PartitionSpec()
-    source = schema.find_field(TIME).field_id
-    name = f"{TIME}_{transform!s}"
-    return PartitionSpec(PartitionField(source, 1000, transform, name))
 
 
 class Lake:
@@ -253,7 +226,7 @@ class Lake:
                 ident,
                 schema,
                 location=f"{self.location}/{published.datasource}",
-                partition_spec=_spec(schema, wanted),
+                partition_spec=spec_of(schema, wanted),
                 properties=TABLE_PROPERTIES,
             )
         else:
@@ -298,12 +271,17 @@ class _Lean:
 def _fits(metadata: TableMetadata, footers: list[tuple[str, int, Any]], wanted: Any) -> bool:
     """Whether the table takes these files as it is: every column known by name, its name
     mapping set, and (files given) its partitioning the granularity's."""
-    if metadata.name_mapping() is None:
+    if metadata.name_mapping() is None or not _without_retries(metadata):
         return False
     known = {field.name for field in metadata.schema().fields}
     if any(not set(footer.schema.to_arrow_schema().names) <= known for _, _, footer in footers):
         return False
-    return not footers or _partitioned_by(metadata.spec(), wanted)
+    return not footers or partitioned_by(metadata.spec(), wanted)
+
+
+def _without_retries(metadata: TableMetadata) -> bool:
+    """Whether pyiceberg's own retries of the table's commits are off (TABLE_PROPERTIES)."""
+    return metadata.properties.get(TableProperties.COMMIT_NUM_RETRIES) == "0"
 
 
 def _evolve(
@@ -323,35 +301,10 @@ def _evolve(
     if txn.table_metadata.name_mapping() is None:
         mapping = txn.table_metadata.schema().name_mapping.model_dump_json()
         txn.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+    if not _without_retries(txn.table_metadata):  # (a table made before they were off)
+        txn.set_properties({TableProperties.COMMIT_NUM_RETRIES: "0"})
     if footers:
         partition_by(txn, wanted)
-
-
-def partition_by(txn: Transaction, transform: Transform[Any, Any] | None) -> bool:
-    """The transaction's table partitioned by this transform of `__time` from now on (None:
-    unpartitioned; a spec it had before is taken again, its id and its fields' ids); whether
-    it was not so already. A snapshot's added files are written under the spec that is the
-    default when they are added (pyiceberg writes its added manifest so)."""
-    spec = txn.table_metadata.spec()
-    if _partitioned_by(spec, transform):
-        return False
-    with txn.update_spec() as update:
-        for field in spec.fields:
-            update.remove_field(field.name)
-        if transform is not None:
-            update.add_field(TIME, transform, f"{TIME}_{transform}")
-    return True
-
-
-def _partitioned_by(spec: PartitionSpec, transform: Transform[Any, Any] | None) -> bool:
-    return [str(f.transform) for f in spec.fields] == (
-        [] if transform is None else [str(transform)]
-    )
-
-
-def time_transform(spec: PartitionSpec) -> Transform[Any, Any] | None:
-    """The transform of `__time` a spec of a table here partitions by (None: unpartitioned)."""
-    return spec.fields[0].transform if spec.fields else None
 
 
 # what a footer's reading needs of a table's schema, by (table, schema, the file's own

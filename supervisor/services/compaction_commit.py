@@ -152,9 +152,14 @@ def _segment_row(
         size_bytes=segment.size,
         num_rows=num_rows,
         used=True,
-        payload=union_payload(replaced),
+        # the segment as the task wrote it, naming every dimension and metric it replaced
+        payload={**segment.model_dump(mode="json"), **_names(union_payload(replaced))},
         created_at=now,
     )
+
+
+def _names(payload: dict[str, Any]) -> dict[str, Any]:
+    return {key: payload[key] for key in ("dimensions", "metrics") if key in payload}
 
 
 def union_payload(rows: list[SegmentRow]) -> dict[str, Any]:

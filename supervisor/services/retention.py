@@ -23,7 +23,7 @@ from supervisor.db.repositories import AuditRepository
 from supervisor.db.retention import RulesRepository, SegmentStates
 from supervisor.errors import BadRequestError, Raced
 from supervisor.lake.holdings import live_files, tables
-from supervisor.lake.rewrite import remove
+from supervisor.lake.rewrite import remove, replace
 from supervisor.lake.tables import SUMMARY_EPOCH, SUMMARY_OPERATION, Lake, published
 from supervisor.loop import Loop
 from supervisor.model.fence import Fence
@@ -147,10 +147,13 @@ class RetentionService:
             for row in rows
             if row.path not in held
         ]
-        if files:
-            self.lake.append(
-                self.session, published(datasource, files, self._summary("markUsed", epoch))
-            )
+        back = published(datasource, files, self._summary("markUsed", epoch))
+        if files and self.lake.exists(self.session, datasource):
+            # each file under its own interval's partitioning (a compacted month's, say),
+            # the table's own kept
+            replace(self.lake, self.session, back, set())
+        elif files:
+            self.lake.append(self.session, back)
         return len(rows)
 
     def _live(self, datasource: str, which: Selection) -> list[SegmentRow]:

@@ -389,3 +389,120 @@ def test_an_interval_whose_compact_task_was_lost_is_compacted_after_a_short_back
     assert duty.compact_all() == {} and runner.launched == []  # within its backoff
     now[0] += timedelta(seconds=1)
     assert list(duty.compact_all()) == ["wiki"] and len(runner.launched) == 1
+
+
+def _day_action(deep: Path, day: str, start: int) -> Any:
+    """A publish of ROWS records of one day (offsets `start` on), a day segment's file."""
+    act = action(deep, 0, start)
+    path = Path(act.segments[0].path)
+    stamp = int(datetime.fromisoformat(f"{day}T10:00:00+00:00").timestamp() * 1_000_000)
+    rows = pq.read_table(path)
+    times = pa.array([stamp + i for i in range(ROWS)], pa.timestamp("us", tz="UTC"))
+    pq.write_table(rows.set_column(0, "__time", times), path, compression="zstd")
+    end = (datetime.fromisoformat(day) + timedelta(days=1)).date().isoformat()
+    segment = act.segments[0].model_copy(
+        update={
+            "id": f"wiki_{day}_{start}",
+            "intervalStart": f"{day}T00:00:00+00:00",
+            "intervalEnd": f"{end}T00:00:00+00:00",
+            "size": path.stat().st_size,
+        }
+    )
+    return act.model_copy(update={"segments": [segment]})
+
+
+def test_a_months_day_files_become_one_file_of_a_month_partitioning(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    """Compaction into MONTH segments of a table whose pyiceberg retries are on (made before
+    they were turned off): they are turned off first; the month's file is of a month
+    partitioning and the table's own stays the day's; a scan of one day of the month reads
+    that day's rows from it; a late day file is compacted into the month again without a
+    third spec; a file of another interval than the task's is refused; the month segment
+    marked unused and used again comes back under its month partitioning."""
+    deep = tmp_path / "deep"
+    days = ["2026-10-03", "2026-10-10", "2026-11-20"]
+    for n, day in enumerate(days):
+        act = _day_action(deep, day, n * ROWS)
+        assert publish(engine, lake, act, f"d{n}").outcome is PublishOutcome.PUBLISHED
+    catalog = SqlCatalog(CATALOG, uri=metadata_url)
+    old = catalog.load_table("druid.wiki")
+    old.transaction().set_properties({"commit.retry.num-retries": "4"}).commit_transaction()
+    sessions = session_factory(engine)
+    raw = {"dataSource": "wiki", "granularitySpec": {"segmentGranularity": "month"}}
+    config = parse_config(raw)
+
+    def compact(expected_files: int) -> CompactTask:
+        with sessions() as session:
+            found = plan(session, lake, config)
+            session.expunge_all()
+        [(interval, rows)] = found.awaiting
+        assert [i for i, _ in found.skipped] == [
+            (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC))
+        ]
+        assert interval == (datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC))
+        assert len(rows) == expected_files
+        task = _compact_task(sessions, config, interval, rows)
+        if expected_files == 2:  # files of a day interval, not the task's month
+            daily = [
+                s.model_copy(update={"intervalEnd": "2026-10-02T00:00:00+00:00"})
+                for s in _written(deep, task, 100, "r0")
+            ]
+            refused = _commit(sessions, lake, task, daily, None)
+            assert refused.outcome is PublishOutcome.FAILED and "interval" in refused.reason
+        written = _written(deep, task, 100)
+        assert _commit(sessions, lake, task, written, None).outcome is PublishOutcome.PUBLISHED
+        return task
+
+    def october() -> list[tuple[str, int]]:
+        table = catalog.load_table("druid.wiki")
+        scan = table.scan(row_filter="__time < '2026-11-01T00:00:00+00:00'")
+        files = scan.plan_files()
+        return sorted(
+            (str(table.specs()[f.file.spec_id].fields[0].transform), f.file.record_count)
+            for f in files
+        )
+
+    compact(2)
+    table = catalog.load_table("druid.wiki")
+    assert table.metadata.properties["commit.retry.num-retries"] == "0"
+    assert [str(f.transform) for f in table.spec().fields] == ["day"]
+    assert october() == [("month", 2 * ROWS)]
+    one_day = "__time >= '2026-10-10T00:00:00+00:00' and __time < '2026-10-11T00:00:00+00:00'"
+    read = table.scan(row_filter=one_day).to_arrow()
+    assert sorted(read.column("word").to_pylist()) == [f"p0-{ROWS + i}" for i in range(ROWS)]
+
+    late = _day_action(deep, "2026-10-25", 3 * ROWS)  # a late record's day, after compaction
+    assert publish(engine, lake, late, "late").outcome is PublishOutcome.PUBLISHED
+    assert october() == [("day", ROWS), ("month", 2 * ROWS)]
+    task = compact(2)  # the month's file and the late day's
+    table = catalog.load_table("druid.wiki")
+    assert october() == [("month", 3 * ROWS)]
+    assert len(table.specs()) == 2 and [str(f.transform) for f in table.spec().fields] == ["day"]
+    everything = table.scan().to_arrow().column("word").to_pylist()
+    assert sorted(everything) == sorted(f"p0-{i}" for i in range(4 * ROWS))
+
+    with sessions() as session:  # the month segment out of the table, and back
+        [month_id] = [s.id for s in _written_ids(session, task)]
+        RetentionService(session, lake, utc_now()).mark_unused(
+            "wiki", Selection(ids=[month_id]), None
+        )
+        session.commit()
+    assert october() == []
+    with sessions() as session:
+        RetentionService(session, lake, utc_now()).mark_used(
+            "wiki", Selection(ids=[month_id]), None
+        )
+        session.commit()
+    table = catalog.load_table("druid.wiki")
+    assert october() == [("month", 3 * ROWS)]
+    assert [str(f.transform) for f in table.spec().fields] == ["day"]
+    assert len(table.specs()) == 2
+
+
+def _written_ids(session: Any, task: CompactTask) -> list[SegmentRow]:
+    """The segment rows the compact task committed."""
+    row = session.get(TaskRow, task.id)
+    return list(
+        session.scalars(select(SegmentRow).where(SegmentRow.id.in_(row.report["segments"])))
+    )

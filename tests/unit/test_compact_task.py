@@ -4,6 +4,7 @@ files of at most maxRowsPerSegment rows, named for their segments, __time in UTC
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 
 from supervisor.model.compaction import parse_config
 from supervisor.model.retention import RuleError
+from supervisor.services.compaction import _bucket
 from tasks.compaction import _iso, _writer
 from tasks.host_protocol import Assignment
 from tasks.protocol import CompactTask, IndexKafkaTask, parse_task, parse_task_json
@@ -208,9 +210,38 @@ def test_a_compaction_granularity_is_druids_segment_granularity(
         ({"segmentGranularity": "DAY", "type": "uniform"}, "granularitySpec.type"),
     ],
 )
-def test_a_compaction_granularity_druid_would_not_run_so_names_the_field(
+def test_a_compaction_granularity_sluicegate_does_not_run_is_refused_by_its_field(
     given: object, field: str
 ) -> None:
     with pytest.raises(RuleError) as raised:
         parse_config({"dataSource": "wiki", "granularitySpec": given})
     assert raised.value.field == field
+
+
+def _utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("interval", "granularity", "bucket"),
+    [
+        ((_utc(2026, 10, 3), _utc(2026, 10, 4)), "month", (_utc(2026, 10, 1), _utc(2026, 11, 1))),
+        ((_utc(2026, 10, 31), _utc(2026, 11, 1)), "month", (_utc(2026, 10, 1), _utc(2026, 11, 1))),
+        ((_utc(2026, 11, 1), _utc(2026, 11, 2)), "month", (_utc(2026, 11, 1), _utc(2026, 12, 1))),
+        ((_utc(2026, 8, 1), _utc(2026, 9, 1)), "quarter", (_utc(2026, 7, 1), _utc(2026, 10, 1))),
+        ((_utc(2026, 12, 31), _utc(2027, 1, 1)), "year", (_utc(2026, 1, 1), _utc(2027, 1, 1))),
+        (
+            (_utc(2026, 10, 3, 5), _utc(2026, 10, 3, 6)),
+            "day",
+            (_utc(2026, 10, 3), _utc(2026, 10, 4)),
+        ),
+        # a week that straddles two months, and a day against hours: no bucket holds them
+        ((_utc(2026, 9, 28), _utc(2026, 10, 5)), "month", None),
+        ((_utc(2026, 10, 3), _utc(2026, 10, 4)), "hour", None),
+        ((_utc(2026, 10, 3), _utc(2026, 10, 4)), "day", (_utc(2026, 10, 3), _utc(2026, 10, 4))),
+    ],
+)
+def test_a_segment_falls_in_the_granularity_bucket_that_holds_it_whole(
+    interval: tuple[datetime, datetime], granularity: str, bucket: object
+) -> None:
+    assert _bucket(interval, granularity) == bucket

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.lake.tables import transform_for
+from supervisor.lake.partitioning import transform_for
 from tasks.granularity import bucket_end, bucket_start
 
 MOMENT = int(datetime(2026, 11, 28, 13, 47, 5, tzinfo=UTC).timestamp() * 1000)
