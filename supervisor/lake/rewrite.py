@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import Table, TableProperties
@@ -17,7 +16,14 @@ from sqlalchemy.orm import Session
 
 from supervisor.lake.append import manifests_of
 from supervisor.lake.partitioning import partition_by, time_transform, transform_for
-from supervisor.lake.tables import ATTEMPTS, Lake, LakeConflict, Published, data_file
+from supervisor.lake.tables import (
+    ATTEMPTS,
+    Lake,
+    LakeConflict,
+    Published,
+    data_file,
+    retries_off,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +108,7 @@ def replace(
                 gone = len(inputs) - len(held)
                 raise Replaced(f"{gone} of the {len(inputs)} files it replaces left the table")
             try:
-                table = _without_retries(lake, session, table)
+                table = _without_retries(lake, session, ident, table)
                 txn = table.transaction()
                 own = time_transform(txn.table_metadata.spec())
                 for n, (transform, paths) in enumerate(_by_transform(published, own)):
@@ -136,14 +142,13 @@ def _by_transform(
     return [group for group in groups.values() if group[1]] or [(own, [])]
 
 
-def _without_retries(lake: Lake, session: Session, table: Table) -> Table:
+def _without_retries(lake: Lake, session: Session, ident: tuple[str, str], table: Table) -> Table:
     """The table, its pyiceberg retries turned off first if they are not (a table made before
     TABLE_PROPERTIES said so): a retry of pyiceberg's own would make the snapshots again on
     the table as the commit left it, their files under the table's own spec whatever their
     partition."""
-    if table.metadata.properties.get(TableProperties.COMMIT_NUM_RETRIES) == "0":
+    if retries_off(table.metadata):
         return table
     txn = table.transaction().set_properties({TableProperties.COMMIT_NUM_RETRIES: "0"})
     txn.commit_transaction()
-    ident = lake.identifier(Catalog.table_name_from(table.name()))
     return lake.catalog.table_at(ident, lake.catalog.location_of(session, ident) or "")

@@ -271,7 +271,7 @@ class _Lean:
 def _fits(metadata: TableMetadata, footers: list[tuple[str, int, Any]], wanted: Any) -> bool:
     """Whether the table takes these files as it is: every column known by name, its name
     mapping set, and (files given) its partitioning the granularity's."""
-    if metadata.name_mapping() is None or not _without_retries(metadata):
+    if metadata.name_mapping() is None or not retries_off(metadata):
         return False
     known = {field.name for field in metadata.schema().fields}
     if any(not set(footer.schema.to_arrow_schema().names) <= known for _, _, footer in footers):
@@ -279,7 +279,7 @@ def _fits(metadata: TableMetadata, footers: list[tuple[str, int, Any]], wanted: 
     return not footers or partitioned_by(metadata.spec(), wanted)
 
 
-def _without_retries(metadata: TableMetadata) -> bool:
+def retries_off(metadata: TableMetadata) -> bool:
     """Whether pyiceberg's own retries of the table's commits are off (TABLE_PROPERTIES)."""
     return metadata.properties.get(TableProperties.COMMIT_NUM_RETRIES) == "0"
 
@@ -301,7 +301,7 @@ def _evolve(
     if txn.table_metadata.name_mapping() is None:
         mapping = txn.table_metadata.schema().name_mapping.model_dump_json()
         txn.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
-    if not _without_retries(txn.table_metadata):  # (a table made before they were off)
+    if not retries_off(txn.table_metadata):  # (a table made before they were off)
         txn.set_properties({TableProperties.COMMIT_NUM_RETRIES: "0"})
     if footers:
         partition_by(txn, wanted)
