@@ -24,7 +24,11 @@ import functools
 import gc
 import logging
 import threading
+from pathlib import Path
 from typing import Any
+
+_ROOT = str(Path(__file__).resolve().parent.parent) + "/"
+_PROJECT = tuple(_ROOT + part + "/" for part in ("supervisor", "tasks"))
 
 
 def settle(young: int) -> None:
@@ -94,33 +98,47 @@ def _glibc() -> Any:
     return libc
 
 
-def trace_allocations(every_s: float, top: int = 15) -> None:
+def trace_allocations(every_s: float, top: int = 15, frames: int = 25) -> None:
     """Diagnostics for a process whose memory grows: trace allocations (Python's tracemalloc,
-    which costs CPU and memory of its own) and every `every_s` log where the memory held grew
-    most since the first look, by source line. Started by `serve` when
-    SLUICEGATE_TRACE_ALLOCATIONS_S is set; off by default."""
+    `frames` deep, which costs CPU and memory of its own) and every `every_s` log where the
+    memory held grew most since the first look, by call path (`grown_most`). Started by
+    `serve` when SLUICEGATE_TRACE_ALLOCATIONS_S is set; off by default."""
     import time
     import tracemalloc
 
     log = logging.getLogger("supervisor.heap")
-    tracemalloc.start(1)
+    tracemalloc.start(frames)
     first = tracemalloc.take_snapshot()
 
     def watch() -> None:
         while True:
             time.sleep(every_s)
             snapshot = tracemalloc.take_snapshot()
-            grown = snapshot.compare_to(first, "lineno")[:top]
             total = sum(stat.size for stat in snapshot.statistics("filename")) / 2**20
-            lines = [f"{stat.size_diff / 2**10:+.0f} KiB {stat.traceback}" for stat in grown]
             log.warning(
                 "allocations held: %.1f MiB; memory: %s; grown most:\n  %s",
                 total,
                 held(),
-                "\n  ".join(lines),
+                "\n  ".join(grown_most(first, snapshot, top)),
             )
 
     threading.Thread(target=watch, name="trace-allocations", daemon=True).start()
+
+
+def grown_most(first: Any, now: Any, top: int) -> list[str]:
+    """The `top` call paths whose memory held grew most from snapshot `first` to `now`, a line
+    each: the growth, the allocating line, and the innermost of this project's own frames that
+    led to it (where a library's allocation is kept alive is almost always there)."""
+    lines = []
+    for stat in now.compare_to(first, "traceback")[:top]:
+        frames = list(stat.traceback)  # the oldest call first
+        where = frames[-1] if frames else None
+        mine = next((f for f in reversed(frames) if f.filename.startswith(_PROJECT)), None)
+        via = ""
+        if mine is not None and mine is not where:
+            via = f" via {mine.filename[len(_ROOT) :]}:{mine.lineno}"
+        lines.append(f"{stat.size_diff / 2**10:+.0f} KiB {where}{via}")
+    return lines
 
 
 def held() -> str:
