@@ -51,6 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fits import life_slopes, slope_per_h
 from live import workspace, write_results
 
 from supervisor.devstack.kafka import LocalKafka
@@ -65,6 +66,7 @@ from supervisor.testkit.waits import percentile, wait_for
 DAY_S = 86_400.0
 SPEED = 1440.0  # a day of event time a minute
 ORIGIN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+HOST_WARMUP_S = 120.0  # a task host's application takes its tasks back and fills its heap
 ORPHAN_TIMEOUT_S = 180  # a host application nothing adopts ends this long after the last call
 
 
@@ -81,8 +83,10 @@ def _mb(path: Path) -> float:
 
 def _proc(pid: int | None) -> dict[str, float]:
     """Resident MB, open files and threads of a process (and of its children: the shared
-    application's JVM and Python workers), zeros when it is gone."""
-    found = {"rss_mb": 0.0, "open_files": 0.0, "threads": 0.0}
+    application's JVM and Python workers), zeros when it is gone. `pss_mb` is the resident
+    memory with each page shared among them (a forked Python worker's) counted once, in
+    shares: `rss_mb` counts it once per process, and so jumps as Spark forks and ends workers."""
+    found = {"rss_mb": 0.0, "pss_mb": 0.0, "open_files": 0.0, "threads": 0.0}
     if pid is None:
         return found
     for member in [pid, *_descendants(pid)]:
@@ -93,9 +97,31 @@ def _proc(pid: int | None) -> dict[str, float]:
             continue
         fields = dict(line.split(":", 1) for line in status if ":" in line)
         found["rss_mb"] += int(fields.get("VmRSS", "0 kB").split()[0]) / 1024
+        found["pss_mb"] += _pss_kb(member) / 1024
         found["threads"] += int(fields.get("Threads", "0").strip())
         found["open_files"] += fds
     return found
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def memory(run: Run) -> dict[str, Any]:
+    """The overlord's and the host application's memory alone (cheap: /proc only)."""
+    overlord = run.overlord.process.pid if run.overlord and run.overlord.process else None
+    found = {"overlord": _proc(overlord), "host_app": _proc(application_pid(run.root / "host"))}
+    return {"at_s": run.at_s()} | {
+        who: {"rss_mb": round(m["rss_mb"], 1), "pss_mb": round(m["pss_mb"], 1)}
+        for who, m in found.items()
+    }
 
 
 def _descendants(pid: int) -> list[int]:
@@ -159,6 +185,10 @@ class Run:
         }
         if args.trace_allocations:  # the overlord logs where its memory grew (overlord.log)
             self.env["SLUICEGATE_TRACE_ALLOCATIONS_S"] = str(args.trace_allocations)
+
+    def at_s(self) -> float:
+        """Seconds since the run began (every sample's and event's time)."""
+        return round(time.time() - self.wall_start, 1)
 
     def simulated_now(self) -> float:
         return ORIGIN + (time.time() - self.wall_start) * SPEED
@@ -294,7 +324,7 @@ def sample(run: Run, datasources: list[str]) -> dict[str, Any]:
     deep = run.root / "deep"
     files = {ds: sum(1 for p in (deep / ds).rglob("*") if p.is_file()) for ds in datasources}
     return {
-        "at_s": round(time.time() - run.wall_start, 1),
+        "at_s": run.at_s(),
         "overlord": _proc(overlord),
         "host_app": _proc(app),
         "db_mb": round(db_mb, 3),
@@ -329,19 +359,6 @@ def _spark_tmp() -> int:
     return sum(1 for p in root.iterdir() if p.name.startswith(("spark-", "blockmgr-")))
 
 
-def slope_per_h(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (seconds, value) in value per hour."""
-    if len(points) < 3:
-        return float("nan")
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if var == 0:
-        return float("nan")
-    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var * 3600
-
-
 def check_tables(run: Run, producer: Producer) -> dict[str, Any]:
     """Every table read with pyiceberg: dupes, lost (among days the drop rule had not
     reached), files per closed day."""
@@ -374,10 +391,11 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     producer = Producer(run, topics, args.rate)
     producer.thread.start()
     samples: list[dict[str, Any]] = []
+    memories: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     started = time.monotonic()
     end = started + args.minutes * 60
-    next_sample = started
+    next_sample = next_memory = started
     next_kill = started + args.host_kill_every_min * 60
     restart_at: float | None = started + args.minutes * 30
     while time.monotonic() < end:
@@ -386,15 +404,18 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
             samples.append(sample(run, list(topics)))
             next_sample += args.sample_s
             print(json.dumps(samples[-1], default=str)[:400], flush=True)
+        if now >= next_memory:
+            memories.append(memory(run))
+            next_memory += args.memory_sample_s
         if now >= next_kill:
             run.kill_host()
             run.start_host()
-            events.append({"at_s": round(now - started), "event": "task host SIGKILLed"})
+            events.append({"at_s": run.at_s(), "event": "task host SIGKILLed"})
             next_kill += args.host_kill_every_min * 60
         if restart_at is not None and now >= restart_at:
             run.stop_overlord()
             run.start_overlord()
-            events.append({"at_s": round(now - started), "event": "overlord restarted"})
+            events.append({"at_s": run.at_s(), "event": "overlord restarted"})
             restart_at = None
         time.sleep(1.0)
     producer.stop()
@@ -408,7 +429,7 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     time.sleep(30)  # a run of the rules past the last publish
     # files per compacted interval: compaction catches up with the last days first
     checked = check_tables(run, producer)
-    return {"samples": samples, "events": events, **checked}
+    return {"samples": samples, "memory": memories, "events": events, **checked}
 
 
 def _committed(run: Run, ds: str) -> int:
@@ -453,23 +474,51 @@ def _with_marker(marker: bytes) -> list[int]:
 
 
 def slopes(
-    samples: list[dict[str, Any]], skip_s: float, restarted_s: float | None = None
+    samples: list[dict[str, Any]],
+    memories: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    skip_s: float,
 ) -> dict[str, Any]:
-    """Each series' least-squares slope from `skip_s` on; the overlord's own memory from its
-    restart on (`restarted_s`), where it started afresh."""
+    """Each series' least-squares slope from `skip_s` on. Memory is fitted life by life
+    (bench/fits.py), on the processes' proportional resident memory (PSS): the overlord's
+    two lives (the run's start and its restart) each from `skip_s` after it began, the host
+    application's from `HOST_WARMUP_S` after each start. `rss_mb` is the sum of the two
+    within-life slopes. The DB is its main file (`db_mb`); SQLite's WAL, which a checkpoint
+    empties and whose size is bounded (8 MiB once it restarts), is its own series."""
     found = _slopes(
         samples,
         skip_s,
         {
-            "rss_mb": lambda s: s["overlord"]["rss_mb"] + s["host_app"]["rss_mb"],
-            "db_mb": lambda s: s["db_mb"],
+            "db_mb": lambda s: s["db_files_mb"].get("meta.db", 0.0),
+            "db_wal_mb": lambda s: s["db_files_mb"].get("meta.db-wal", 0.0),
+            "db_all_mb": lambda s: s["db_mb"],
             "disk_mb": lambda s: s["deep_mb"] + s["work_mb"],
             "open_files": lambda s: s["overlord"]["open_files"] + s["host_app"]["open_files"],
             "threads": lambda s: s["overlord"]["threads"] + s["host_app"]["threads"],
         },
     )
-    since = skip_s if restarted_s is None else restarted_s + skip_s / 2
-    return found | _slopes(samples, since, {"overlord_rss_mb": lambda s: s["overlord"]["rss_mb"]})
+    restarts = [e["at_s"] for e in events if e["event"] == "overlord restarted"]
+    kills = [e["at_s"] for e in events if e["event"] == "task host SIGKILLed"]
+    for name, who, starts, warmup in (
+        ("overlord_rss_mb", "overlord", [0.0, *restarts], skip_s),
+        ("host_rss_mb", "host_app", [0.0, *kills], HOST_WARMUP_S),
+    ):
+        points = [(m["at_s"], m[who]["pss_mb"]) for m in memories if m["at_s"] >= skip_s]
+        fit = life_slopes(points, starts, warmup)
+        found[name] = {
+            "slope_per_h": round(fit["within_per_h"], 3),
+            "share_of_mean_per_h": round(fit["within_per_h"] / fit["mean"], 4),
+            "lives_slope_per_h": round(fit["across_per_h"], 3),
+            "lives": fit["lives"],
+            "mean_mb": round(fit["mean"], 1),
+        }
+    within = found["overlord_rss_mb"]["slope_per_h"] + found["host_rss_mb"]["slope_per_h"]
+    mean = found["overlord_rss_mb"]["mean_mb"] + found["host_rss_mb"]["mean_mb"]
+    found["rss_mb"] = {
+        "slope_per_h": round(within, 3),
+        "share_of_mean_per_h": round(within / mean, 4) if mean else float("nan"),
+    }
+    return found
 
 
 def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]) -> dict[str, Any]:
@@ -481,6 +530,7 @@ def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]
         found[name] = {
             "slope_per_h": round(per_h, 3),
             "share_of_mean_per_h": round(per_h / mean, 4) if mean else float("nan"),
+            "max": round(max((v for _, v in points), default=float("nan")), 3),
         }
     return found
 
@@ -491,6 +541,9 @@ def main() -> None:
     parser.add_argument("--supervisors", type=int, default=20)
     parser.add_argument("--rate", type=float, default=5.0, help="records/s per supervisor")
     parser.add_argument("--sample-s", type=float, default=60.0)
+    parser.add_argument(
+        "--memory-sample-s", type=float, default=10.0, help="seconds between memory samples"
+    )
     parser.add_argument("--host-kill-every-min", type=float, default=10.0)
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
     parser.add_argument(
@@ -505,8 +558,7 @@ def main() -> None:
             found = soak(run, args)
         finally:
             left_alive, last_exit_s = shut_down(run)
-    restarts = [e["at_s"] for e in found["events"] if e["event"] == "overlord restarted"]
-    fitted = slopes(found["samples"], args.minutes * 60 / 6, restarts[-1] if restarts else None)
+    fitted = slopes(found["samples"], found["memory"], found["events"], args.minutes * 60 / 6)
     results = {
         "args": vars(args),
         "slopes": fitted,
@@ -520,6 +572,8 @@ def main() -> None:
         f"RATIO hours={args.minutes / 60:.2f}"
         f" rss_mb_slope_per_h={fitted['rss_mb']['slope_per_h']}"
         f" overlord_rss_mb_slope_per_h={fitted['overlord_rss_mb']['slope_per_h']}"
+        f" host_rss_mb_slope_per_h={fitted['host_rss_mb']['slope_per_h']}"
+        f" host_lives_mb_slope_per_h={fitted['host_rss_mb']['lives_slope_per_h']}"
         f" db_mb_slope_per_h={fitted['db_mb']['slope_per_h']}"
         f" disk_mb_slope_per_h={fitted['disk_mb']['slope_per_h']}"
         f" files_per_interval_p99={found['files_per_interval_p99']}"

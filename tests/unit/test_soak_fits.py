@@ -1,0 +1,56 @@
+"""The soak's memory fits (bench/fits.py): a process restarted during the run is fitted life
+by life, so its teeth are not taken for a trend and a leak within each life is."""
+
+from __future__ import annotations
+
+import math
+
+from bench.fits import life_slopes, lives, slope_per_h
+
+LIFE_S = 600.0
+STARTS = [LIFE_S * k for k in range(6)]  # started at 0, restarted at 10, 20, ... 50 minutes
+
+
+def _series(leak_mb_per_h: float = 0.0, step_mb_per_life: float = 0.0) -> list[tuple[float, float]]:
+    """Samples every 10 s of an hour: each life climbs from 500 MB to 1,800 MB in its first
+    minute (warming up), then grows `leak_mb_per_h`; each life sits `step_mb_per_life` above
+    the one before."""
+    points = []
+    for i in range(360):
+        t = 10.0 * i + 5
+        life, age = divmod(t, LIFE_S)
+        warm = min(age / 60.0, 1.0)
+        value = 500 + 1300 * warm + leak_mb_per_h * age / 3600 + step_mb_per_life * life
+        points.append((t, value))
+    return points
+
+
+def test_the_teeth_of_a_restarted_process_are_not_a_slope() -> None:
+    points = _series()
+    tail = [p for p in points if p[0] >= 2200]  # a naive fit over the lives' teeth
+    assert abs(slope_per_h(tail)) > 100
+    found = life_slopes(points, STARTS, warmup_s=120)
+    assert found["lives"] == 6
+    assert abs(found["within_per_h"]) < 1e-6
+    assert abs(found["across_per_h"]) < 1e-6
+    assert math.isclose(found["mean"], 1800, rel_tol=1e-9)
+
+
+def test_growth_within_each_life_is_found_as_it_is() -> None:
+    found = life_slopes(_series(leak_mb_per_h=30.0), STARTS, warmup_s=120)
+    assert math.isclose(found["within_per_h"], 30.0, rel_tol=1e-6)
+
+
+def test_each_life_heavier_than_the_last_is_a_slope_across_lives() -> None:
+    found = life_slopes(_series(step_mb_per_life=10.0), STARTS, warmup_s=120)
+    assert abs(found["within_per_h"]) < 1e-6
+    assert math.isclose(found["across_per_h"], 60.0, rel_tol=1e-6)  # 10 MB every 10 minutes
+
+
+def test_lives_drop_their_warm_up_and_lives_too_short_to_fit() -> None:
+    points = [(float(t), 1.0) for t in range(0, 100, 10)]
+    pieces = lives(points, [0.0, 45.0, 85.0], warmup_s=20)
+    # started at 0: 20..40 past its warm-up; at 45: 65, 75 (two points, left out); at 85:
+    # none past its warm-up
+    assert pieces == [[(20.0, 1.0), (30.0, 1.0), (40.0, 1.0)]]
+    assert math.isnan(life_slopes(points, [0.0, 45.0, 85.0], 20)["across_per_h"])
