@@ -197,7 +197,8 @@ class Run:
         command = [sys.executable, "-m", "supervisor.testkit.simclock"]
         command += [str(self.wall_start), str(ORIGIN), str(SPEED), "serve"]
         log = self.root / "overlord.log"
-        self.overlord = LocalService(command, self.url, log, self.root, self.env).start(120)
+        self.overlord = LocalService(command, self.url, log, self.root, self.env)
+        self.overlord.start(120)
 
     def stop_overlord(self) -> None:
         process = self.overlord.process if self.overlord is not None else None

@@ -35,7 +35,7 @@ class LocalService(ServerProcess):
 
     def start(self, timeout: float = 60.0) -> Self:
         """Started, once it serves; DevstackError (naming its log) when it exits or does not
-        serve within `timeout`."""
+        serve within `timeout` (and then it is stopped: nothing started is left running)."""
         process = self._spawn(self.command, self.log, self.cwd, self.env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -44,6 +44,7 @@ class LocalService(ServerProcess):
             if self.serving():
                 return self
             time.sleep(0.05)
+        self.stop()
         raise DevstackError(f"the service did not come up; see {self.log}")
 
     def serving(self) -> bool:
