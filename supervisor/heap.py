@@ -144,7 +144,8 @@ def grown_most(first: Any, now: Any, top: int) -> list[str]:
 def held() -> str:
     """The process's memory by where it is held, for the diagnostics: the C allocator's bytes
     in use and free within its heaps (glibc's mallinfo2), Python's allocated blocks, Arrow's
-    pool, the resident set and threads."""
+    pool, SQLite's own (every connection's page cache, up to 2 MiB each, is in it), the
+    resident set and threads."""
     import sys
 
     import pyarrow
@@ -158,10 +159,31 @@ def held() -> str:
     parts.append(f"python blocks {sys.getallocatedblocks()}")
     pool = pyarrow.default_memory_pool()
     parts.append(f"arrow {pool.backend_name} {pyarrow.total_allocated_bytes() / 2**20:.1f} MiB")
+    sqlite = _sqlite()
+    if sqlite is not None:
+        used, highest = sqlite.sqlite3_memory_used(), sqlite.sqlite3_memory_highwater(0)
+        parts.append(f"sqlite {used / 2**20:.1f} MiB (at most {highest / 2**20:.1f})")
     with open("/proc/self/status") as status:
         rss = next((line.split()[1] for line in status if line.startswith("VmRSS")), "0")
     parts.append(f"rss {int(rss) / 1024:.0f} MiB, {threading.active_count()} threads")
     return "; ".join(parts)
+
+
+@functools.cache
+def _sqlite() -> Any:
+    """The SQLite library Python's sqlite3 module runs on (None when it cannot be reached)."""
+    import ctypes
+
+    try:
+        import _sqlite3
+
+        library = ctypes.CDLL(_sqlite3.__file__)
+        library.sqlite3_memory_used.restype = ctypes.c_int64
+        library.sqlite3_memory_highwater.restype = ctypes.c_int64
+        library.sqlite3_memory_highwater.argtypes = [ctypes.c_int]
+    except (ImportError, OSError, AttributeError):
+        return None
+    return library
 
 
 _MALLINFO2 = [

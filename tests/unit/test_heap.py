@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +68,19 @@ def test_free_memory_in_the_c_heap_goes_back_to_the_system_at_the_next_trim() ->
     assert len(kept) == 2_000
 
 
-def test_held_names_each_allocator() -> None:
+def test_held_names_each_allocator(tmp_path: Path) -> None:
+    import re
+    import sqlite3
+
     report = heap.held()
-    for part in ("python blocks", "arrow", "rss"):
+    for part in ("python blocks", "arrow", "rss", "sqlite"):
         assert part in report
+    before = float(re.search(r"sqlite ([0-9.]+) MiB", report).group(1))  # type: ignore[union-attr]
+    db = sqlite3.connect(tmp_path / "cache.db")
+    db.execute("CREATE TABLE t (v TEXT)")
+    db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,) for _ in range(4000)])
+    db.commit()
+    db.execute("SELECT COUNT(*) FROM t WHERE v LIKE '%y%'").fetchone()  # every page read
+    after = float(re.search(r"sqlite ([0-9.]+) MiB", heap.held()).group(1))  # type: ignore[union-attr]
+    db.close()
+    assert after - before >= 1.0  # the connection's page cache (2 MiB at most) is counted
