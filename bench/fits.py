@@ -15,6 +15,24 @@ from __future__ import annotations
 from typing import Any
 
 
+def by_life(
+    series: list[tuple[float, int | None, float]],
+) -> tuple[list[tuple[float, float]], list[float]]:
+    """Samples (seconds, pid, value) as points and the times each life began (when a pid was
+    first seen); samples without a pid (no process then) are left out."""
+    points: list[tuple[float, float]] = []
+    starts: list[float] = []
+    last: int | None = None
+    for t, pid, value in sorted(series, key=lambda sample: sample[0]):
+        if pid is None:
+            continue
+        if pid != last:
+            starts.append(t)
+            last = pid
+        points.append((t, value))
+    return points, starts
+
+
 def lives(
     points: list[tuple[float, float]], starts: list[float], warmup_s: float
 ) -> list[list[tuple[float, float]]]:

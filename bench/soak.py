@@ -8,12 +8,15 @@ P1D), a drop rule (`dropBeforeByPeriod` P7D) and the automatic kill a day after 
 dropped; the overlord's rules and kill see time pass at the same pace
 (supervisor/testkit/simclock.py). One task host (`sluicegate worker`, its tasks in one shared
 application) is SIGKILLed with its application every `--host-kill-every-min` (10) minutes and
-started again; the overlord is stopped and started once, half way.
+started again; the overlord is stopped and started once, half way (and half a kill period
+from a kill).
 
 Every `--sample-s` (60) seconds it samples the overlord's and the host application's resident
 memory, open files and threads, the metadata DB's size and rows per table, deep storage's
-files and bytes, and the bytes of the work and temporary directories. After the first sixth
-of the run (ten minutes of an hour) each series' slope is fitted by least squares.
+files and bytes, and the bytes of the work and temporary directories; every
+`--memory-sample-s` (10) the two processes' memory alone. After the first sixth of the run
+(ten minutes of an hour) each series' slope is fitted by least squares; memory life by life
+(`slopes`, bench/fits.py), since both processes start afresh during the run.
 
 At the end the producer stops, every supervisor catches up, and every table is read with
 pyiceberg: no word twice (`dupes`), and no word missing whose day was not yet past the drop
@@ -32,14 +35,15 @@ Writes bench/results/soak.json; ends with `RATIO hours=<h> rss_mb_slope_per_h=<.
 overlord_rss_mb_slope_per_h=<..> db_mb_slope_per_h=<..> disk_mb_slope_per_h=<..>
 files_per_interval_p99=<..> lost=<n> dupes=<n> left_alive=<n>` (slopes in MB per hour; the
 JSON has each as a share of its mean). `rss_mb` is the overlord's and the host application's
-together (the application starts afresh at each kill of its host); the overlord's alone is
-fitted from a twelfth of the run after its restart.
+within-life slopes together, each also printed; `host_lives_mb_slope_per_h` is the slope of
+the host application's lives' means (is each life heavier than the one before?).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -51,7 +55,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fits import life_slopes, slope_per_h
+from fits import by_life, life_slopes, slope_per_h
 from live import workspace, write_results
 
 from supervisor.devstack.kafka import LocalKafka
@@ -85,8 +89,11 @@ def _proc(pid: int | None) -> dict[str, float]:
     """Resident MB, open files and threads of a process (and of its children: the shared
     application's JVM and Python workers), zeros when it is gone. `pss_mb` is the resident
     memory with each page shared among them (a forked Python worker's) counted once, in
-    shares: `rss_mb` counts it once per process, and so jumps as Spark forks and ends workers."""
-    found = {"rss_mb": 0.0, "pss_mb": 0.0, "open_files": 0.0, "threads": 0.0}
+    shares: `rss_mb` counts it once per process, and so jumps as Spark forks and ends workers.
+    `anon_mb` is the anonymous part of that (heaps, stacks: where memory is allocated and
+    leaks); the rest is files mapped (libraries, whose shares move as other processes that map
+    them start and end)."""
+    found = {"rss_mb": 0.0, "pss_mb": 0.0, "anon_mb": 0.0, "open_files": 0.0, "threads": 0.0}
     if pid is None:
         return found
     for member in [pid, *_descendants(pid)]:
@@ -97,31 +104,38 @@ def _proc(pid: int | None) -> dict[str, float]:
             continue
         fields = dict(line.split(":", 1) for line in status if ":" in line)
         found["rss_mb"] += int(fields.get("VmRSS", "0 kB").split()[0]) / 1024
-        found["pss_mb"] += _pss_kb(member) / 1024
+        pss, anon = _pss_kb(member)
+        found["pss_mb"] += pss / 1024
+        found["anon_mb"] += anon / 1024
         found["threads"] += int(fields.get("Threads", "0").strip())
         found["open_files"] += fds
     return found
 
 
-def _pss_kb(pid: int) -> int:
+def _pss_kb(pid: int) -> tuple[int, int]:
+    """A process's proportional resident kB, all and anonymous (0s when it is gone)."""
     try:
         lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
     except OSError:
-        return 0
-    for line in lines:
-        if line.startswith("Pss:"):
-            return int(line.split()[1])
-    return 0
+        return 0, 0
+    fields = {line.split(":", 1)[0]: line.split()[1] for line in lines[1:] if ":" in line}
+    return int(fields.get("Pss", 0)), int(fields.get("Pss_Anon", 0))
 
 
 def memory(run: Run) -> dict[str, Any]:
-    """The overlord's and the host application's memory alone (cheap: /proc only)."""
+    """The overlord's and the host application's memory alone (cheap: /proc only), with each
+    one's pid (None when there is none: that sample is not fitted)."""
     overlord = run.overlord.process.pid if run.overlord and run.overlord.process else None
-    found = {"overlord": _proc(overlord), "host_app": _proc(application_pid(run.root / "host"))}
-    return {"at_s": run.at_s()} | {
-        who: {"rss_mb": round(m["rss_mb"], 1), "pss_mb": round(m["pss_mb"], 1)}
-        for who, m in found.items()
-    }
+    app = application_pid(run.root / "host")
+    found: dict[str, Any] = {"at_s": run.at_s()}
+    for who, pid in (("overlord", overlord), ("host_app", app)):
+        m = _proc(pid)
+        alive = pid is not None and m["anon_mb"] > 0
+        found[who] = {
+            "pid": pid if alive else None,
+            **{key: round(m[key], 1) for key in ("rss_mb", "pss_mb", "anon_mb")},
+        }
+    return found
 
 
 def _descendants(pid: int) -> list[int]:
@@ -398,7 +412,9 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     end = started + args.minutes * 60
     next_sample = next_memory = started
     next_kill = started + args.host_kill_every_min * 60
-    restart_at: float | None = started + args.minutes * 30
+    # half way, and half a kill period from the host's kills (a host application started while
+    # the overlord is away warms up late)
+    restart_at: float | None = started + args.minutes * 30 + args.host_kill_every_min * 30
     while time.monotonic() < end:
         now = time.monotonic()
         if now >= next_sample:
@@ -407,7 +423,7 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
             print(json.dumps(samples[-1], default=str)[:400], flush=True)
         if now >= next_memory:
             memories.append(memory(run))
-            next_memory += args.memory_sample_s
+            next_memory = max(next_memory + args.memory_sample_s, now)
         if now >= next_kill:
             run.kill_host()
             run.start_host()
@@ -475,17 +491,15 @@ def _with_marker(marker: bytes) -> list[int]:
 
 
 def slopes(
-    samples: list[dict[str, Any]],
-    memories: list[dict[str, Any]],
-    events: list[dict[str, Any]],
-    skip_s: float,
+    samples: list[dict[str, Any]], memories: list[dict[str, Any]], skip_s: float
 ) -> dict[str, Any]:
     """Each series' least-squares slope from `skip_s` on. Memory is fitted life by life
-    (bench/fits.py), on the processes' proportional resident memory (PSS): the overlord's
-    two lives (the run's start and its restart) each from `skip_s` after it began, the host
-    application's from `HOST_WARMUP_S` after each start. `rss_mb` is the sum of the two
-    within-life slopes. The DB is its main file (`db_mb`); SQLite's WAL, which a checkpoint
-    empties and whose size is bounded (8 MiB once it restarts), is its own series."""
+    (bench/fits.py; a life is a pid), on the processes' anonymous proportional resident memory
+    (`_proc`): each of the overlord's two lives from `skip_s` after it was first seen, each of
+    the host application's from `HOST_WARMUP_S`. `rss_mb` is the sum of the two within-life
+    slopes. The DB is its main file (`db_mb`: before 2026-12-02's second run, the fit was over
+    the file and its WAL, `db_all_mb` now); SQLite's WAL, which a checkpoint empties and whose
+    size is bounded (8 MiB once it restarts), is its own series."""
     found = _slopes(
         samples,
         skip_s,
@@ -498,28 +512,29 @@ def slopes(
             "threads": lambda s: s["overlord"]["threads"] + s["host_app"]["threads"],
         },
     )
-    restarts = [e["at_s"] for e in events if e["event"] == "overlord restarted"]
-    kills = [e["at_s"] for e in events if e["event"] == "task host SIGKILLed"]
-    for name, who, starts, warmup in (
-        ("overlord_rss_mb", "overlord", [0.0, *restarts], skip_s),
-        ("host_rss_mb", "host_app", [0.0, *kills], HOST_WARMUP_S),
+    for name, who, warmup in (
+        ("overlord_rss_mb", "overlord", skip_s),
+        ("host_rss_mb", "host_app", HOST_WARMUP_S),
     ):
-        points = [(m["at_s"], m[who]["pss_mb"]) for m in memories if m["at_s"] >= skip_s]
+        series = [(m["at_s"], m[who]["pid"], m[who]["anon_mb"]) for m in memories]
+        points, starts = by_life(series)
         fit = life_slopes(points, starts, warmup)
         found[name] = {
             "slope_per_h": round(fit["within_per_h"], 3),
-            "share_of_mean_per_h": round(fit["within_per_h"] / fit["mean"], 4),
+            "share_of_mean_per_h": _share(fit["within_per_h"], fit["mean"]),
             "lives_slope_per_h": round(fit["across_per_h"], 3),
             "lives": fit["lives"],
             "mean_mb": round(fit["mean"], 1),
         }
     within = found["overlord_rss_mb"]["slope_per_h"] + found["host_rss_mb"]["slope_per_h"]
     mean = found["overlord_rss_mb"]["mean_mb"] + found["host_rss_mb"]["mean_mb"]
-    found["rss_mb"] = {
-        "slope_per_h": round(within, 3),
-        "share_of_mean_per_h": round(within / mean, 4) if mean else float("nan"),
-    }
+    found["rss_mb"] = {"slope_per_h": round(within, 3), "share_of_mean_per_h": _share(within, mean)}
     return found
+
+
+def _share(per_h: float, mean: float) -> float:
+    """A slope as a share of its series' mean (nan when there is no mean)."""
+    return round(per_h / mean, 4) if mean and not math.isnan(mean) else float("nan")
 
 
 def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]) -> dict[str, Any]:
@@ -530,7 +545,7 @@ def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]
         mean = sum(v for _, v in points) / len(points) if points else float("nan")
         found[name] = {
             "slope_per_h": round(per_h, 3),
-            "share_of_mean_per_h": round(per_h / mean, 4) if mean else float("nan"),
+            "share_of_mean_per_h": _share(per_h, mean),
             "max": round(max((v for _, v in points), default=float("nan")), 3),
         }
     return found
@@ -559,7 +574,7 @@ def main() -> None:
             found = soak(run, args)
         finally:
             left_alive, last_exit_s = shut_down(run)
-    fitted = slopes(found["samples"], found["memory"], found["events"], args.minutes * 60 / 6)
+    fitted = slopes(found["samples"], found["memory"], args.minutes * 60 / 6)
     results = {
         "args": vars(args),
         "slopes": fitted,

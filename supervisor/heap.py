@@ -126,19 +126,24 @@ def trace_allocations(every_s: float, top: int = 15, frames: int = 25) -> None:
 
 
 def grown_most(first: Any, now: Any, top: int) -> list[str]:
-    """The `top` call paths whose memory held grew most from snapshot `first` to `now`, a line
+    """The `top` places whose memory held grew most from snapshot `first` to `now`, a line
     each: the growth, the allocating line, and the innermost of this project's own frames that
-    led to it (where a library's allocation is kept alive is almost always there)."""
-    lines = []
-    for stat in now.compare_to(first, "traceback")[:top]:
+    led to it (where a library's allocation is kept alive is almost always there). Call paths
+    that differ only outside those two are summed into one place."""
+    grown: dict[str, int] = {}
+    for stat in now.compare_to(first, "traceback"):
         frames = list(stat.traceback)  # the oldest call first
-        where = frames[-1] if frames else None
+        if not frames:
+            continue
+        where = frames[-1]
         mine = next((f for f in reversed(frames) if f.filename.startswith(_PROJECT)), None)
         via = ""
         if mine is not None and mine is not where:
             via = f" via {mine.filename[len(_ROOT) :]}:{mine.lineno}"
-        lines.append(f"{stat.size_diff / 2**10:+.0f} KiB {where}{via}")
-    return lines
+        place = f"{where}{via}"
+        grown[place] = grown.get(place, 0) + stat.size_diff
+    ranked = sorted(grown.items(), key=lambda item: item[1], reverse=True)[:top]
+    return [f"{size / 2**10:+.0f} KiB {place}" for place, size in ranked]
 
 
 def held() -> str:

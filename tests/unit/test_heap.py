@@ -73,14 +73,24 @@ def test_held_names_each_allocator(tmp_path: Path) -> None:
     import sqlite3
 
     report = heap.held()
-    for part in ("python blocks", "arrow", "rss", "sqlite"):
+    for part in ("python blocks", "arrow", "rss"):
         assert part in report
-    before = float(re.search(r"sqlite ([0-9.]+) MiB", report).group(1))  # type: ignore[union-attr]
+    if heap._sqlite() is None:
+        return  # SQLite built into Python's module: its memory is not reachable, not named
+    assert "sqlite" in report
+
+    def sqlite_mib() -> float:
+        found = re.search(r"sqlite ([0-9.]+) MiB", heap.held())
+        assert found is not None
+        return float(found.group(1))
+
+    gc.collect()  # other tests' connections closed first
     db = sqlite3.connect(tmp_path / "cache.db")
+    db.execute("PRAGMA cache_size=-4096")  # 4 MiB of page cache at most
     db.execute("CREATE TABLE t (v TEXT)")
-    db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,) for _ in range(4000)])
+    db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,) for _ in range(6000)])
     db.commit()
     db.execute("SELECT COUNT(*) FROM t WHERE v LIKE '%y%'").fetchone()  # every page read
-    after = float(re.search(r"sqlite ([0-9.]+) MiB", heap.held()).group(1))  # type: ignore[union-attr]
+    open_mib = sqlite_mib()
     db.close()
-    assert after - before >= 1.0  # the connection's page cache (2 MiB at most) is counted
+    assert open_mib - sqlite_mib() >= 1.5  # the connection's page cache was in it, and went

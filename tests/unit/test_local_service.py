@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,23 +20,18 @@ def test_a_service_that_never_serves_is_stopped_before_its_error(tmp_path: Path)
     command = [sys.executable, "-c", "import time; time.sleep(120)"]
     url = f"http://127.0.0.1:{free_port()}"
     service = LocalService(command, url, tmp_path / "service.log", tmp_path)
+    spawned: list[subprocess.Popen[bytes]] = []
+    spawn = service._spawn
+
+    def recorded(*args: Any) -> subprocess.Popen[bytes]:
+        spawned.append(spawn(*args))
+        return spawned[-1]
+
+    service._spawn = recorded  # type: ignore[method-assign]
     with pytest.raises(DevstackError, match=r"did not come up; see .*service\.log"):
         service.start(timeout=1.0)
     assert service.process is None  # stopped, and forgotten
-    assert _children_running() == []
-
-
-def _children_running() -> list[int]:
-    """This test process's children that are still running (zombies aside)."""
-    me = os.getpid()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
+    [process] = spawned
+    assert process.poll() is not None  # ended (and reaped)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)  # nothing of its group is left

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from bench.fits import life_slopes, lives, slope_per_h
+from bench.fits import by_life, life_slopes, lives, slope_per_h
 
 LIFE_S = 600.0
 STARTS = [LIFE_S * k for k in range(6)]  # started at 0, restarted at 10, 20, ... 50 minutes
@@ -54,3 +54,18 @@ def test_lives_drop_their_warm_up_and_lives_too_short_to_fit() -> None:
     # none past its warm-up
     assert pieces == [[(20.0, 1.0), (30.0, 1.0), (40.0, 1.0)]]
     assert math.isnan(life_slopes(points, [0.0, 45.0, 85.0], 20)["across_per_h"])
+
+
+def test_a_life_is_a_pid_and_samples_without_one_are_left_out() -> None:
+    series = [(0.0, None, 0.0), (10.0, 7, 100.0), (20.0, 7, 110.0), (30.0, None, 0.0)]
+    series += [(40.0, 9, 50.0), (50.0, 9, 60.0), (60.0, 7, 70.0)]  # a pid used again is a life
+    points, starts = by_life(series)
+    assert starts == [10.0, 40.0, 60.0]
+    assert points == [(10.0, 100.0), (20.0, 110.0), (40.0, 50.0), (50.0, 60.0), (60.0, 70.0)]
+    assert by_life([(0.0, None, 0.0)]) == ([], [])
+
+
+def test_no_life_long_enough_fits_nothing_and_divides_by_nothing() -> None:
+    found = life_slopes([(0.0, 1.0), (10.0, 1.0)], [0.0], warmup_s=0)
+    assert found["lives"] == 0
+    assert all(math.isnan(found[key]) for key in ("within_per_h", "across_per_h", "mean"))
