@@ -46,7 +46,7 @@ def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
         "repartitionTransitionDuration": "PT10S",
         "taskCount": 2,
         "replicas": 2,
-        "taskDuration": "PT20S",
+        "taskDuration": "PT15S",
         **io,
     }
     return supervisor_spec(

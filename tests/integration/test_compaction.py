@@ -129,14 +129,15 @@ MONTH_DAYS = ("2026-10-03", "2026-10-10", "2026-10-17")  # closed: compacted int
 def _produce_days(bootstrap: str, topic: str, days: tuple[str, ...], tag: str) -> list[str]:
     """Ten records a day, each day a batch of its own (and so a file of its own)."""
     words = []
-    for day in days:
+    for k, day in enumerate(days):
+        if k:
+            time.sleep(2.5)  # past the handoff period: this day is another publish
         batch = [f"{tag}{day}-{i}" for i in range(10)]
         records = [
             (None, json.dumps({"ts": f"{day}T10:00:00Z", "word": word}).encode()) for word in batch
         ]
         produce(bootstrap, topic, records)
         words += batch
-        time.sleep(2.5)  # past the handoff period: the next day is another publish
     return words
 
 

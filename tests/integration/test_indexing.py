@@ -757,12 +757,10 @@ def test_a_task_waits_out_a_broker_restart_and_reads_on(
     jar_cache: Path, spark: Any, sessions: Any, tmp_path: Path
 ) -> None:
     """The broker SIGKILLed under a reading task, down past the offset reader's own retries
-    (10 s), then started again on its data: the task waits for it, answering its controls
-    meanwhile, and reads on; every record is published once. (bench/chaos.py seed 10: a
-    broker down 2.6 s failed every reading task with "No leaders found" or
-    FENCED_LEADER_EPOCH from the latest-offsets request, and each was replaced.)"""
-    from tasks.kafka_offsets import OffsetReader
-
+    (10 s by default, 4 s here), then started again on its data: the task waits for it,
+    answering its controls meanwhile, and reads on; every record is published once.
+    (bench/chaos.py seed 10: a broker down 2.6 s failed every reading task with "No leaders
+    found" or FENCED_LEADER_EPOCH from the latest-offsets request, and each was replaced.)"""
     with LocalKafka(tmp_path / "kafka", jar_cache) as broker:
         topic = f"restart-{uuid.uuid4().hex[:8]}"
         create_topic(broker.bootstrap_servers, topic, 2)
@@ -776,6 +774,7 @@ def test_a_task_waits_out_a_broker_restart_and_reads_on(
                 return PublishService(session, utc_now).publish(spec.id, action)
 
         indexer = KafkaIndexer(spec, spark, tmp_path / "work", tmp_path / "deep", publisher)
+        indexer.offsets.timeout = 4.0  # its retries given up sooner than the default 10 s
         running, outcome, producer = run_past_a_first_record(indexer, broker, topic)
         try:
 
@@ -790,7 +789,7 @@ def test_a_task_waits_out_a_broker_restart_and_reads_on(
             write(range(1, total // 2))
             wait_for(lambda: read(total // 2), 120, "the first half read")
             broker.kill()
-            time.sleep(OffsetReader(spec.ioConfig.consumerProperties).timeout + 4)
+            time.sleep(indexer.offsets.timeout + 4)
             assert running.is_alive() and not outcome, outcome
             assert indexer.snapshot().status is TaskState.READING
             assert indexer.pause(30) is not None  # it answers the overlord while it waits

@@ -27,7 +27,7 @@ from tasks.runtime.orphan import SIGTERM_BOUND_S
 from tasks.spark import scratch
 
 BASE = "/druid/indexer/v1/supervisor"
-ORPHAN_TIMEOUT_S = 8.0
+ORPHAN_TIMEOUT_S = 6.0
 
 
 def _topic(kafka: LocalKafka, count: int) -> str:
