@@ -190,10 +190,6 @@ class Run:
             "SLUICEGATE_INTENT_RETENTION": "PT5M",
             "SLUICEGATE_JANITOR_PERIOD_S": "60",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
-            # 20 datasources close a day a minute each; compact tasks end in ~1.5 s, but two
-            # slots a 10 s coordinator period launch 12 a minute (Druid's operators raise
-            # maxCompactionTaskSlots the same way)
-            "SLUICEGATE_MAX_COMPACTION_TASKS": "6",
             # the overlord logs its memory by allocator every minute (overlord.log)
             "SLUICEGATE_MEMORY_REPORT_S": "60",
         }
@@ -293,6 +289,11 @@ class Producer:
 
 
 def submit(run: Run, count: int) -> dict[str, str]:
+    # 20 datasources close a day a minute each; compact tasks end in ~1.5 s, but the default
+    # two slots a 10 s coordinator period launch 12 a minute: half the host's slots, at most
+    # six (Druid's operators raise compactionTaskSlotRatio and maxCompactionTaskSlots so)
+    slots = {"compactionTaskSlotRatio": 0.5, "maxCompactionTaskSlots": 6}
+    run.api("POST", "/druid/coordinator/v1/config/compaction/cluster", slots)
     topics = {}
     for i in range(count):
         ds, topic = f"soak{i:02d}", f"soak-{i:02d}"

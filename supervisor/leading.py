@@ -188,6 +188,7 @@ class LeaderDuties:
                     unsettled,
                     settings.coordinator_period_s,
                     settings.max_compaction_tasks,
+                    settings.worker_timeout_s,
                 )
                 self.compaction.start()
             except BaseException:

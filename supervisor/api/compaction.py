@@ -1,7 +1,8 @@
 """Druid's compaction configuration API and its status routes (supervisor/services/
 compaction.py runs what they configure). A datasource's config and status need DATASOURCE
 READ, a change DATASOURCE WRITE, as in Druid; the cluster-wide listing shows what the caller
-may read."""
+may read. The cluster's own compaction config (task slots, policy) is CONFIG WRITE, as Druid's
+coordinator config is."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from supervisor.api.auth import may_read, require_datasource
+from supervisor.api.auth import may_read, needs, require_datasource
 from supervisor.api.common import JSON_BODY, actor, in_session, json_body
 from supervisor.api.context import context
 from supervisor.clock import utc_now
-from supervisor.model.access import Action
+from supervisor.model.access import Action, ResourceType
 from supervisor.services.compaction_config import CompactionConfigService
 from supervisor.services.supervisors import Actor
 
 router = APIRouter(prefix="/druid/coordinator/v1", tags=["compaction"])
+CONFIG_WRITE = [Depends(needs(ResourceType.CONFIG, "CONFIG", Action.WRITE))]
 
 
 def _service(request: Request, session: Session) -> CompactionConfigService:
@@ -47,6 +49,36 @@ async def set_config(
     name = raw.get("dataSource") if isinstance(raw, dict) else None
     require_datasource(request, str(name or ""), Action.WRITE)
     await in_session(request, lambda session: _service(request, session).put(raw, who))
+    return {}
+
+
+@router.post(
+    "/config/compaction/cluster",
+    dependencies=CONFIG_WRITE,
+    openapi_extra=JSON_BODY,
+    summary="Set the cluster's compaction config (task slots, policy; the fields given)",
+)
+async def set_cluster(
+    request: Request, raw: Any = Depends(json_body), who: Actor = Depends(actor)
+) -> dict[str, str]:
+    await in_session(request, lambda session: _service(request, session).set_cluster(raw, who))
+    return {}
+
+
+@router.post(
+    "/config/compaction/taskslots",
+    dependencies=CONFIG_WRITE,
+    summary="Set compaction's share of the task slots and its most (Druid's older route)",
+)
+async def set_task_slots(
+    request: Request,
+    ratio: str | None = Query(default=None),
+    most: str | None = Query(default=None, alias="max"),
+    who: Actor = Depends(actor),
+) -> dict[str, str]:
+    await in_session(
+        request, lambda session: _service(request, session).set_task_slots(ratio, most, who)
+    )
     return {}
 
 

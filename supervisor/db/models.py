@@ -171,6 +171,17 @@ class CompactionConfigRow(Base):
     suspended: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
+class DynamicConfigRow(Base):
+    """A cluster-wide config set at run time (Druid's dynamic configs), by name: `compaction`
+    is the cluster's compaction config, as given."""
+
+    __tablename__ = "dynamic_configs"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    config: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime]
+
+
 class RetentionRulesRow(Base):
     """A datasource's retention rules (Druid's load and drop rules), in order; `_default`
     holds the rules every datasource's own are followed by."""

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from supervisor.db.models import (
     AuditRow,
     CompactionConfigRow,
+    DynamicConfigRow,
     IntentRow,
     RetentionRulesRow,
     SegmentRow,
@@ -40,6 +41,25 @@ class RulesRepository:
             self.session.add(RetentionRulesRow(datasource=datasource, rules=rules, updated_at=now))
         else:
             row.rules, row.updated_at = rules, now
+        self.session.flush()
+
+
+class DynamicConfigs:
+    """Cluster-wide configs by name (DynamicConfigRow)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        row = self.session.get(DynamicConfigRow, name, populate_existing=True)
+        return None if row is None else dict(row.config)
+
+    def put(self, name: str, config: dict[str, Any], now: datetime) -> None:
+        row = self.session.get(DynamicConfigRow, name)
+        if row is None:
+            self.session.add(DynamicConfigRow(name=name, config=config, updated_at=now))
+        else:
+            row.config, row.updated_at = config, now
         self.session.flush()
 
 

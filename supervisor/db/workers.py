@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -20,6 +20,15 @@ class WorkerRepository:
 
     def all(self) -> list[WorkerRow]:
         return list(self.session.scalars(select(WorkerRow).order_by(WorkerRow.host)))
+
+    def capacity(self, now: datetime, timeout: timedelta) -> int | None:
+        """The task slots of the hosts heard from within `timeout` and enabled (Druid's total
+        worker capacity); None when no host was heard from: tasks run on the overlord's own
+        host, whose slots have no bound."""
+        fresh = [row for row in self.all() if now - row.heartbeat_at <= timeout]
+        if not fresh:
+            return None
+        return sum(row.capacity for row in fresh if row.enabled)
 
     def add(self, row: WorkerRow) -> None:
         self.session.add(row)

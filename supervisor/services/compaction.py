@@ -33,12 +33,14 @@ from sqlalchemy.orm import Session
 from supervisor.clock import Clock, druid_timestamp
 from supervisor.db.engine import SessionFactory
 from supervisor.db.models import SegmentRow
-from supervisor.db.retention import CompactionConfigs, SegmentStates
+from supervisor.db.retention import CompactionConfigs, DynamicConfigs, SegmentStates
 from supervisor.db.tasks import TaskRepository
+from supervisor.db.workers import WorkerRepository
 from supervisor.errors import NotLeading
 from supervisor.lake.holdings import live_files
 from supervisor.lake.tables import Lake
 from supervisor.loop import Loop
+from supervisor.model import compaction_slots
 from supervisor.model.compaction import CompactionConfig, parse_config
 from supervisor.model.fence import Fence
 from supervisor.model.retention import minus
@@ -135,7 +137,9 @@ class CompactionDuty(Loop):
     """Each run: for each datasource whose compaction runs and has no compact task running,
     its newest interval awaiting compaction (not one whose compaction failed within its
     backoff) given to a compact task on a task host, as Druid's coordinator submits compact
-    tasks; at most `max_tasks` compact tasks run at once, the datasources taking turns."""
+    tasks; at most the cluster compaction config's task slots run at once (a share of the
+    task hosts' slots, at most `max_tasks` unless it sets its own), the datasources taking
+    turns."""
 
     name = "compaction"
 
@@ -149,9 +153,12 @@ class CompactionDuty(Loop):
         unsettled: Unsettled,
         every_s: float,
         max_tasks: int = 2,
+        worker_timeout_s: float = 30.0,
     ) -> None:
         self.sessions = sessions
-        self.max_tasks = max_tasks
+        self.max_tasks = max_tasks  # maxCompactionTaskSlots unless the cluster config sets it
+        self.worker_timeout = timedelta(seconds=worker_timeout_s)
+        self.slots = max_tasks  # the last run's (supervisor/model/compaction_slots.py)
         self.lake = lake
         self.fence = fence
         self.clock = clock
@@ -168,9 +175,12 @@ class CompactionDuty(Loop):
         with self.sessions() as session:
             configs = CompactionConfigs(session).all(running=True)
             running = TaskRepository(session).running_of_type(COMPACT)
+            cluster = compaction_slots.stored(DynamicConfigs(session).get(compaction_slots.NAME))
+            capacity = WorkerRepository(session).capacity(self.clock(), self.worker_timeout)
         done: dict[str, str] = {}
-        slots = self.max_tasks - sum(running.values())
-        for datasource, raw in self._in_turn(configs):
+        self.slots = compaction_slots.task_slots(cluster, capacity, self.max_tasks)
+        slots = self.slots - sum(running.values())
+        for datasource, raw in self._in_turn(configs, cluster.priority):
             if slots <= len(done):
                 break
             if datasource in running:
@@ -191,13 +201,18 @@ class CompactionDuty(Loop):
                 self.last = datasource
         return done
 
-    def _in_turn(self, configs: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    def _in_turn(
+        self, configs: dict[str, dict[str, Any]], priority: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
         """The datasources in name order, from the one after the last given a task: with
         fewer slots than datasources awaiting, each has its turn (from the first each run,
-        the last ones waited for good while the first kept having new intervals)."""
+        the last ones waited for good while the first kept having new intervals). The
+        cluster config's priorityDatasource comes before every other, every run."""
         ordered = sorted(configs.items())
         start = next((i for i, (name, _) in enumerate(ordered) if name > self.last), 0)
-        return ordered[start:] + ordered[:start]
+        turns = ordered[start:] + ordered[:start]
+        first = [item for item in turns if item[0] == priority]
+        return first + [item for item in turns if item[0] != priority]
 
     def _launch_one(self, config: CompactionConfig) -> str | None:
         """The compact task of the newest interval awaiting compaction that is not within

@@ -3,29 +3,24 @@ their compaction status as the tables hold them now."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from supervisor.db.repositories import AuditRepository
-from supervisor.db.retention import CompactionConfigs
+from supervisor.db.retention import CompactionConfigs, DynamicConfigs
 from supervisor.errors import BadRequestError, NotFoundError
 from supervisor.lake.tables import Lake
+from supervisor.model import compaction_slots as slots
 from supervisor.model.compaction import CompactionConfig, parse_config, supervisor_form
 from supervisor.model.retention import RuleError
 from supervisor.services.compaction import plan
 from supervisor.services.supervisors import Actor
 
 AUDIT_TYPE = "compaction"
-# what Druid's cluster compaction config answers besides the datasources' configs: one policy,
-# and the compact tasks that run at once (maxCompactionTaskSlots: SLUICEGATE_MAX_COMPACTION_TASKS)
-CLUSTER = {
-    "compactionTaskSlotRatio": 0.1,
-    "useAutoScaleSlots": False,
-    "engine": "native",
-    "compactionPolicy": {"type": "newestSegmentFirst"},
-}
+CLUSTER_KEY = "_cluster"  # the audit key of the cluster's compaction config
 
 
 class CompactionConfigService:
@@ -36,8 +31,41 @@ class CompactionConfigService:
         self.configs = CompactionConfigs(session)
 
     def cluster(self, max_tasks: int) -> dict[str, Any]:
+        """Druid's GET of the compaction config: every datasource's, and the cluster's fields
+        (maxCompactionTaskSlots as it applies: the operator's SLUICEGATE_MAX_COMPACTION_TASKS
+        unless set here)."""
         configs = list(self.configs.all().values())
-        return {"compactionConfigs": configs, **CLUSTER, "maxCompactionTaskSlots": max_tasks}
+        return {"compactionConfigs": configs, **slots.answer(self.cluster_config(), max_tasks)}
+
+    def cluster_config(self) -> slots.ClusterCompaction:
+        return slots.stored(DynamicConfigs(self.session).get(slots.NAME))
+
+    def set_cluster(self, raw: object, actor: Actor) -> None:
+        """Druid's update of the cluster compaction config: the fields given change, the others
+        stay; audited."""
+        try:
+            config = slots.parse_cluster(raw, self.cluster_config())
+        except RuleError as exc:
+            raise BadRequestError(str(exc), field=exc.field) from None
+        self._set_cluster(config, actor)
+
+    def set_task_slots(self, ratio: object, max_slots: object, actor: Actor) -> None:
+        """Druid's older taskslots route: `ratio` and `max` as query parameters (either may
+        be left out: it stays)."""
+        config = self.cluster_config()
+        try:
+            if ratio is not None:
+                config = replace(config, ratio=slots.slot_ratio(_number(ratio), "ratio"))
+            if max_slots is not None:
+                config = replace(config, max_slots=slots.slot_count(_whole(max_slots), "max"))
+        except RuleError as exc:
+            raise BadRequestError(str(exc), field=exc.field) from None
+        self._set_cluster(config, actor)
+
+    def _set_cluster(self, config: slots.ClusterCompaction, actor: Actor) -> None:
+        stored = slots.as_dict(config)
+        DynamicConfigs(self.session).put(slots.NAME, stored, self.now)
+        self._audit(CLUSTER_KEY, "update", stored, actor)
 
     def get(self, datasource: str) -> dict[str, Any]:
         found = self.configs.get(datasource)
@@ -101,3 +129,18 @@ class CompactionConfigService:
             payload,
             self.now,
         )
+
+
+def _number(text: object) -> object:
+    """A query parameter's number (the text itself when it is none: refused by the check)."""
+    try:
+        return float(str(text))
+    except ValueError:
+        return text
+
+
+def _whole(text: object) -> object:
+    try:
+        return int(str(text))
+    except ValueError:
+        return text

@@ -99,6 +99,8 @@ ROUTES: list[tuple[str, str, Any, str]] = [
     ("POST", f"{COORD}/config/compaction", {"dataSource": "wiki"}, "refused"),
     ("GET", f"{COORD}/config/compaction/wiki", None, "refused"),
     ("DELETE", f"{COORD}/config/compaction/wiki", None, "refused"),
+    ("POST", f"{COORD}/config/compaction/cluster", {"maxCompactionTaskSlots": 9}, "refused"),
+    ("POST", f"{COORD}/config/compaction/taskslots?max=9", None, "refused"),
     ("GET", f"{COORD}/compaction/status", None, "filtered"),
     ("GET", f"{COORD}/compaction/progress?dataSource=wiki", None, "refused"),
     ("DELETE", f"{COORD}/datasources/wiki/intervals/{WHEN.replace('/', '_')}", None, "refused"),

@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
+from supervisor.db.models import AuditRow
+from supervisor.testkit.service import RunningService, db_rows
 from tests.conftest import words_spec
 
 SUP = "/druid/indexer/v1/supervisor"
@@ -106,3 +109,44 @@ def test_the_supervisor_is_the_datasources_compaction_config(api: httpx.Client) 
     assert api.get(SUP).json() == [ID]
     assert api.post(f"{SUP}/terminateAll").status_code == 200
     assert api.get(f"{COORD}/config/compaction").json()["compactionConfigs"] == []
+
+
+def test_the_clusters_compaction_config_sets_the_task_slots_and_the_priority(
+    api: httpx.Client, service: RunningService
+) -> None:
+    shown = api.get(f"{COORD}/config/compaction").json()
+    assert shown["compactionTaskSlotRatio"] == 0.1  # Druid's default share
+    assert shown["maxCompactionTaskSlots"] == 2  # the operator's SLUICEGATE_MAX_COMPACTION_TASKS
+    assert shown["compactionPolicy"] == {"type": "newestSegmentFirst"}
+    policy = {"type": "newestSegmentFirst", "priorityDatasource": "clicks"}
+    body = {"compactionTaskSlotRatio": 0.5, "compactionPolicy": policy}
+    assert api.post(f"{COORD}/config/compaction/cluster", json=body).status_code == 200
+    shown = api.get(f"{COORD}/config/compaction").json()
+    assert shown["compactionTaskSlotRatio"] == 0.5 and shown["maxCompactionTaskSlots"] == 2
+    assert shown["compactionPolicy"] == policy
+    # Druid's older route: query parameters, each optional
+    assert api.post(f"{COORD}/config/compaction/taskslots", params={"max": 6}).status_code == 200
+    shown = api.get(f"{COORD}/config/compaction").json()
+    assert (shown["compactionTaskSlotRatio"], shown["maxCompactionTaskSlots"]) == (0.5, 6)
+    assert shown["compactionPolicy"] == policy  # what was not given stayed
+    refused = [
+        (
+            f"{COORD}/config/compaction/cluster",
+            {"compactionTaskSlotRatio": 2},
+            None,
+            "compactionTaskSlotRatio",
+        ),
+        (f"{COORD}/config/compaction/cluster", {"engine": "msq"}, None, "engine"),
+        (f"{COORD}/config/compaction/cluster", [1], None, "body"),
+        (f"{COORD}/config/compaction/taskslots", None, {"ratio": "half"}, "ratio"),
+        (f"{COORD}/config/compaction/taskslots", None, {"max": "-3"}, "max"),
+    ]
+    for path, body, params, field in refused:
+        assert _field(api.post(path, json=body, params=params)) == field, (body, params)
+    shown = api.get(f"{COORD}/config/compaction").json()
+    assert (shown["compactionTaskSlotRatio"], shown["maxCompactionTaskSlots"]) == (0.5, 6)
+    audited = db_rows(
+        service,
+        select(AuditRow.payload).where(AuditRow.audit_key == "_cluster").order_by(AuditRow.id),
+    )
+    assert [row[0].get("maxCompactionTaskSlots") for row in audited] == [None, 6]  # two changes

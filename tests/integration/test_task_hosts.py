@@ -185,6 +185,11 @@ def test_a_compact_task_runs_on_a_task_host(
             produce_words(kafka, topic, 20)
             wait_for(lambda b=batch: _rows(service) == 20 * b, 240, f"batch {batch} published")
         assert _files(service) >= 3  # a file (at least) a publish
+        # compaction's share of the host's slots is none, its maximum none: Druid's floor of
+        # one slot still runs it
+        cluster = {"compactionTaskSlotRatio": 0.0, "maxCompactionTaskSlots": 0}
+        answer = api.post("/druid/coordinator/v1/config/compaction/cluster", json=cluster)
+        assert answer.status_code == 200
         config = {"dataSource": "hosted", "skipOffsetFromLatest": "PT0S"}
         assert api.post("/druid/coordinator/v1/config/compaction", json=config).status_code == 200
         wait_for(lambda: _files(service) == 1, 240, "the interval's files compacted into one")
