@@ -91,8 +91,9 @@ def _proc(pid: int | None) -> dict[str, float]:
     memory with each page shared among them (a forked Python worker's) counted once, in
     shares: `rss_mb` counts it once per process, and so jumps as Spark forks and ends workers.
     `anon_mb` is the anonymous part of that (heaps, stacks: where memory is allocated and
-    leaks); the rest is files mapped (libraries, whose shares move as other processes that map
-    them start and end)."""
+    leaks), also by kind of process (`anon_jvm_mb`, `anon_worker_mb`, `anon_python_mb`); the
+    rest is files mapped (libraries, whose shares move as other processes that map them start
+    and end)."""
     found = {"rss_mb": 0.0, "pss_mb": 0.0, "anon_mb": 0.0, "open_files": 0.0, "threads": 0.0}
     if pid is None:
         return found
@@ -107,9 +108,24 @@ def _proc(pid: int | None) -> dict[str, float]:
         pss, anon = _pss_kb(member)
         found["pss_mb"] += pss / 1024
         found["anon_mb"] += anon / 1024
+        kind = f"anon_{_kind(fields.get('Name', '').strip(), member)}_mb"
+        found[kind] = found.get(kind, 0.0) + anon / 1024
         found["threads"] += int(fields.get("Threads", "0").strip())
         found["open_files"] += fds
     return found
+
+
+def _kind(name: str, pid: int) -> str:
+    """What a process of the tree is: `jvm`, a Spark Python `worker`, or `python` (the
+    process itself: the overlord, the host application's driver)."""
+    if name == "java":
+        return "jvm"
+    try:
+        if b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return "worker"
+    except OSError:
+        pass
+    return "python"
 
 
 def _pss_kb(pid: int) -> tuple[int, int]:
@@ -133,7 +149,7 @@ def memory(run: Run) -> dict[str, Any]:
         alive = pid is not None and m["anon_mb"] > 0
         found[who] = {
             "pid": pid if alive else None,
-            **{key: round(m[key], 1) for key in ("rss_mb", "pss_mb", "anon_mb")},
+            **{key: round(m[key], 1) for key in m if key.endswith("_mb")},
         }
     return found
 
@@ -518,7 +534,8 @@ def slopes(
         ("host_rss_mb", "host_app", HOST_WARMUP_S),
     ):
         series = [(m["at_s"], m[who]["pid"], m[who]["anon_mb"]) for m in memories]
-        points, starts = by_life(series)
+        points, starts = by_life(series)  # the lives from their real starts, then the fit's
+        points = [(t, v) for t, v in points if t >= skip_s]
         fit = life_slopes(points, starts, warmup)
         found[name] = {
             "slope_per_h": round(fit["within_per_h"], 3),
