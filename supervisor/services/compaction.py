@@ -158,7 +158,6 @@ class CompactionDuty(Loop):
         self.sessions = sessions
         self.max_tasks = max_tasks  # maxCompactionTaskSlots unless the cluster config sets it
         self.worker_timeout = timedelta(seconds=worker_timeout_s)
-        self.slots = max_tasks  # the last run's (supervisor/model/compaction_slots.py)
         self.lake = lake
         self.fence = fence
         self.clock = clock
@@ -178,8 +177,8 @@ class CompactionDuty(Loop):
             cluster = compaction_slots.stored(DynamicConfigs(session).get(compaction_slots.NAME))
             capacity = WorkerRepository(session).capacity(self.clock(), self.worker_timeout)
         done: dict[str, str] = {}
-        self.slots = compaction_slots.task_slots(cluster, capacity, self.max_tasks)
-        slots = self.slots - sum(running.values())
+        slots = compaction_slots.task_slots(cluster, capacity, self.max_tasks)
+        slots -= sum(running.values())
         for datasource, raw in self._in_turn(configs, cluster.priority):
             if slots <= len(done):
                 break
