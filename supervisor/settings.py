@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     # much memory per executor.
     task_cores: int = Field(default=1, ge=1, le=1024)
     task_executor_memory: str = Field(default="1g", pattern=r"^[1-9][0-9]{0,6}[kKmMgGtT]$")
+    # The heap of a task application's driver JVM (Spark's spark.driver.memory): a host's
+    # shared application, or each task's process with the process runtime.
+    task_driver_memory: str = Field(default="1g", pattern=r"^[1-9][0-9]{0,6}[kKmMgGtT]$")
+    # A host's shared application takes its whole heap at start (-Xms as -Xmx, every page
+    # touched): its resident memory is then what it will be for its life, not a climb toward
+    # the heap's bound over its first hour, as Druid's services are run (-Xms = -Xmx).
+    # Off: the heap starts small and grows as the JVM sees fit.
+    task_fixed_heap: bool = True
     # A task host (`sluicegate worker`) silent this long is lost: its tasks are recorded as
     # failed and replaced on other hosts.
     worker_timeout_s: float = Field(default=15.0, ge=2.0, le=3600.0)

@@ -20,6 +20,8 @@ class RuntimeArgs:
     master: str = "local[*]"
     cores: int = 1  # on a spark:// master: the application's cores
     executor_memory: str = "1g"  # on a spark:// master: memory per executor
+    driver_memory: str = "1g"  # the driver JVM's heap
+    fixed_heap: bool = False  # the heap taken whole at start (the shared application only)
     tls_cert: Path | None = None  # serve over TLS (PEM)
     tls_key: Path | None = None
     log_format: str = "text"
@@ -40,6 +42,8 @@ class RuntimeArgs:
             *("--master", self.master, "--cores", str(self.cores)),
             *("--executor-memory", self.executor_memory, "--log-format", self.log_format),
             *("--orphan-timeout-s", str(self.orphan_timeout_s)),
+            *("--driver-memory", self.driver_memory),
+            *(["--fixed-heap"] if self.fixed_heap else []),
             *served,
         ]
 
@@ -68,6 +72,14 @@ def parser(prog: str) -> argparse.ArgumentParser:
         "--executor-memory",
         default=default["executor_memory"],
         help="on a spark:// master: memory per executor",
+    )
+    found.add_argument(
+        "--driver-memory", default=default["driver_memory"], help="the driver JVM's heap"
+    )
+    found.add_argument(
+        "--fixed-heap",
+        action="store_true",
+        help="take the whole heap at start (-Xms as -Xmx, its pages touched)",
     )
     found.add_argument("--tls-cert", type=Path, help="serve over TLS (PEM)")
     found.add_argument("--tls-key", type=Path)

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
 WAL_KEPT_BYTES = 8 * 2**20  # what a restarted WAL file is cut back to
+MMAP_BYTES = 256 * 2**20  # how much of the DB file reads map (the rest through the cache)
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
@@ -32,6 +33,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # (1,000 pages), and SQLite keeps the file at its largest unless told to cut it back.
     cursor.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
     cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    # Reads through a mapping of the file rather than copies in each connection's page cache:
+    # the pool's connections (up to twenty) each kept up to 2 MiB of pages read, 42 MiB for
+    # twenty that had read a soak's 3.4 MB DB, 3.9 MiB so; mapped pages are the system's page
+    # cache, shared by every connection and given back under pressure.
+    cursor.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
@@ -106,8 +112,9 @@ def make_engine(url: str) -> Engine:
             # thread pool: with a bounded pool, 40 handlers waiting for a connection can hold
             # every thread the holders need to finish (a deadlock until the pool's timeout).
             # SQLite connections are cheap; the writers queue on _WriterQueue. The most recently
-            # returned connection is lent first: each keeps a page cache of its own (up to 2 MiB),
-            # and lending them in turn would fill all twenty where a few serve.
+            # returned connection is lent first: each keeps a page cache of its own (up to 2 MiB;
+            # written pages only with the mapping of _sqlite_pragmas), and lending them in turn
+            # would fill all twenty where a few serve.
             pool = {
                 "poolclass": QueuePool,
                 "pool_size": 20,

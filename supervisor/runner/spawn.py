@@ -26,6 +26,8 @@ def runtime_args(settings: Settings, host: str, port: int, token_file: Path) -> 
         master=settings.task_master,
         cores=settings.task_cores,
         executor_memory=settings.task_executor_memory,
+        driver_memory=settings.task_driver_memory,
+        fixed_heap=settings.task_fixed_heap and settings.task_runtime == "shared",
         tls_cert=tls[0],
         tls_key=tls[1],
         log_format=settings.log_format,

@@ -50,6 +50,7 @@ def _start_spark(args: argparse.Namespace, name: str, folder: Path) -> Any:
     from tasks.spark.session import build_session, cluster_conf
 
     conf = cluster_conf(args.master, args.host, args.cores, args.executor_memory)
+    conf["spark.driver.memory"] = args.driver_memory
     conf["spark.driver.extraJavaOptions"] = scratch.java_options(folder)
     return build_session(
         args.jar_cache, master=args.master, app_name=f"sluicegate-{name}", conf=conf

@@ -27,6 +27,13 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
     }
 
 
+def fixed_heap_options(memory: str) -> str:
+    """The driver JVM's options that give it its whole heap (`memory`, Spark's
+    spark.driver.memory, its -Xmx) from the start: -Xms too, each page touched as the JVM
+    starts, so its resident memory does not climb toward the bound as the heap grows."""
+    return f"-Xms{memory} -XX:+AlwaysPreTouch"
+
+
 # The secret a standalone cluster's master, workers and applications share (Spark's standalone
 # mode has one per cluster, not per application), from the operator's environment
 CLUSTER_SECRET = "SLUICEGATE_SPARK_SECRET"

@@ -217,15 +217,16 @@ def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_
     kafka: LocalKafka, jar_cache: Path, tmp_path: Path
 ) -> None:
     """An overlord with no supervisor holds no Spark application; its first supervisor starts
-    one (before any task needs it); when the overlord stops, an application that runs no task
-    stops too (tasks outlive the overlord, an idle application does not)."""
+    one (before any task needs it), its JVM's heap taken whole at start (task_fixed_heap); when
+    the overlord stops, an application that runs no task stops too (tasks outlive the
+    overlord, an idle application does not)."""
     from supervisor.runner.files import process_alive
     from supervisor.testkit.service import task_settings
 
     topic = words("lazy", kafka, 10)
     body = spec("lazy", topic, kafka)
     body["suspended"] = True  # a supervisor that starts no task
-    settings = task_settings(tmp_path, jar_cache, task_runtime="shared")
+    settings = task_settings(tmp_path, jar_cache, task_runtime="shared", task_driver_memory="640m")
     saved = settings.work_dir / "host-app" / "app.json"
     with (
         RunningService(settings) as service,
@@ -238,4 +239,30 @@ def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_
         pid = wait_for(lambda: saved.exists() and app_pid(service), 120, "the application")
         assert process_alive(pid, b"tasks.host_app")
         assert not tasks_of(service, "lazy")
+        # its driver JVM: the whole heap from the start, each page of it resident
+        jvm = wait_for(lambda: _java_child(pid), 120, "the application's JVM")
+        options = (Path("/proc") / str(jvm) / "cmdline").read_bytes().split(b"\0")
+        assert {b"-Xmx640m", b"-Xms640m", b"-XX:+AlwaysPreTouch"} <= set(options)
+        wait_for(lambda: _resident_mib(jvm) > 640, 60, "the heap's pages to be resident")
     assert not process_alive(pid, b"tasks.host_app")
+
+
+def _java_child(parent: int) -> int | None:
+    """The JVM `parent` started (spark-submit's script becomes it once it has its command)."""
+    for pid in processes(b"org.apache.spark.deploy.SparkSubmit"):
+        try:
+            stat = (Path("/proc") / str(pid) / "stat").read_text()
+            program = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and program.endswith(b"java"):
+            return pid
+    return None
+
+
+def _resident_mib(pid: int) -> float:
+    status = (Path("/proc") / str(pid) / "status").read_text()
+    return (
+        int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+        / 1024
+    )

@@ -19,6 +19,8 @@ def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
         task_master="spark://10.0.0.1:7077",
         task_cores=3,
         task_executor_memory="2g",
+        task_driver_memory="3g",
+        task_fixed_heap=True,
         tls_cert=cert,
         tls_key=key,
         log_format="json",
@@ -28,6 +30,7 @@ def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
     args = runtime_args(settings, "10.0.0.2", 4100, tmp_path / "token")
     assert args.tls_cert == cert.resolve() and args.cores == 3 and args.host == "10.0.0.2"
     assert args.orphan_timeout_s == 90
+    assert args.driver_memory == "3g" and args.fixed_heap  # the shared runtime's heap, fixed
     extra = ["--payload", "p.json", "--work-dir", "w", "--publish-niceness", "5"]
     read = process.parse_args([*args.argv(), *extra])
     assert RuntimeArgs.of(read) == args and read.publish_niceness == 5
@@ -40,3 +43,17 @@ def test_without_tls_no_certificate_is_passed(tmp_path: Path) -> None:
     args = runtime_args(settings, "127.0.0.1", 4100, tmp_path / "token")
     assert "--tls-cert" not in args.argv()
     assert RuntimeArgs.of(shared.parse_args([*args.argv(), "--tasks-dir", "t"])) == args
+
+
+def test_only_a_shared_application_takes_its_heap_whole(tmp_path: Path) -> None:
+    settings = Settings(deep_storage=tmp_path / "deep", work_dir=tmp_path / "work")
+    assert runtime_args(settings, "127.0.0.1", 4100, tmp_path / "token").fixed_heap
+    settings = Settings(
+        deep_storage=tmp_path / "deep", work_dir=tmp_path / "work", task_runtime="process"
+    )
+    args = runtime_args(settings, "127.0.0.1", 4100, tmp_path / "token")
+    assert not args.fixed_heap and "--fixed-heap" not in args.argv()
+    assert (
+        RuntimeArgs.of(process.parse_args([*args.argv(), "--payload", "p", "--work-dir", "w"]))
+        == args
+    )
