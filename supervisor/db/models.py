@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -112,6 +112,11 @@ class WorkerRow(Base):
     enabled: Mapped[bool] = mapped_column(Boolean)
     registered_at: Mapped[datetime]
     heartbeat_at: Mapped[datetime]
+
+    def heard_within(self, timeout: timedelta, now: datetime) -> bool:
+        """Whether its latest heartbeat came at most `timeout` before `now` (a host silent
+        longer is lost, its tasks replaced)."""
+        return now - self.heartbeat_at <= timeout
 
 
 class AutoscalerRow(Base):

@@ -25,7 +25,7 @@ class WorkerRepository:
         """The task slots of the hosts heard from within `timeout` and enabled (Druid's total
         worker capacity); None when no host was heard from: tasks run on the overlord's own
         host, whose slots have no bound."""
-        fresh = [row for row in self.all() if now - row.heartbeat_at <= timeout]
+        fresh = [row for row in self.all() if row.heard_within(timeout, now)]
         if not fresh:
             return None
         return sum(row.capacity for row in fresh if row.enabled)

@@ -67,12 +67,12 @@ class ClusterRunner:
             rows, placed = repo.all(), repo.running_tasks()
             session.expunge_all()
         now = self.clock()
-        recent = [r for r in rows if now - r.heartbeat_at <= timedelta(seconds=FORGOTTEN_S)]
+        recent = [r for r in rows if r.heard_within(timedelta(seconds=FORGOTTEN_S), now)]
         return recent, placed, now
 
     def _fresh(self, row: WorkerRow, now: datetime) -> bool:
         """Heard from within the timeout (enabled or not)."""
-        return now - row.heartbeat_at <= self.timeout
+        return row.heard_within(self.timeout, now)
 
     def _alive(self, row: WorkerRow, now: datetime) -> bool:
         """Fresh and enabled: it may be given tasks."""
@@ -262,7 +262,7 @@ class ClusterRunner:
             self._lost(host, [t for t, h in mine.items() if h == host])
         for row in hosts:
             on_host = [t for t, h in mine.items() if h == row.host]
-            if now - row.heartbeat_at > self.timeout:  # (a disabled host is still synced)
+            if not row.heard_within(self.timeout, now):  # (a disabled host is still synced)
                 self._lost(row.host, on_host)
                 continue
             asked = time.monotonic()

@@ -94,7 +94,7 @@ class WorkerService:
         """A live host's registration is its own: another token (a second worker on the same
         address, or one claiming it), or http for a host that serves https, is refused until
         the host has been silent for the timeout (lost: a new one may take its place)."""
-        if now - row.heartbeat_at > self.timeout:
+        if not row.heard_within(self.timeout, now):
             return
         if not hmac.compare_digest(row.token, values["token"]):
             raise ConflictError(
@@ -110,7 +110,7 @@ class WorkerService:
         completed = self.workers.last_completed()
         shown = []
         for row in self.workers.all():
-            if now - row.heartbeat_at > timedelta(seconds=timeout_s):
+            if not row.heard_within(timedelta(seconds=timeout_s), now):
                 continue
             tasks = sorted(t.id for t in running.get(row.host, []))
             last = completed.get(row.host)
