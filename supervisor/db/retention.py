@@ -4,7 +4,7 @@ kill read and write)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -22,6 +22,24 @@ from tasks.protocol import TaskStatusCode
 
 ENDED = (TaskStatusCode.SUCCESS, TaskStatusCode.FAILED)
 
+Row = TypeVar("Row")
+
+
+def _upsert(
+    session: Session, model: type[Row], key: tuple[str, str], values: dict[str, Any]
+) -> Row:
+    """The row of `model` whose primary key (`key`: its column, its value) is given, with
+    `values` set: made when there is none."""
+    row = session.get(model, key[1])
+    if row is None:
+        row = model(**{key[0]: key[1]}, **values)
+        session.add(row)
+    else:
+        for name, value in values.items():
+            setattr(row, name, value)
+    session.flush()
+    return row
+
 
 class RulesRepository:
     def __init__(self, session: Session) -> None:
@@ -36,12 +54,8 @@ class RulesRepository:
         return {row.datasource: list(row.rules) for row in rows}
 
     def put(self, datasource: str, rules: list[dict[str, Any]], now: datetime) -> None:
-        row = self.session.get(RetentionRulesRow, datasource)
-        if row is None:
-            self.session.add(RetentionRulesRow(datasource=datasource, rules=rules, updated_at=now))
-        else:
-            row.rules, row.updated_at = rules, now
-        self.session.flush()
+        values = {"rules": rules, "updated_at": now}
+        _upsert(self.session, RetentionRulesRow, ("datasource", datasource), values)
 
 
 class DynamicConfigs:
@@ -55,12 +69,9 @@ class DynamicConfigs:
         return None if row is None else dict(row.config)
 
     def put(self, name: str, config: dict[str, Any], now: datetime) -> None:
-        row = self.session.get(DynamicConfigRow, name)
-        if row is None:
-            self.session.add(DynamicConfigRow(name=name, config=config, updated_at=now))
-        else:
-            row.config, row.updated_at = config, now
-        self.session.flush()
+        _upsert(
+            self.session, DynamicConfigRow, ("name", name), {"config": config, "updated_at": now}
+        )
 
 
 class CompactionConfigs:
@@ -95,18 +106,12 @@ class CompactionConfigs:
         suspended: bool | None = None,
     ) -> CompactionConfigRow:
         """`suspended` None: as it was (a new config runs)."""
-        row = self.session.get(CompactionConfigRow, datasource)
-        if row is None:
-            row = CompactionConfigRow(
-                datasource=datasource, config=config, updated_at=now, suspended=bool(suspended)
-            )
-            self.session.add(row)
-        else:
-            row.config, row.updated_at = config, now
-            if suspended is not None:
-                row.suspended = suspended
-        self.session.flush()
-        return row
+        values: dict[str, Any] = {"config": config, "updated_at": now}
+        if suspended is not None:
+            values["suspended"] = suspended
+        elif self.session.get(CompactionConfigRow, datasource) is None:
+            values["suspended"] = False
+        return _upsert(self.session, CompactionConfigRow, ("datasource", datasource), values)
 
     def delete(self, datasource: str) -> bool:
         found = self.session.execute(
