@@ -11,6 +11,7 @@ import click
 
 from supervisor.cli.client import CliError, ServiceError, exit_code
 from supervisor.cli.completion import completion
+from supervisor.cli.datasources import compaction_group, rules_group
 from supervisor.cli.dev import (
     kafka_local,
     postgres_local,
@@ -53,7 +54,9 @@ cli.add_command(quickstart)
 cli.add_command(resolve_jars)
 cli.add_command(supervisor_group)
 cli.add_command(task_group)
-cli.add_command(segments_group)
+cli.add_command(segments_group)  # with datasources' mark-unused, mark-used, drop, kill
+cli.add_command(rules_group)
+cli.add_command(compaction_group)
 cli.add_command(workers_group)
 cli.add_command(completion)
 cli.add_command(sql_command)

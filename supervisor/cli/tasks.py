@@ -165,7 +165,9 @@ def shutdown_all(ctx: Context, datasource: str, yes: bool) -> None:
     ctx.done(result, message)
 
 
-segments_group = api_group("segments", "Published segments of a datasource.")
+segments_group = api_group(
+    "segments", "Published segments of a datasource: list, mark unused or used again, kill."
+)
 
 
 @segments_group.command("list")

@@ -13,15 +13,18 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from supervisor.cli import main
 from supervisor.cli import supervisor_status as status_module
+from supervisor.db.models import SegmentRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.net import free_port
-from supervisor.testkit.service import RunningService, overlord_with_tasks
+from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
 from supervisor.testkit.waits import wait_for
+from tasks.storage import load_spec_uri
 
 BASE = "/druid/indexer/v1/supervisor"
 
@@ -155,6 +158,51 @@ def test_every_command_against_a_running_supervisor(
     assert code == 1 and err.startswith("error: query failed: [TABLE_OR_VIEW_NOT_FOUND]")
     assert err.count("\n") == 1
 
+    # retention rules, compaction configs and marking, over the coordinator's API
+    rul, com = ["rules", "--url", service.url], ["compaction", "--url", service.url]
+    rules = [
+        {"type": "loadByInterval", "interval": "2026-01-01/2027-01-01"},
+        {"type": "dropForever"},
+    ]
+    (tmp_path / "rules.json").write_text(json.dumps(rules))
+    out = ok(capsys, *rul, "set", "words", str(tmp_path / "rules.json"))
+    assert out == "datasource words: 2 rule(s) set\n"
+    assert [line.split() for line in ok(capsys, *rul, "show", "words", "--full").splitlines()] == [
+        ["#", "RULE", "APPLIES", "TO"],
+        ["1", "loadByInterval", "2026-01-01/2027-01-01"],
+        ["2", "dropForever", "forever"],
+        ["3", "loadForever", "forever"],  # the default rule
+    ]
+    assert json.loads(ok(capsys, *rul, "-o", "json", "show", "words")) == rules
+    assert ok(capsys, *rul, "show", "other") == (
+        "no rules of its own for other: the default rules apply\n"
+    )
+    config = {"dataSource": "words", "skipOffsetFromLatest": "P1D"}  # the one day is skipped
+    (tmp_path / "compaction.json").write_text(json.dumps(config))
+    out = ok(capsys, *com, "set", str(tmp_path / "compaction.json"))
+    assert out == "datasource words: compaction config set\n"
+    assert ["skipOffsetFromLatest", "P1D"] in lines_with(ok(capsys, *com, "show", "words"), "P1D")
+    [row] = lines_with(ok(capsys, *com, "status"), "words")
+    assert row[:2] == ["words", "RUNNING"]
+    assert ok(capsys, *com, "cluster", "--ratio", "0.5", "--max", "3") == (
+        "cluster compaction config set\n"
+    )
+    shown = json.loads(ok(capsys, *com, "-o", "json", "cluster"))
+    assert (shown["compactionTaskSlotRatio"], shown["maxCompactionTaskSlots"]) == (0.5, 3)
+    assert ok(capsys, *com, "delete", "words") == "datasource words: compaction config deleted\n"
+    assert ok(capsys, *com, "status") == "no datasource has a compaction config\n"
+    day = "2026-11-22T00:00:00Z/2026-11-23T00:00:00Z"
+    out = ok(capsys, *seg, "mark-unused", "words", "--interval", day)
+    assert out == f"{len(segments)} segment(s) of words marked unused\n"
+    code, _, err = run(capsys, *seg, "list", "words")  # no reader sees them
+    assert code == 1 and "has no published segments" in err
+    out = ok(capsys, *seg, "mark-used", "words", segments[0]["identifier"])
+    assert out == "1 segment(s) of words marked used\n"
+    out = ok(capsys, *seg, "mark-used", "words", "--interval", day)
+    assert out == f"{len(segments) - 1} segment(s) of words marked used\n"
+    back = json.loads(ok(capsys, *seg, "-o", "json", "list", "words"))
+    assert sorted(s["identifier"] for s in back) == sorted(s["identifier"] for s in segments)
+
     # reset-offsets and reset ask first; "no" changes nothing
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, _, err = run(capsys, *sup, "reset-offsets", "words", "-p", "1=5")
@@ -226,6 +274,24 @@ def test_every_command_against_a_running_supervisor(
     assert ok(capsys, *sup, "terminate-all", "--yes") == "every supervisor terminated\n"
     assert ok(capsys, *sup, "list") == "no supervisors\n"
 
+    # a datasource dropped, then killed: its rows and files go for good
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    code, _, err = run(capsys, *seg, "drop", "words")
+    assert code == 130 and err.startswith("Mark every segment of words unused?")
+    dropped = json.loads(ok(capsys, *seg, "-o", "json", "list", "words"))
+    out = ok(capsys, *seg, "drop", "words", "--yes")  # (a stopping task may publish meanwhile)
+    assert out.endswith(" segment(s) of words marked unused\n")
+    assert int(out.split()[0]) >= len(dropped)
+    out = ok(capsys, *seg, "kill", "words", day, "--yes")
+    assert out.startswith("kill task ") and out.endswith(" started\n")
+    kill_task = out.split()[2]
+    wait_for(
+        lambda: "SUCCESS" in ok(capsys, *task, "status", kill_task), 120, "the kill task to end"
+    )
+    ids = [s["identifier"] for s in dropped]
+    assert not db_rows(service, select(SegmentRow).where(SegmentRow.id.in_(ids)))
+    assert not [s for s in dropped if Path(load_spec_uri(s["loadSpec"])).exists()]
+
     # errors: one line, non-zero exit
     for args, code, start in [
         ([*sup, "status", "nope"], 1, "error: 404: [nope] does not exist"),
@@ -239,6 +305,11 @@ def test_every_command_against_a_running_supervisor(
         ([*task, "log", "nope"], 1, "error: 404"),
         ([*task, "shutdown", "nope", "--yes"], 1, "error: 404"),
         ([*seg, "list", "nope"], 1, "error: 404: datasource [nope] has no published segments"),
+        ([*seg, "mark-unused", "words"], 2, "error: give --interval or segment ids"),
+        ([*seg, "kill", "words", "yesterday", "--yes"], 1, "error: 400"),
+        ([*com, "show", "nope"], 1, "error: 404"),
+        ([*com, "cluster", "--ratio", "2"], 2, "error: Invalid value for '--ratio'"),
+        ([*rul, "set", "words", str(spec_file)], 1, "error: 400"),
         (["task", "--url", f"http://127.0.0.1:{free_port()}", "list"], 3, "error: cannot reach"),
         (["sql", "--url", f"http://127.0.0.1:{free_port()}", "SELECT 1"], 3, "error: cannot reach"),
     ]:
