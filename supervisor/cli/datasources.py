@@ -179,6 +179,13 @@ def compaction_cluster(
 # ---- segments: marking and kill ----------------------------------------------------------
 
 
+def _mark(ctx: Context, datasource: str, body: dict[str, Any], used: bool) -> None:
+    action = "markUsed" if used else "markUnused"
+    result = ctx.client.post(f"{COORDINATOR}/datasources/{datasource}/{action}", body)
+    changed = result["numChangedSegments"]
+    ctx.done(result, f"{changed} segment(s) of {datasource} marked {'used' if used else 'unused'}")
+
+
 def _selected(interval: str | None, segment_ids: tuple[str, ...]) -> dict[str, Any]:
     if bool(interval) == bool(segment_ids):
         raise click.UsageError("give --interval or segment ids, not both nor neither")
@@ -200,9 +207,7 @@ def mark_unused(
 ) -> None:
     """Take DATASOURCE's segments (within --interval, or those named) from every reader; their
     files stay until killed, and mark-used brings them back."""
-    body = _selected(interval, segment_ids)
-    result = ctx.client.post(f"{COORDINATOR}/datasources/{datasource}/markUnused", body)
-    ctx.done(result, f"{result['numChangedSegments']} segment(s) of {datasource} marked unused")
+    _mark(ctx, datasource, _selected(interval, segment_ids), used=False)
 
 
 @segments_group.command("mark-used")
@@ -215,9 +220,7 @@ def mark_used(
 ) -> None:
     """Give DATASOURCE's unused segments (within --interval, or those named) back to every
     reader, unless killed meanwhile."""
-    body = _selected(interval, segment_ids)
-    result = ctx.client.post(f"{COORDINATOR}/datasources/{datasource}/markUsed", body)
-    ctx.done(result, f"{result['numChangedSegments']} segment(s) of {datasource} marked used")
+    _mark(ctx, datasource, _selected(interval, segment_ids), used=True)
 
 
 @segments_group.command("drop")
