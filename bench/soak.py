@@ -602,6 +602,10 @@ def main() -> None:
     }
     path = write_results("soak", results)
     print(f"wrote {path}")
+    if args.keep:  # beside the run's files too: bench/results/ goes with the tree it ran from
+        kept = root / "soak.json"
+        kept.write_text(path.read_text())
+        print(f"wrote {kept}")
     print(
         f"RATIO hours={args.minutes / 60:.2f}"
         f" rss_mb_slope_per_h={fitted['rss_mb']['slope_per_h']}"
