@@ -110,7 +110,7 @@ def show_compaction(ctx: Context, datasource: str) -> None:
     if ctx.json:
         emit_json(found)
         return
-    click.echo(key_values([(key, value) for key, value in found.items()]))
+    click.echo(key_values(list(found.items())))
 
 
 @compaction_group.command("set")

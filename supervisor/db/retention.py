@@ -26,13 +26,17 @@ Row = TypeVar("Row")
 
 
 def _upsert(
-    session: Session, model: type[Row], key: tuple[str, str], values: dict[str, Any]
+    session: Session,
+    model: type[Row],
+    key: tuple[str, str],
+    values: dict[str, Any],
+    new: dict[str, Any] | None = None,
 ) -> Row:
     """The row of `model` whose primary key (`key`: its column, its value) is given, with
-    `values` set: made when there is none."""
+    `values` set: made when there is none, with `new`'s values where `values` has none."""
     row = session.get(model, key[1])
     if row is None:
-        row = model(**{key[0]: key[1]}, **values)
+        row = model(**{key[0]: key[1], **(new or {}), **values})
         session.add(row)
     else:
         for name, value in values.items():
@@ -109,9 +113,8 @@ class CompactionConfigs:
         values: dict[str, Any] = {"config": config, "updated_at": now}
         if suspended is not None:
             values["suspended"] = suspended
-        elif self.session.get(CompactionConfigRow, datasource) is None:
-            values["suspended"] = False
-        return _upsert(self.session, CompactionConfigRow, ("datasource", datasource), values)
+        key = ("datasource", datasource)
+        return _upsert(self.session, CompactionConfigRow, key, values, new={"suspended": False})
 
     def delete(self, datasource: str) -> bool:
         found = self.session.execute(

@@ -99,7 +99,7 @@ class TaskHost:
     # ---- Spark -----------------------------------------------------------------------------
 
     def start_spark(self) -> None:
-        from tasks.spark.session import build_session, cluster_conf, fixed_heap_options
+        from tasks.spark.session import build_session, cluster_conf, driver_conf
 
         began = time.monotonic()
         self.scratch = scratch.claim(self.args.token_file.parent)
@@ -110,11 +110,8 @@ class TaskHost:
             # the reads (the combiner's jobs) in a pool of their own beside the tasks' own jobs
             # (merges, batches on the Spark SQL engine): a long merge does not hold them up
             conf["spark.scheduler.mode"] = "FAIR"
-            conf["spark.driver.memory"] = self.args.driver_memory
-            java = [scratch.java_options(self.scratch)]
-            if self.args.fixed_heap:
-                java.append(fixed_heap_options(self.args.driver_memory))
-            conf["spark.driver.extraJavaOptions"] = " ".join(java)
+            java = scratch.java_options(self.scratch)
+            conf.update(driver_conf(self.args.driver_memory, self.args.fixed_heap, java))
             self.spark = build_session(
                 self.args.jar_cache,
                 master=self.args.master,

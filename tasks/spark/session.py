@@ -27,11 +27,16 @@ def cluster_conf(master: str, host: str, cores: int, executor_memory: str) -> di
     }
 
 
-def fixed_heap_options(memory: str) -> str:
-    """The driver JVM's options that give it its whole heap (`memory`, Spark's
-    spark.driver.memory, its -Xmx) from the start: -Xms too, each page touched as the JVM
-    starts, so its resident memory does not climb toward the bound as the heap grows."""
-    return f"-Xms{memory} -XX:+AlwaysPreTouch"
+def driver_conf(memory: str, fixed_heap: bool, java_options: str) -> dict[str, str]:
+    """The driver JVM's heap (`memory`: Spark's spark.driver.memory, its -Xmx) and options
+    (`java_options`, then build_session's own). With `fixed_heap` it has its whole heap from
+    the start: -Xms too, each page touched as the JVM starts, so its resident memory does not
+    climb toward the bound as the heap grows."""
+    java = [java_options, f"-Xms{memory} -XX:+AlwaysPreTouch" if fixed_heap else ""]
+    return {
+        "spark.driver.memory": memory,
+        "spark.driver.extraJavaOptions": " ".join(option for option in java if option),
+    }
 
 
 # The secret a standalone cluster's master, workers and applications share (Spark's standalone
