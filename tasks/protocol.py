@@ -29,6 +29,8 @@ from tasks.spec.names import name_problem, task_id_problem
 from tasks.spec.tuning_config import KafkaTuningConfig
 
 END_OF_PARTITION = 2**63 - 1  # Druid's Long.MAX_VALUE: read until told where to end
+# the task context key of the supervisor's offsets generation (how many resets it had)
+OFFSETS_GENERATION = "offsetsGeneration"
 TOKEN_HEADER = "X-Sluicegate-Task-Token"
 # the leader lease epoch an overlord sends with each call to a task (tasks refuse commands
 # from an epoch older than the newest they have seen)
@@ -258,10 +260,21 @@ def parse_task_json(text: str | bytes) -> AnyTask:
     return parse_task(payload)
 
 
-def range_digest(topic: str, start: Offsets, end: Offsets) -> str:
-    """A short digest of an offset range: replicas of one range name their segments alike."""
-    text = json.dumps([topic, offsets_json(start), offsets_json(end)], separators=(",", ":"))
+def range_digest(topic: str, start: Offsets, end: Offsets, generation: int = 0) -> str:
+    """A short digest of an offset range: replicas of one range name their segments alike.
+    `generation`: the supervisor's offsets generation (its task context's OFFSETS_GENERATION),
+    so that the range read again after a reset names new segments (0: none, as before any)."""
+    parts: list[Any] = [topic, offsets_json(start), offsets_json(end)]
+    if generation:
+        parts.append(generation)
+    text = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def offsets_generation(context: dict[str, Any]) -> int:
+    """A task context's offsets generation (0 when absent, or not a count)."""
+    found = context.get(OFFSETS_GENERATION)
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
 
 
 class SegmentDescriptor(BaseModel):

@@ -11,6 +11,7 @@ from supervisor.controller.actions import Action, CreateTask, KillTasks, Rollove
 from supervisor.controller.workers import waits
 from supervisor.db.intents import IntentRepository
 from supervisor.db.models import IntentRow
+from supervisor.db.offsets import OffsetGenerations
 from supervisor.db.tasks import TaskRepository
 from supervisor.runner.protocol import NoSlot
 from supervisor.schemas.spec import SupervisorSpec
@@ -20,6 +21,7 @@ from tasks.logs import log_context
 from tasks.partitions import offsets_json
 from tasks.protocol import (
     END_OF_PARTITION,
+    OFFSETS_GENERATION,
     IndexKafkaTask,
     KafkaIndexTaskIOConfig,
     SequenceNumbers,
@@ -46,9 +48,10 @@ def _iso(moment: datetime) -> str:
 
 
 def index_task(
-    spec: SupervisorSpec, spec_version: int, action: CreateTask, now: datetime
+    spec: SupervisorSpec, spec_version: int, action: CreateTask, now: datetime, generation: int = 0
 ) -> IndexKafkaTask:
-    """Druid's index_kafka task for one replica of a group, from the supervisor spec."""
+    """Druid's index_kafka task for one replica of a group, from the supervisor spec;
+    `generation`: its offsets' (OffsetGenerations), in the context once there was a reset."""
     sid = spec.supervisor_id
     io = spec.spec.ioConfig
     if io.inputFormat is None:  # a stored spec has one: its submission checked
@@ -85,9 +88,10 @@ def index_task(
             maximumMessageTime=maximum,
         ),
         context={
-            **(spec.context or {}),
+            **{k: v for k, v in (spec.context or {}).items() if k != OFFSETS_GENERATION},
             "specVersion": str(spec_version),
             "identity": action.identity,
+            **({OFFSETS_GENERATION: generation} if generation else {}),
         },
     )
 
@@ -106,6 +110,7 @@ class Executor:
         self.killed_at_checkpoint = False  # a replica its group's checkpoint failed on
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
+        generation: int | None = None  # the offsets', read once a task is to be made
         for action in actions:
             if isinstance(action, KillTasks):
                 for task_id in action.task_ids:
@@ -120,7 +125,9 @@ class Executor:
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
                 with log_context(task=action.task_id, group=action.group):
                     log.info("creating %s from %s", action.task_id, offsets_json(action.start))
-                    task = index_task(spec, spec_version, action, self.clock())
+                    if generation is None:
+                        generation = OffsetGenerations(self.session).get(spec.supervisor_id)
+                    task = index_task(spec, spec_version, action, self.clock(), generation)
                     try:
                         self.tasks.launch(task, wait_for_slot=True)
                     except NoSlot as exc:

@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.controller.workers import waits
 from supervisor.db.models import TaskRow
+from supervisor.db.offsets import OffsetsRepository
 from supervisor.db.repositories import (
     AutoscalerRepository,
-    OffsetsRepository,
     SpecRepository,
     SpecVersion,
 )

@@ -144,6 +144,18 @@ class CommittedOffsetsRow(Base):
     updated_at: Mapped[datetime]
 
 
+class OffsetGenerationRow(Base):
+    """How many times a supervisor's committed offsets were reset (reset, resetOffsets). Its
+    tasks name their segments with it: a range read again after a reset is a new publish, not
+    the one the same range made before (whose segments have the same range digest)."""
+
+    __tablename__ = "offset_generations"
+
+    supervisor_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime]
+
+
 class SegmentRow(Base):
     __tablename__ = "segments"
     __table_args__ = (Index("ix_segments_datasource_used", "datasource", "used"),)

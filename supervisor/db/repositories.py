@@ -9,14 +9,13 @@ from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import ColumnElement, Engine, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Engine, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from supervisor.db.models import (
     AuditRow,
     AutoscalerRow,
-    CommittedOffsetsRow,
     SegmentRow,
     SupervisorSpecRow,
 )
@@ -40,9 +39,6 @@ _LATEST_SPEC = (  # every column but the payload, which comes from _payloads
     .limit(1)
 )
 _SPEC_PAYLOAD = select(_SPEC.payload).where(_SPEC.id == bindparam("version"))
-_COMMITTED_OFFSETS = select(CommittedOffsetsRow.offsets).where(
-    CommittedOffsetsRow.supervisor_id == bindparam("supervisor_id")
-)
 SPEC_PAYLOADS_KEPT = 4096  # per metadata DB: a thousand supervisors' current and last versions
 
 
@@ -246,64 +242,6 @@ class AuditRepository:
                 created_at=created_at,
             )
         )
-
-
-class OffsetsRepository:
-    """Committed offsets per supervisor, changed only by compare-and-swap on `version`."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def get(self, supervisor_id: str) -> CommittedOffsetsRow | None:
-        return self.session.get(CommittedOffsetsRow, supervisor_id, populate_existing=True)
-
-    def offsets(self, supervisor_id: str) -> dict[str, Any] | None:
-        """Just the committed offsets (JSON form), None when there are none: for readers."""
-        found = self.session.execute(_COMMITTED_OFFSETS, {"supervisor_id": supervisor_id})
-        return found.scalar_one_or_none()
-
-    def insert(
-        self,
-        supervisor_id: str,
-        datasource: str,
-        stream: str,
-        offsets: dict[str, int],
-        now: datetime,
-    ) -> None:
-        self.session.add(
-            CommittedOffsetsRow(
-                supervisor_id=supervisor_id,
-                datasource=datasource,
-                stream=stream,
-                offsets=offsets,
-                version=1,
-                updated_at=now,
-            )
-        )
-        self.session.flush()
-
-    def delete(self, supervisor_id: str) -> bool:
-        row = self.get(supervisor_id)
-        if row is None:
-            return False
-        self.session.delete(row)
-        self.session.flush()
-        return True
-
-    def compare_and_swap(
-        self, supervisor_id: str, expected_version: int, offsets: dict[str, int], now: datetime
-    ) -> bool:
-        """Write new offsets if nobody changed them since `expected_version` was read."""
-        result = self.session.execute(
-            update(CommittedOffsetsRow)
-            .where(
-                CommittedOffsetsRow.supervisor_id == supervisor_id,
-                CommittedOffsetsRow.version == expected_version,
-            )
-            .values(offsets=offsets, version=expected_version + 1, updated_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        return bool(getattr(result, "rowcount", 0) == 1)
 
 
 class SegmentRepository:

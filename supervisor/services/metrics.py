@@ -26,7 +26,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
-from supervisor.db.repositories import OffsetsRepository, SpecRepository
+from supervisor.db.offsets import OffsetsRepository
+from supervisor.db.repositories import SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.model.status import SupervisorStatus
 from supervisor.schemas.kafka_access import KafkaAccess

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 from supervisor.clock import Clock
 from supervisor.db.lease import LeaseRepository
 from supervisor.db.models import SegmentRow
-from supervisor.db.repositories import OffsetsRepository, SegmentRepository
+from supervisor.db.offsets import OffsetsRepository
+from supervisor.db.repositories import SegmentRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading
 from supervisor.lake.tables import (

@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.clock import druid_timestamp
 from supervisor.db.models import SupervisorSpecRow, TaskRow
-from supervisor.db.repositories import AutoscalerRepository, OffsetsRepository, SpecRepository
+from supervisor.db.offsets import OffsetsRepository
+from supervisor.db.repositories import AutoscalerRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotFoundError
 from supervisor.model.status import SupervisorState, SupervisorStatus

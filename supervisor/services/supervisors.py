@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session
 from supervisor.clock import Clock
 from supervisor.db.intents import Checkpoint, Handoff, IntentRepository, Restart, Shutdown
 from supervisor.db.models import SupervisorSpecRow
+from supervisor.db.offsets import OffsetGenerations, OffsetsRepository
 from supervisor.db.repositories import (
     AuditRepository,
     AutoscalerRepository,
-    OffsetsRepository,
     SpecRepository,
     SpecVersion,
 )
@@ -246,9 +246,10 @@ class SupervisorService:
         """Druid's hard reset: forget the committed offsets; the supervisor's next pass kills
         every task (an intent written with the change, in its transaction)."""
         row = self._require(supervisor_id)
-        OffsetsRepository(self.session).delete(supervisor_id)
-        self._record(row.datasource, supervisor_id, "reset", {})
         now = self.clock()
+        OffsetsRepository(self.session).delete(supervisor_id)
+        OffsetGenerations(self.session).advance(supervisor_id, now)
+        self._record(row.datasource, supervisor_id, "reset", {})
         self.audit.add(
             supervisor_id,
             "supervisor",
@@ -284,6 +285,7 @@ class SupervisorService:
             repo.insert(supervisor_id, row.datasource, stream, offsets, now)
         elif not repo.compare_and_swap(supervisor_id, stored.version, merged, now):
             raise BadRequestError("the committed offsets changed meanwhile; try again")
+        OffsetGenerations(self.session).advance(supervisor_id, now)
         self._record(row.datasource, supervisor_id, "resetOffsets", merged)
         self.audit.add(
             supervisor_id,

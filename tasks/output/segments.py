@@ -34,10 +34,11 @@ class SegmentContext:
     spec_version: str
     deep_storage: str  # the segments' root in the storage's file system
     storage: Storage = LOCAL
+    generation: int = 0  # the supervisor's offsets generation (range_digest)
 
     @property
     def version(self) -> str:
-        return range_digest(self.topic, self.start, self.end)
+        return range_digest(self.topic, self.start, self.end, self.generation)
 
     def segment_id(self, interval_start: int, interval_end: int, chunk: int) -> str:
         return "_".join(

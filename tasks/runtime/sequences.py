@@ -24,6 +24,7 @@ from tasks.protocol import (
     PublishOutcome,
     PublishResult,
     SequenceNumbers,
+    offsets_generation,
 )
 from tasks.reading.engines.base import EngineName
 from tasks.reading.engines.choice import Engines
@@ -141,6 +142,7 @@ class SequencePublisher:
             spec_version=str(task.context.get("specVersion", "")),
             deep_storage=self.storage.path(),
             storage=self.storage,
+            generation=offsets_generation(task.context),
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
         began = self.clock()

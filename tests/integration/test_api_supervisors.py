@@ -8,7 +8,13 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from supervisor.db.models import AuditRow, CommittedOffsetsRow, IntentRow, SupervisorSpecRow
+from supervisor.db.models import (
+    AuditRow,
+    CommittedOffsetsRow,
+    IntentRow,
+    OffsetGenerationRow,
+    SupervisorSpecRow,
+)
 from supervisor.schemas.secrets import MASK
 from supervisor.testkit.service import RunningService, db_rows
 from tests.specs import spec
@@ -398,6 +404,9 @@ def test_reset_offsets_merges_and_reset_forgets(api: httpx.Client, service: Runn
     assert committed_offsets(service) is None
     actions = [r[0] for r in db_rows(service, select(AuditRow.action).order_by(AuditRow.id))]
     assert actions == ["create", "resetOffsets", "resetOffsets", "reset"]
+    # each began a generation of the offsets (its tasks name their segments with it)
+    generations = select(OffsetGenerationRow.supervisor_id, OffsetGenerationRow.generation)
+    assert db_rows(service, generations) == [("wiki", 3)]
     # each wrote the restart of its groups as an intent, pending: no leader loop runs here
     restarts = db_rows(service, select(IntentRow.kind, IntentRow.payload, IntentRow.done_at))
     assert restarts == [

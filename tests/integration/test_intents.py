@@ -16,7 +16,7 @@ import httpx
 from sqlalchemy import select
 
 from supervisor.db.intents import IntentKind
-from supervisor.db.models import CommittedOffsetsRow, IntentRow, TaskRow
+from supervisor.db.models import CommittedOffsetsRow, IntentRow, SegmentRow, TaskRow
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.services.supervisors import RESET_REASON
 from supervisor.testkit.service import RunningService, db_rows, task_settings
@@ -148,3 +148,18 @@ def test_a_handoff_and_a_reset_survive_a_restart_and_happen_once(
             (third[0].id, "RUNNING"),
         ]
         assert [i.outcome for i in intents(acting)] == ["rolled over", "tasks killed"]
+
+        # what the new task reads is the first task's range again (0 to 10): a publish of its
+        # own, as Druid's read after a reset is, its segment named anew (the offsets'
+        # generation is in its range digest); the same name would make it wait forever
+        assert api.post(f"{BASE}/{SID}/taskGroups/handoff", json={"taskGroupIds": [0]}).is_success
+        wait_for(
+            lambda: [t.status for t in tasks(acting) if t.id == third[0].id] == ["SUCCESS"],
+            180,
+            "the range read again to publish",
+        )
+        assert third[0].payload["context"]["offsetsGeneration"] == 1
+        segments = db_rows(acting, select(SegmentRow.id, SegmentRow.num_rows, SegmentRow.used))
+        assert [(rows, used) for _, rows, used in segments] == [(10, True), (10, True)]
+        assert len({segment_id for segment_id, _, _ in segments}) == 2
+        assert db_rows(acting, select(CommittedOffsetsRow.offsets)) == [({"0": 10},)]

@@ -19,7 +19,7 @@ from supervisor.controller.pacing import SLOT_WAIT_S, Done, RequeueAfter, Retry
 from supervisor.controller.reconciler import SLOW_PASS_S, Reconciler
 from supervisor.db.intents import Checkpoint, IntentRepository
 from supervisor.db.models import TaskRow
-from supervisor.db.repositories import OffsetsRepository
+from supervisor.db.offsets import OffsetsRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.net import free_port
 from supervisor.runner.protocol import Launched, NoSlot
