@@ -13,6 +13,9 @@ class CreateTask:
     group: int
     start: Offsets
     identity: str
+    # the offsets generation its segments are named with: a replacement replica takes its
+    # running siblings' (they must build the same segment ids); None: the supervisor's own now
+    generation: int | None = None
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class Executor:
         self.killed_at_checkpoint = False  # a replica its group's checkpoint failed on
 
     def run(self, actions: list[Action], spec: SupervisorSpec, spec_version: int) -> None:
-        generation: int | None = None  # the offsets', read once a task is to be made
+        own: int | None = None  # the supervisor's offsets generation, read once a task needs it
         for action in actions:
             if isinstance(action, KillTasks):
                 for task_id in action.task_ids:
@@ -125,9 +125,10 @@ class Executor:
             elif TaskRepository(self.session).get(action.task_id) is None:  # CreateTask
                 with log_context(task=action.task_id, group=action.group):
                     log.info("creating %s from %s", action.task_id, offsets_json(action.start))
-                    if generation is None:
-                        generation = OffsetGenerations(self.session).get(spec.supervisor_id)
-                    task = index_task(spec, spec_version, action, self.clock(), generation)
+                    if action.generation is None and own is None:
+                        own = OffsetGenerations(self.session).get(spec.supervisor_id)
+                    generation = own if action.generation is None else action.generation
+                    task = index_task(spec, spec_version, action, self.clock(), generation or 0)
                     try:
                         self.tasks.launch(task, wait_for_slot=True)
                     except NoSlot as exc:

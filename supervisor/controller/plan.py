@@ -164,10 +164,11 @@ class _Planner:
             return  # until those tasks are rolled over: the new ones start where they end
         start = current[0].start if current else self.start_for(partitions, ends)
         ident = identity(s.spec.version, group, start)
+        generation = current[0].generation if current else None
         for _ in range(s.spec.replicas - len(current)):
             task_id = _task_id(s.supervisor_id, ident, self.taken)
             self.taken.add(task_id)
-            self.actions.append(CreateTask(task_id, group, start, ident))
+            self.actions.append(CreateTask(task_id, group, start, ident, generation))
 
     def _read_elsewhere(self, partitions: list[PartitionKey], current: list[TaskView]) -> bool:
         """Whether a reading task other than the group's own reads one of its partitions (a

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from supervisor.schemas.spec import SupervisorSpec
 from tasks.partitions import Offsets, PartitionKey, offsets_from_json, order
-from tasks.protocol import StoredTask, TaskStatusCode
+from tasks.protocol import StoredTask, TaskStatusCode, offsets_generation
 from tasks.spec.periods import duration_millis
 
 
@@ -53,6 +53,7 @@ class TaskView:
     rolled_at: datetime | None = None
     reading_since: datetime | None = None  # the task's time/start; taskDuration counts from it
     current: Offsets | None = None  # where the task said it reads, this pass (None: no answer)
+    generation: int = 0  # the offsets generation in its context (range_digest)
 
     @property
     def running(self) -> bool:
@@ -133,6 +134,7 @@ def task_view(row: RecordedTask) -> TaskView:
         created_at=row.created_at,
         end=_offsets(row.end_offsets),
         rolled_at=row.rolled_at,
+        generation=offsets_generation(stored.context),
     )
 
 

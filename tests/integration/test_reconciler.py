@@ -19,13 +19,13 @@ from supervisor.controller.pacing import SLOT_WAIT_S, Done, RequeueAfter, Retry
 from supervisor.controller.reconciler import SLOW_PASS_S, Reconciler
 from supervisor.db.intents import Checkpoint, IntentRepository
 from supervisor.db.models import TaskRow
-from supervisor.db.offsets import OffsetsRepository
+from supervisor.db.offsets import OffsetGenerations, OffsetsRepository
 from supervisor.model.status import StatusStore, SupervisorStatus
 from supervisor.net import free_port
 from supervisor.runner.protocol import Launched, NoSlot
 from supervisor.services.checkpoint import CheckpointResult
 from supervisor.services.supervisors import Actor, SupervisorService
-from tasks.protocol import IndexKafkaTask
+from tasks.protocol import IndexKafkaTask, offsets_generation
 
 
 class Clock:
@@ -464,3 +464,38 @@ def test_the_committed_offsets_are_mirrored_to_the_consumer_group_when_they_chan
     asked = len(stream.mirrored)
     reconciler.reconcile("events")
     assert len(stream.mirrored) == asked
+
+
+def test_a_replacement_replica_keeps_its_siblings_offsets_generation(sessions: Any) -> None:
+    """A reset of other partitions (resetOffsets) begins a new offsets generation while a
+    group reads on: a replica of that group that dies is replaced with its sibling's
+    generation, so the two still build the same segment ids; a group whose replicas all died
+    starts again with the generation now."""
+
+    class GenerationRunner(RecordingRunner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.generations: dict[str, int] = {}
+
+        def launch(self, task: IndexKafkaTask) -> Launched:
+            self.generations[task.id] = offsets_generation(task.context)
+            return super().launch(task)
+
+    clock, runner = Clock(), GenerationRunner()
+    submit(sessions, clock, "127.0.0.1:1", taskCount=2, replicas=2)
+    passes = Passes(sessions, clock, ScriptedStream(), runner)
+    passes.run()
+    assert len(runner.launched) == 4 and set(runner.generations.values()) == {0}
+    with sessions() as session:
+        assert OffsetGenerations(session).advance("events", clock()) == 1
+        by_group = {0: [], 1: []}
+        for row in session.query(TaskRow).order_by(TaskRow.id):
+            by_group[row.group_id].append(row.id)
+        dead = [by_group[0][0], *by_group[1]]  # one replica of group 0, both of group 1
+        session.execute(update(TaskRow).where(TaskRow.id.in_(dead)).values(status="FAILED"))
+        session.commit()
+    passes.run()
+    made = {task_id: runner.generations[task_id] for task_id in runner.launched[4:]}
+    with sessions() as session:
+        groups = {r.id: r.group_id for r in session.query(TaskRow) if r.id in made}
+    assert sorted((groups[t], g) for t, g in made.items()) == [(0, 0), (1, 1), (1, 1)]

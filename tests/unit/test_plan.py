@@ -110,6 +110,21 @@ def test_a_dead_replica_is_replaced_from_the_same_start() -> None:
     assert creates(actions) == [(0, {0: 5, 2: 5})]
 
 
+def test_a_replacement_replica_takes_its_siblings_offsets_generation() -> None:
+    """(a resetOffsets of another group's partitions began a new generation meanwhile: the
+    replacement must name its segments as its sibling does, a new group the generation now)"""
+    tasks = (
+        replace(task("a", 0, {0: 5, 2: 5}), generation=3),
+        task("b", 0, {0: 5, 2: 5}, status=FAILED),
+    )
+    actions = plan(snap(tasks=tasks, committed={0: 5, 2: 5}))
+    assert [(a.group, a.generation) for a in actions if isinstance(a, CreateTask)] == [
+        (0, 3),
+        (1, None),
+        (1, None),
+    ]
+
+
 def test_task_duration_rolls_the_group_over() -> None:
     tasks = (
         task("a", 0, {0: 0, 2: 0}, age_s=61),
