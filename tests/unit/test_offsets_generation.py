@@ -52,4 +52,3 @@ def test_a_task_carries_its_supervisors_generation_and_never_a_spec_given_one() 
     later = index_task(parsed, 1, action, NOW, generation=2)
     assert later.context[OFFSETS_GENERATION] == 2
     assert offsets_generation(later.context) == 2
-
