@@ -22,6 +22,7 @@ class RuntimeArgs:
     executor_memory: str = "1g"  # on a spark:// master: memory per executor
     driver_memory: str = "1g"  # the driver JVM's heap
     fixed_heap: bool = False  # the heap taken whole at start (the shared application only)
+    malloc_arenas: int = 0  # the driver JVM's glibc malloc arenas at most (0: glibc's own)
     tls_cert: Path | None = None  # serve over TLS (PEM)
     tls_key: Path | None = None
     log_format: str = "text"
@@ -44,6 +45,7 @@ class RuntimeArgs:
             *("--orphan-timeout-s", str(self.orphan_timeout_s)),
             *("--driver-memory", self.driver_memory),
             *(["--fixed-heap"] if self.fixed_heap else []),
+            *("--malloc-arenas", str(self.malloc_arenas)),
             *served,
         ]
 
@@ -80,6 +82,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
         "--fixed-heap",
         action="store_true",
         help="take the whole heap at start (-Xms as -Xmx, its pages touched)",
+    )
+    found.add_argument(
+        "--malloc-arenas",
+        type=int,
+        default=default["malloc_arenas"],
+        help="the driver JVM's malloc arenas at most (MALLOC_ARENA_MAX; 0: glibc's own)",
     )
     found.add_argument("--tls-cert", type=Path, help="serve over TLS (PEM)")
     found.add_argument("--tls-key", type=Path)

@@ -28,6 +28,7 @@ def runtime_args(settings: Settings, host: str, port: int, token_file: Path) -> 
         executor_memory=settings.task_executor_memory,
         driver_memory=settings.task_driver_memory,
         fixed_heap=settings.task_fixed_heap and settings.task_runtime == "shared",
+        malloc_arenas=settings.task_malloc_arenas,
         tls_cert=tls[0],
         tls_key=tls[1],
         log_format=settings.log_format,

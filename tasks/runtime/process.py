@@ -47,10 +47,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _start_spark(args: argparse.Namespace, name: str, folder: Path) -> Any:
-    from tasks.spark.session import build_session, cluster_conf, driver_conf
+    from tasks.spark.session import build_session, cluster_conf, driver_conf, limit_arenas
 
     conf = cluster_conf(args.master, args.host, args.cores, args.executor_memory)
     conf.update(driver_conf(args.driver_memory, args.fixed_heap, scratch.java_options(folder)))
+    limit_arenas(args.malloc_arenas)
     return build_session(
         args.jar_cache, master=args.master, app_name=f"sluicegate-{name}", conf=conf
     )

@@ -99,7 +99,7 @@ class TaskHost:
     # ---- Spark -----------------------------------------------------------------------------
 
     def start_spark(self) -> None:
-        from tasks.spark.session import build_session, cluster_conf, driver_conf
+        from tasks.spark.session import build_session, cluster_conf, driver_conf, limit_arenas
 
         began = time.monotonic()
         self.scratch = scratch.claim(self.args.token_file.parent)
@@ -112,6 +112,7 @@ class TaskHost:
             conf["spark.scheduler.mode"] = "FAIR"
             java = scratch.java_options(self.scratch)
             conf.update(driver_conf(self.args.driver_memory, self.args.fixed_heap, java))
+            limit_arenas(self.args.malloc_arenas)
             self.spark = build_session(
                 self.args.jar_cache,
                 master=self.args.master,

@@ -39,6 +39,15 @@ def driver_conf(memory: str, fixed_heap: bool, java_options: str) -> dict[str, s
     }
 
 
+def limit_arenas(arenas: int) -> None:
+    """The driver JVM (started after this, with this process's environment) makes at most
+    `arenas` glibc malloc arenas (MALLOC_ARENA_MAX; 0, or the variable already set by the
+    operator: as it is). This process's own arenas are not changed: glibc read the variable
+    when it started."""
+    if arenas > 0:
+        os.environ.setdefault("MALLOC_ARENA_MAX", str(arenas))
+
+
 # The secret a standalone cluster's master, workers and applications share (Spark's standalone
 # mode has one per cluster, not per application), from the operator's environment
 CLUSTER_SECRET = "SLUICEGATE_SPARK_SECRET"

@@ -226,7 +226,9 @@ def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_
     topic = words("lazy", kafka, 10)
     body = spec("lazy", topic, kafka)
     body["suspended"] = True  # a supervisor that starts no task
-    settings = task_settings(tmp_path, jar_cache, task_runtime="shared", task_driver_memory="640m")
+    settings = task_settings(
+        tmp_path, jar_cache, task_runtime="shared", task_driver_memory="640m", task_malloc_arenas=3
+    )
     saved = settings.work_dir / "host-app" / "app.json"
     with (
         RunningService(settings) as service,
@@ -243,6 +245,10 @@ def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_
         jvm = wait_for(lambda: _java_child(pid), 120, "the application's JVM")
         options = (Path("/proc") / str(jvm) / "cmdline").read_bytes().split(b"\0")
         assert {b"-Xmx640m", b"-Xms640m", b"-XX:+AlwaysPreTouch"} <= set(options)
+        # and its malloc arenas bounded (unless this environment sets a bound of its own)
+        environ = (Path("/proc") / str(jvm) / "environ").read_bytes().split(b"\0")
+        arenas = os.environ.get("MALLOC_ARENA_MAX", "3")
+        assert f"MALLOC_ARENA_MAX={arenas}".encode() in environ
         wait_for(lambda: _resident_mib(jvm) > 640, 60, "the heap's pages to be resident")
     assert not process_alive(pid, b"tasks.host_app")
 

@@ -3,7 +3,10 @@ writes from its settings (supervisor/runner/spawn.py) is what each runtime reads
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from supervisor.runner.spawn import runtime_args
 from supervisor.settings import Settings
@@ -21,6 +24,7 @@ def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
         task_executor_memory="2g",
         task_driver_memory="3g",
         task_fixed_heap=True,
+        task_malloc_arenas=6,
         tls_cert=cert,
         tls_key=key,
         log_format="json",
@@ -31,6 +35,7 @@ def test_both_runtimes_read_back_what_a_runner_writes(tmp_path: Path) -> None:
     assert args.tls_cert == cert.resolve() and args.cores == 3 and args.host == "10.0.0.2"
     assert args.orphan_timeout_s == 90
     assert args.driver_memory == "3g" and args.fixed_heap  # the shared runtime's heap, fixed
+    assert args.malloc_arenas == 6
     extra = ["--payload", "p.json", "--work-dir", "w", "--publish-niceness", "5"]
     read = process.parse_args([*args.argv(), *extra])
     assert RuntimeArgs.of(read) == args and read.publish_niceness == 5
@@ -57,3 +62,18 @@ def test_only_a_shared_application_takes_its_heap_whole(tmp_path: Path) -> None:
         RuntimeArgs.of(process.parse_args([*args.argv(), "--payload", "p", "--work-dir", "w"]))
         == args
     )
+
+
+def test_the_arenas_bound_goes_to_the_jvms_environment_unless_the_operator_set_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tasks.spark.session import limit_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    limit_arenas(0)  # glibc's own
+    assert "MALLOC_ARENA_MAX" not in os.environ
+    limit_arenas(4)
+    assert os.environ["MALLOC_ARENA_MAX"] == "4"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")  # the operator's
+    limit_arenas(4)
+    assert os.environ["MALLOC_ARENA_MAX"] == "2"
