@@ -281,11 +281,16 @@ class SupervisorService:
         now = self.clock()
         stored = repo.get(supervisor_id)
         merged = offsets if stored is None else {**stored.offsets, **offsets}
+        # offsets that move begin a generation (a range read again is named anew); the same
+        # offsets again do not: a task of the group that published meanwhile and one that
+        # then reads the same range stay replicas
+        moved = stored is None or merged != dict(stored.offsets)
         if stored is None:
             repo.insert(supervisor_id, row.datasource, stream, offsets, now)
         elif not repo.compare_and_swap(supervisor_id, stored.version, merged, now):
             raise BadRequestError("the committed offsets changed meanwhile; try again")
-        OffsetGenerations(self.session).advance(supervisor_id, now)
+        if moved:
+            OffsetGenerations(self.session).advance(supervisor_id, now)
         self._record(row.datasource, supervisor_id, "resetOffsets", merged)
         self.audit.add(
             supervisor_id,

@@ -400,11 +400,12 @@ def test_reset_offsets_merges_and_reset_forgets(api: httpx.Client, service: Runn
     assert committed_offsets(service) == {"0": 1200, "2": 77}
     api.post(f"{BASE}/wiki/resetOffsets", json=reset_body({"2": 80, "1": 5}))
     assert committed_offsets(service) == {"0": 1200, "1": 5, "2": 80}
+    api.post(f"{BASE}/wiki/resetOffsets", json=reset_body({"1": 5}))  # (where it is already)
     assert api.post(f"{BASE}/wiki/reset").json() == {"id": "wiki"}
     assert committed_offsets(service) is None
     actions = [r[0] for r in db_rows(service, select(AuditRow.action).order_by(AuditRow.id))]
-    assert actions == ["create", "resetOffsets", "resetOffsets", "reset"]
-    # each began a generation of the offsets (its tasks name their segments with it)
+    assert actions == ["create", "resetOffsets", "resetOffsets", "resetOffsets", "reset"]
+    # each that moved the offsets began a generation (its tasks name their segments with it)
     generations = select(OffsetGenerationRow.supervisor_id, OffsetGenerationRow.generation)
     assert db_rows(service, generations) == [("wiki", 3)]
     # each wrote the restart of its groups as an intent, pending: no leader loop runs here
@@ -412,6 +413,7 @@ def test_reset_offsets_merges_and_reset_forgets(api: httpx.Client, service: Runn
     assert restarts == [
         ("restart", {"groups": [0]}, None),
         ("restart", {"groups": [0, 1]}, None),
+        ("restart", {"groups": [1]}, None),
         ("restart", {"groups": None}, None),
     ]
 
