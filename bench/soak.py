@@ -429,9 +429,12 @@ def soak(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     end = started + args.minutes * 60
     next_sample = next_memory = started
     next_kill = started + args.host_kill_every_min * 60
-    # half way, and half a kill period from the host's kills (a host application started while
-    # the overlord is away warms up late)
-    restart_at: float | None = started + args.minutes * 30 + args.host_kill_every_min * 30
+    # by default half way, and half a kill period from the host's kills (a host application
+    # started while the overlord is away warms up late)
+    restart_min = args.overlord_restart_min
+    if restart_min is None:
+        restart_min = args.minutes / 2 + args.host_kill_every_min / 2
+    restart_at: float | None = started + restart_min * 60
     while time.monotonic() < end:
         now = time.monotonic()
         if now >= next_sample:
@@ -579,6 +582,12 @@ def main() -> None:
         "--memory-sample-s", type=float, default=10.0, help="seconds between memory samples"
     )
     parser.add_argument("--host-kill-every-min", type=float, default=10.0)
+    parser.add_argument(
+        "--overlord-restart-min",
+        type=float,
+        help="minute of the run at which the overlord is stopped and started"
+        " (default: half way, plus half a host-kill period)",
+    )
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
     parser.add_argument(
         "--trace-allocations",

@@ -48,3 +48,19 @@ def test_a_library_allocation_names_the_project_frame_that_called_it(tmp_path: P
     via = [line for line in lines if " via supervisor/cli/common.py:" in line]
     assert len(via) == 1 and lines[0] == via[0]  # the bigger growth, and named where it came
     assert any(" via " not in line for line in lines[1:])  # the test's own: no project frame
+
+
+class _Kept:
+    pass
+
+
+def test_the_types_whose_objects_grew_most_are_named_with_their_counts() -> None:
+    first = heap.type_counts()
+    kept = [_Kept() for _ in range(3000)]  # a type that grew by 3000
+    now = heap.type_counts()
+    name = f"{__name__}._Kept"
+    assert now[name] - first.get(name, 0) == 3000
+    report = heap.grown_types(first, now, 3)
+    assert f"{name} +3000 ({now[name]})" in report.split(", ")
+    assert heap.grown_types(now, now, 3) == "none"
+    assert kept
