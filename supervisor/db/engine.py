@@ -27,6 +27,11 @@ _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    # A new DB gives pages back: deletes leave them on a free list, which the janitor's
+    # `give_back_free_pages` cuts from the file's end, so the file follows its rows down after
+    # a peak rather than staying at its largest. Only a DB without tables takes the setting
+    # (an older one keeps its own until a VACUUM).
+    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
     # The WAL restarts from its beginning once a checkpoint has copied it all and no reader
     # still needs it; under readers that overlap for a while it grows past its usual size
@@ -40,6 +45,23 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def give_back_free_pages(session: Session) -> int:
+    """SQLite: the DB's free pages cut from its file (PRAGMA incremental_vacuum, on its own
+    after what the session has committed), how many; 0 for a DB made without
+    auto_vacuum=INCREMENTAL (before 2026-12-02) and for PostgreSQL, whose autovacuum does its
+    own. The pragma frees a page a step and Python's `execute` steps once: `executescript`
+    steps it to the end."""
+    if session.get_bind().dialect.name != "sqlite":
+        return 0
+    session.commit()
+    before = int(session.execute(text("PRAGMA freelist_count")).scalar_one())
+    if before:
+        session.connection().connection.dbapi_connection.executescript(  # type: ignore[union-attr]
+            "PRAGMA incremental_vacuum"
+        )
+    return before - int(session.execute(text("PRAGMA freelist_count")).scalar_one())
 
 
 class _WriterQueue:

@@ -3,7 +3,8 @@
 `SLUICEGATE_AUDIT_RETENTION` (P90D, Druid's druid.coordinator.kill.audit), ended task rows
 past `SLUICEGATE_TASK_RETENTION` (P7D) with their work directories (logs, reports, payloads)
 on this host. A task host's agent prunes its own work directories by the same setting. Spec
-history stays, as Druid keeps it."""
+history stays, as Druid keeps it. On SQLite each run also cuts the DB's free pages (what
+deletes, its own and kills', left) from the file."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import logging
 from sqlalchemy import select
 
 from supervisor.clock import Clock
-from supervisor.db.engine import SessionFactory
+from supervisor.db.engine import SessionFactory, give_back_free_pages
 from supervisor.db.models import TaskRow
 from supervisor.db.retention import MetadataRetention
 from supervisor.loop import Loop
@@ -62,6 +63,7 @@ class Janitor(Loop):
                 minus(now, parse_period(settings.task_retention)),
             )
             session.commit()
+            freed = give_back_free_pages(session)
             running = set(
                 session.scalars(select(TaskRow.id).where(TaskRow.status == TaskStatusCode.RUNNING))
             )
@@ -73,5 +75,5 @@ class Janitor(Loop):
         )
         done["workDirectories"] = len(pruned)
         if any(done.values()):
-            log.info("past their retention, deleted: %s", done)
+            log.info("past their retention, deleted: %s; DB pages given back: %d", done, freed)
         return done

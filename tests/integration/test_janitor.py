@@ -10,9 +10,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 
-from supervisor.db.engine import make_engine, migrate, session_factory
+from supervisor.db.engine import give_back_free_pages, make_engine, migrate, session_factory
 from supervisor.db.models import AuditRow, IntentRow, TaskRow
 from supervisor.model.fence import Unfenced
 from supervisor.runner.local import LocalProcessRunner
@@ -114,3 +114,37 @@ def test_rows_and_directories_past_their_retention_go_the_rest_stays(settings: S
     }
     assert janitor.sweep() == {"intents": 0, "audit": 0, "tasks": 0, "workDirectories": 0}
     engine.dispose()
+
+
+def test_the_pages_pruned_rows_held_leave_the_sqlite_file(settings: Settings) -> None:
+    engine = make_engine(settings.metadata_url)
+    migrate(engine)
+    sessions = session_factory(engine)
+    with sessions() as session:
+        old = [_task(f"old-{i}", "SUCCESS", timedelta(days=8)) for i in range(2000)]
+        for row in old:
+            row.payload = {"spec": "x" * 2000}  # ~1,000 pages of rows
+        session.add_all([*old, _task("running", "RUNNING", timedelta(days=8))])
+        session.commit()
+
+    def pages() -> tuple[int, int]:
+        with sessions() as session:
+            count = session.execute(text("PRAGMA page_count")).scalar_one()
+            return count, session.execute(text("PRAGMA freelist_count")).scalar_one()
+
+    janitor = Janitor(sessions, LocalProcessRunner(settings), Unfenced(), lambda: NOW, settings)
+    if engine.dialect.name == "postgresql":  # its autovacuum's own: nothing to give back here
+        assert janitor.sweep()["tasks"] == 2000
+        with sessions() as session:
+            assert give_back_free_pages(session) == 0
+        engine.dispose()
+        return
+    before, _ = pages()
+    assert before > 1000
+    assert janitor.sweep()["tasks"] == 2000
+    after, free = pages()
+    assert free == 0 and after < before / 4  # the file is cut back to what still holds rows
+    with sessions() as session:
+        assert list(session.scalars(select(TaskRow.id))) == ["running"]
+    engine.dispose()
+    assert Path(settings.metadata_url.removeprefix("sqlite:///")).stat().st_size < before * 4096
