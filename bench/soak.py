@@ -194,14 +194,17 @@ class Run:
             "SLUICEGATE_LOG_LEVEL": "warning",
             "SLUICEGATE_LEASE_S": "3",
             "SLUICEGATE_COORDINATOR_PERIOD_S": "10",
-            # what is kept for a while is kept 5 minutes, so that every retention window is
-            # full before the slopes' fit begins (at a sixth of the run: 10 minutes of 60)
-            "SLUICEGATE_SNAPSHOT_RETENTION": "PT5M",
+            # what is kept for a while is kept a few minutes, so that every retention window
+            # is full before the slopes' fit begins (at a sixth of the run: 10 minutes of 60).
+            # A dropped day's files go with the snapshots that name them: the drop rule begins
+            # at minute 7 and the kill a minute later, so snapshots are kept 2 minutes (with 5,
+            # deep storage fell from its peak until minute 17)
+            "SLUICEGATE_SNAPSHOT_RETENTION": "PT2M",
             "SLUICEGATE_KILL_ON": "true",
             "SLUICEGATE_KILL_PERIOD_S": "30",
             "SLUICEGATE_KILL_BUFFER_PERIOD": "P1D",
             "SLUICEGATE_KILL_DURATION_TO_RETAIN": "",
-            "SLUICEGATE_ORPHAN_FILE_AGE": "PT5M",
+            "SLUICEGATE_ORPHAN_FILE_AGE": "PT5M",  # well past a publish's staging
             "SLUICEGATE_TASK_RETENTION": "PT5M",
             "SLUICEGATE_INTENT_RETENTION": "PT5M",
             "SLUICEGATE_JANITOR_PERIOD_S": "60",
