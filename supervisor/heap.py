@@ -182,7 +182,8 @@ def held() -> str:
     """The process's memory by where it is held, for the diagnostics: the C allocator's bytes
     in use and free within its heaps (glibc's mallinfo2), Python's allocated blocks, Arrow's
     pool, SQLite's own (every connection's page cache, up to 2 MiB each, is in it), the
-    resident set and threads."""
+    project's named caches (entries, and their weight where they are weighed), the resident
+    set and threads."""
     import sys
 
     import pyarrow
@@ -200,6 +201,11 @@ def held() -> str:
     if sqlite is not None:
         used, highest = sqlite.sqlite3_memory_used(), sqlite.sqlite3_memory_highwater(0)
         parts.append(f"sqlite {used / 2**20:.1f} MiB (at most {highest / 2**20:.1f})")
+    from supervisor.lru import named
+
+    caches = [f"{name} {n} ({weight / 2**20:.1f} MiB)" for name, n, weight in named() if n]
+    if caches:
+        parts.append("caches: " + ", ".join(caches))
     with open("/proc/self/status") as status:
         rss = next((line.split()[1] for line in status if line.startswith("VmRSS")), "0")
     parts.append(f"rss {int(rss) / 1024:.0f} MiB, {threading.active_count()} threads")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections import OrderedDict
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 CACHE_BYTES = 64 * 1024 * 1024  # what each cache of spec versions may hold, about
@@ -18,12 +19,18 @@ class Lru(Generic[K, V]):
     to `put`); a get or a put makes an entry the most recent, and a put past either bound
     drops the least recent. An entry heavier than `max_weight` alone is not kept."""
 
-    def __init__(self, size: int, max_weight: int | None = None) -> None:
+    def __init__(self, size: int, max_weight: int | None = None, name: str = "") -> None:
         self.size = size
         self.max_weight = max_weight
         self.weight = 0
+        self.name = name
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._lock = threading.Lock()
+        if name:
+            _NAMED.add(self)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def get(self, key: K) -> V | None:
         with self._lock:
@@ -53,6 +60,14 @@ class Lru(Generic[K, V]):
         entry = self._entries.pop(key, None)
         if entry is not None:
             self.weight -= entry[1]
+
+
+_NAMED: weakref.WeakSet[Lru[Any, Any]] = weakref.WeakSet()
+
+
+def named() -> list[tuple[str, int, int]]:
+    """Each named cache alive: its name, entries and weight (for the memory report)."""
+    return sorted((cache.name, len(cache), cache.weight) for cache in list(_NAMED))
 
 
 def json_weight(value: object) -> int:

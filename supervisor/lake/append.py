@@ -53,7 +53,7 @@ from supervisor.lru import CACHE_BYTES, Lru
 # about CACHE_BYTES (a manifest's entry weighs about a KiB); an expiry that deletes a list
 # forgets it
 MANIFEST_ENTRY_BYTES = 1024
-_MANIFESTS: Lru[str, list[ManifestFile]] = Lru(10_000, CACHE_BYTES)
+_MANIFESTS: Lru[str, list[ManifestFile]] = Lru(10_000, CACHE_BYTES, name="manifest lists")
 
 
 def _remember(listing: str, manifests: list[ManifestFile]) -> None:

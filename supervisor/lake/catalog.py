@@ -143,7 +143,9 @@ class MetadataCatalog(SqlCatalog):
             f"lake-deferred-{id(self)}", default=None
         )
         # each table's metadata as of its latest location seen here (a file never changes)
-        self._metadata: Lru[tuple[str, str], tuple[str, TableMetadata]] = Lru(TABLES_KEPT)
+        self._metadata: Lru[tuple[str, str], tuple[str, TableMetadata]] = Lru(
+            TABLES_KEPT, name="table metadata"
+        )
 
     @contextlib.contextmanager
     def bound(self, session: Session) -> Iterator[None]:

@@ -21,7 +21,7 @@ from supervisor.lru import CACHE_BYTES, Lru
 # the live (added or existing) data files of each manifest read here, within about
 # CACHE_BYTES (a path's length and a pointer's and string's keep); an expiry that deletes a
 # manifest forgets it
-_LIVE: Lru[str, tuple[str, ...]] = Lru(100_000, CACHE_BYTES)
+_LIVE: Lru[str, tuple[str, ...]] = Lru(100_000, CACHE_BYTES, name="live files")
 
 
 def forget(manifests: list[str]) -> None:

@@ -312,7 +312,7 @@ def _evolve(
 # The file's schema metadata is no part of the key: each segment file's names its segment
 # (and Arrow's own copy of the schema), so keyed with it no file found the entry another had
 # made, and the cache held 10,000 plans of a few schemas (the soak's overlord grew by them)
-_PLANS: Lru[tuple[str, int, str], tuple[Any, Any]] = Lru(1_000)
+_PLANS: Lru[tuple[str, int, str], tuple[Any, Any]] = Lru(1_000, name="footer plans")
 
 
 def data_file(metadata: TableMetadata, path: str, size: int, footer: Any) -> DataFile:

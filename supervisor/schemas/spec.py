@@ -94,7 +94,9 @@ def parse_supervisor_spec(raw: Any) -> SupervisorSpec:
         raise from_validation_error(exc) from None
 
 
-_stored: Lru[int, tuple[dict[str, Any], SupervisorSpec]] = Lru(STORED_SPECS_KEPT, CACHE_BYTES)
+_stored: Lru[int, tuple[dict[str, Any], SupervisorSpec]] = Lru(
+    STORED_SPECS_KEPT, CACHE_BYTES, name="stored specs"
+)
 
 
 def stored_spec(version: int, payload: dict[str, Any]) -> SupervisorSpec:

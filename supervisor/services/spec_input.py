@@ -48,7 +48,7 @@ class Checked:
 CHECKED_KEPT = 1024
 
 
-checked_specs: Lru[str, Checked] = Lru(CHECKED_KEPT, CACHE_BYTES)
+checked_specs: Lru[str, Checked] = Lru(CHECKED_KEPT, CACHE_BYTES, name="checked specs")
 
 
 def check_spec(raw: Any) -> Checked:

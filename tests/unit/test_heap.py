@@ -135,3 +135,17 @@ def test_pooled_sqlite_connections_read_through_a_mapping_not_a_cache_each(
     engine.dispose()
     assert len(held) == 20
     assert max(held) - before < 8 * 2**20
+
+
+def test_held_names_each_named_cache_with_its_entries_and_weight() -> None:
+    from supervisor.lru import Lru
+
+    cache: Lru[str, bytes] = Lru(10, 2**30, name="test entries")
+    unnamed: Lru[str, bytes] = Lru(10)
+    for key in "abc":
+        cache.put(key, b"x", weight=2**20)
+        unnamed.put(key, b"x")
+    assert "test entries 3 (3.0 MiB)" in heap.held()
+    del cache
+    gc.collect()
+    assert "test entries" not in heap.held()  # a cache gone is not reported
