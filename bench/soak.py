@@ -8,8 +8,8 @@ P1D), a drop rule (`dropBeforeByPeriod` P7D) and the automatic kill a day after 
 dropped; the overlord's rules and kill see time pass at the same pace
 (supervisor/testkit/simclock.py). One task host (`sluicegate worker`, its tasks in one shared
 application) is SIGKILLed with its application every `--host-kill-every-min` (10) minutes and
-started again; the overlord is stopped and started once, half way (and half a kill period
-from a kill).
+started again; the overlord is stopped and started once, at `--overlord-restart-min` (by
+default half way, and half a kill period from a kill).
 
 Every `--sample-s` (60) seconds it samples the overlord's and the host application's resident
 memory, open files and threads, the metadata DB's size and rows per table, deep storage's
