@@ -506,3 +506,40 @@ def _written_ids(session: Any, task: CompactTask) -> list[SegmentRow]:
     return list(
         session.scalars(select(SegmentRow).where(SegmentRow.id.in_(row.report["segments"])))
     )
+
+
+def test_a_publish_after_a_drop_carries_no_manifest_of_only_deleted_files(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
+) -> None:
+    """A drop's snapshot records the files it removed in a manifest of DELETED entries; the
+    next publish's snapshot keeps only manifests with a live file, as Iceberg's appends do,
+    and reads the rows still used."""
+    deep = tmp_path / "deep"
+    for start in (0, ROWS, 2 * ROWS):
+        assert publish(engine, lake, action(deep, 0, start), f"w{start}").outcome is (
+            PublishOutcome.PUBLISHED
+        )
+    sessions = session_factory(engine)
+    with sessions() as session:
+        RetentionService(session, lake, utc_now()).mark_unused(
+            "wiki", Selection(ids=["wiki_0_0", f"wiki_0_{ROWS}"]), None
+        )
+        session.commit()
+    catalog = SqlCatalog(CATALOG, uri=metadata_url)
+    dropped = catalog.load_table("druid.wiki")
+
+    def manifests(table: Any) -> list[Any]:
+        return list(table.current_snapshot().manifests(table.io))
+
+    assert any(  # the drop's own record of what it removed
+        not (m.has_added_files() or m.has_existing_files()) for m in manifests(dropped)
+    )
+    act = action(deep, 0, 3 * ROWS)
+    act.startMetadata.partitionSequenceNumberMap["0"] = 3 * ROWS  # type: ignore[union-attr]
+    assert publish(engine, lake, act, "w30").outcome is PublishOutcome.PUBLISHED
+    after = catalog.load_table("druid.wiki")
+    assert manifests(after) and all(
+        m.has_added_files() or m.has_existing_files() for m in manifests(after)
+    )
+    words = sorted(after.scan().to_arrow().column("word").to_pylist())
+    assert words == sorted(f"p0-{i}" for i in range(2 * ROWS, 4 * ROWS))
