@@ -37,7 +37,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix supervisor tasks migrations tests bench
 
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # what `make test` leaves out: the process-per-task runtime end to end, and the whole stack
 # on task hosts, a Spark cluster and S3 (~15 min more)

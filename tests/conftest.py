@@ -237,14 +237,41 @@ def make_user(
     assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-role").status_code == 200
 
 
+# The real stack's fixtures: a test that takes one runs Spark, Kafka or a server of the stack
+STACK = frozenset({"jar_cache", "kafka", "secure_kafka", "spark", "s3", "registry"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `make test`'s two pytest-xdist workers (`--dist loadgroup`), every test on the
+    real stack runs on one of them, one after another as without xdist: two Spark suites at
+    once on two cores would slow each other past what their waits allow. The other worker
+    takes the rest: the API, security and unit tests."""
+    for item in items:
+        marked = any(item.iter_markers("kafka")) or any(item.iter_markers("spark"))
+        if marked or STACK.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("stack"))
+
+
+def _ancestors() -> set[int]:
+    """This process and those above it (`timeout 900 pytest --basetemp=...` names the base
+    too, and is no straggler)."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return found
+
+
 def _outliving(base: Path) -> list[tuple[int, str]]:
     """Processes whose command line names this run's temporary directory: what a test started
     and did not end (a task's host application, a task, a server)."""
-    import os
 
-    found = []
+    found, ours = [], _ancestors()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) in ours:
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")

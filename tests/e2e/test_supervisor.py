@@ -46,7 +46,7 @@ def spec(topic: str, bootstrap: str, **io: Any) -> dict[str, Any]:
         "repartitionTransitionDuration": "PT10S",
         "taskCount": 2,
         "replicas": 2,
-        "taskDuration": "PT15S",
+        "taskDuration": "PT10S",
         **io,
     }
     return supervisor_spec(

@@ -56,7 +56,7 @@ def test_a_topic_pattern_publishes_each_matching_record_once(
                 repartitionTransitionDuration="PT10S",
                 taskCount=2,
                 replicas=1,
-                taskDuration="PT15S",
+                taskDuration="PT10S",
             )
             assert api.post(BASE, json=body).json() == {"id": SID}
 

@@ -162,6 +162,7 @@ def test_a_driver_without_the_clusters_secret_is_refused(
             driver.wait(30)
 
 
+@pytest.mark.spark
 def test_spark_local_starts_and_stops_a_cluster(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [
