@@ -30,6 +30,7 @@ from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService
 from tasks.jars import kafka_broker_bundle, kafka_tools_bundle, resolve, spark_kafka_bundle
+from tests.stack_workers import *  # noqa: F403 (the hooks that share the stack's tests out)
 
 _db_counter = itertools.count()
 
@@ -235,21 +236,6 @@ def make_user(
     role = f"{AUTHZ}/roles/{name}-role"
     assert admin.post(f"{role}/permissions", json=permissions).status_code == 200
     assert admin.post(f"{AUTHZ}/users/{name}/roles/{name}-role").status_code == 200
-
-
-# The real stack's fixtures: a test that takes one runs Spark, Kafka or a server of the stack
-STACK = frozenset({"jar_cache", "kafka", "secure_kafka", "spark", "s3", "registry"})
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `make test`'s two pytest-xdist workers (`--dist loadgroup`), every test on the
-    real stack runs on one of them, one after another as without xdist: two Spark suites at
-    once on two cores would slow each other past what their waits allow. The other worker
-    takes the rest: the API, security and unit tests."""
-    for item in items:
-        marked = any(item.iter_markers("kafka")) or any(item.iter_markers("spark"))
-        if marked or STACK.intersection(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("stack"))
 
 
 def _ancestors() -> set[int]:
