@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     intent_retention: str = "P1D"
     audit_retention: str = "P90D"
     task_retention: str = "P7D"
+    # How long the row of a task host not heard from is kept (one that left, or came back on
+    # another port); a disabled host's row stays, so that its disabling outlives its absence.
+    worker_retention: str = "P1D"
     # How often the leader deletes what is past those retentions (and work directories).
     janitor_period_s: float = Field(default=300.0, ge=1.0, le=86400)
     # Kill running task processes when the service stops (tests); by default they keep running.
@@ -170,6 +173,7 @@ class Settings(BaseSettings):
         "intent_retention",
         "audit_retention",
         "task_retention",
+        "worker_retention",
         "orphan_file_age",
     )
     @classmethod

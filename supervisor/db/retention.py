@@ -17,6 +17,7 @@ from supervisor.db.models import (
     RetentionRulesRow,
     SegmentRow,
     TaskRow,
+    WorkerRow,
 )
 from tasks.protocol import TaskStatusCode
 
@@ -202,7 +203,11 @@ class MetadataRetention:
         self.session = session
 
     def prune(
-        self, intents_before: datetime, audit_before: datetime, tasks_before: datetime
+        self,
+        intents_before: datetime,
+        audit_before: datetime,
+        tasks_before: datetime,
+        workers_before: datetime,
     ) -> dict[str, int]:
         done = {
             "intents": self._delete(
@@ -215,6 +220,11 @@ class MetadataRetention:
                 TaskRow,
                 TaskRow.id,
                 TaskRow.status.in_(ENDED) & (TaskRow.updated_at < tasks_before),
+            ),
+            "workers": self._delete(
+                WorkerRow,
+                WorkerRow.host,
+                WorkerRow.enabled.is_(True) & (WorkerRow.heartbeat_at < workers_before),
             ),
         }
         self.session.flush()

@@ -1,7 +1,7 @@
 """Metadata and disk kept bounded (supervisor/services/janitor.py) on SQLite and PostgreSQL:
-done intents, audit rows and ended tasks past their retention are deleted with the ended
-tasks' work directories; pending intents, recent rows, running tasks and their directories
-stay."""
+done intents, audit rows, ended tasks and task hosts gone past their retention are deleted,
+with the ended tasks' work directories; pending intents, recent rows, running tasks and their
+directories, and disabled hosts stay."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import select, text
 
 from supervisor.db.engine import give_back_free_pages, make_engine, migrate, session_factory
-from supervisor.db.models import AuditRow, IntentRow, TaskRow
+from supervisor.db.models import AuditRow, IntentRow, TaskRow, WorkerRow
 from supervisor.model.fence import Unfenced
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.services.janitor import Janitor
@@ -64,6 +64,21 @@ def _task(task_id: str, status: str, age: timedelta) -> TaskRow:
     )
 
 
+def _worker(host: str, silent: timedelta, enabled: bool = True) -> WorkerRow:
+    return WorkerRow(
+        host=host,
+        scheme="http",
+        ip="127.0.0.1",
+        capacity=4,
+        version="1",
+        category="_default_worker_category",
+        token="t",
+        enabled=enabled,
+        registered_at=NOW - silent - timedelta(hours=1),
+        heartbeat_at=NOW - silent,
+    )
+
+
 def _work(settings: Settings, task_id: str, age: timedelta) -> Path:
     work = settings.work_dir / "tasks" / task_id
     work.mkdir(parents=True)
@@ -92,6 +107,10 @@ def test_rows_and_directories_past_their_retention_go_the_rest_stays(settings: S
                 _task("failed-long-ago", "FAILED", week),
                 _task("ended-lately", "SUCCESS", timedelta(days=1)),
                 _task("running-long", "RUNNING", week),
+                _worker("127.0.0.1:8101", timedelta(days=2)),  # gone two days: goes
+                _worker("127.0.0.1:8102", timedelta(days=2), enabled=False),  # disabled: stays
+                _worker("127.0.0.1:8103", timedelta(hours=2)),  # lost lately: stays
+                _worker("127.0.0.1:8104", timedelta(seconds=1)),  # alive: stays
             ]
         )
         session.commit()
@@ -103,16 +122,30 @@ def test_rows_and_directories_past_their_retention_go_the_rest_stays(settings: S
         "no-row-long-ago": _work(settings, "no-row-long-ago", week),  # its row went before
     }
     janitor = Janitor(sessions, LocalProcessRunner(settings), Unfenced(), lambda: NOW, settings)
-    assert janitor.sweep() == {"intents": 1, "audit": 1, "tasks": 2, "workDirectories": 3}
+    assert janitor.sweep() == {
+        "intents": 1,
+        "audit": 1,
+        "tasks": 2,
+        "workers": 1,
+        "workDirectories": 3,
+    }
     with sessions() as session:
         assert sorted(session.scalars(select(IntentRow.id))) == [2, 3]
         assert list(session.scalars(select(AuditRow.id))) == [2]
         assert sorted(session.scalars(select(TaskRow.id))) == ["ended-lately", "running-long"]
+        hosts = sorted(session.scalars(select(WorkerRow.host)))
+        assert hosts == ["127.0.0.1:8102", "127.0.0.1:8103", "127.0.0.1:8104"]
     assert {name for name, path in dirs.items() if path.exists()} == {
         "ended-lately",
         "running-long",
     }
-    assert janitor.sweep() == {"intents": 0, "audit": 0, "tasks": 0, "workDirectories": 0}
+    assert janitor.sweep() == {
+        "intents": 0,
+        "audit": 0,
+        "tasks": 0,
+        "workers": 0,
+        "workDirectories": 0,
+    }
     engine.dispose()
 
 
