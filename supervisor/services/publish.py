@@ -107,11 +107,14 @@ def adopt_published(sessions: Callable[[], Session], lake: Lake) -> list[str]:
 def _compare(
     stored: dict[str, int], start: dict[str, int], end: dict[str, int]
 ) -> PublishOutcome | None:
-    """None when the start matches what is stored; else why not."""
+    """None when the start matches what is stored; else why not. Stored offsets at or past
+    the end on every partition may be a replica's publish of this range, which its successors'
+    may have followed before this one's came (its overlord was down meanwhile): the caller
+    tells by the segments."""
     overlapping = [p for p in start if p in stored]
     if all(stored[p] == start[p] for p in overlapping):
         return None
-    if all(stored[p] == end[p] for p in start if p in stored) and len(overlapping) == len(start):
+    if all(stored[p] >= end[p] for p in overlapping) and len(overlapping) == len(start):
         return PublishOutcome.ALREADY_PUBLISHED
     if all(stored[p] <= start[p] for p in overlapping):
         return PublishOutcome.RETRY

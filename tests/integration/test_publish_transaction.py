@@ -91,6 +91,22 @@ def test_a_replica_publishing_second_succeeds_without_writing(sessions) -> None:
     assert committed(sessions) == ({"0": 10}, 1)
 
 
+def test_a_replica_late_after_its_successor_published_is_told_its_range_was(sessions) -> None:
+    # e2e, shared runtime: a replica's publish retried after the overlord's restart came once
+    # the successor generation had published too; it was told "inconsistency" and FAILED
+    first = action({0: 0}, {0: 10}, "g1", replica="replica-1")
+    assert publish(sessions, first, "replica-1").outcome is Outcome.PUBLISHED
+    successor = action({0: 10}, {0: 25}, "g2")
+    assert publish(sessions, successor, "successor").outcome is Outcome.PUBLISHED
+    late = publish(sessions, action({0: 0}, {0: 10}, "g1", replica="replica-2"), "replica-2")
+    assert late.outcome is Outcome.ALREADY_PUBLISHED and late.success
+    assert committed(sessions) == ({"0": 25}, 2)
+    # a range past the committed offsets that nobody published (skipped by a reset) fails
+    skipped = publish(sessions, action({0: 12}, {0: 20}, "g9"), "skipped")
+    assert skipped.outcome is Outcome.FAILED
+    assert committed(sessions) == ({"0": 25}, 2)
+
+
 def test_a_publish_asked_again_after_its_answer_was_lost_is_the_tasks_own(sessions) -> None:
     act = action({0: 0}, {0: 10}, replica="t1")
     assert publish(sessions, act, "t1").outcome is Outcome.PUBLISHED
