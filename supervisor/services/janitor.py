@@ -2,9 +2,8 @@
 300 s): done intents past `SLUICEGATE_INTENT_RETENTION` (P1D), audit rows past
 `SLUICEGATE_AUDIT_RETENTION` (P90D, Druid's druid.coordinator.kill.audit), ended task rows
 past `SLUICEGATE_TASK_RETENTION` (P7D) with their work directories (logs, reports, payloads)
-on this host, and the rows of task hosts not heard from for `SLUICEGATE_WORKER_RETENTION`
-(P1D; a disabled host's row stays). A task host's agent prunes its own work directories by
-the same setting. Spec
+on this host (a task host's agent prunes its own by the same setting), and the rows of task
+hosts not heard from for `SLUICEGATE_WORKER_RETENTION` (P1D; a disabled host's row stays). Spec
 history stays, as Druid keeps it. On SQLite each run also cuts the DB's free pages (what
 deletes, its own and kills', left) from the file."""
 
