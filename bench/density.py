@@ -48,6 +48,7 @@ from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
 from supervisor.testkit.waits import percentile
+from tasks.procfs import SESSION, stat_fields
 
 PUBLISHED_BOUND_S = 600.0  # a level whose supervisors have not all published by then fails
 
@@ -139,9 +140,7 @@ def rss_mb(leaders: set[int]) -> float:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[3]) not in leaders:  # the session id
+            if int(stat_fields(int(entry.name))[SESSION]) not in leaders:
                 continue
             for line in (entry / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):

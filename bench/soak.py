@@ -66,6 +66,7 @@ from supervisor.net import free_port
 from supervisor.settings import default_jar_cache
 from supervisor.testkit.hosts import application_pid, kill_tasks
 from supervisor.testkit.waits import percentile, wait_for
+from tasks.procfs import process_tree, with_marker
 
 DAY_S = 86_400.0
 SPEED = 1440.0  # a day of event time a minute
@@ -97,7 +98,7 @@ def _proc(pid: int | None) -> dict[str, float]:
     found = {"rss_mb": 0.0, "pss_mb": 0.0, "anon_mb": 0.0, "open_files": 0.0, "threads": 0.0}
     if pid is None:
         return found
-    for member in [pid, *_descendants(pid)]:
+    for member in process_tree(pid):
         try:
             status = Path(f"/proc/{member}/status").read_text().splitlines()
             fds = len(os.listdir(f"/proc/{member}/fd"))
@@ -151,24 +152,6 @@ def memory(run: Run) -> dict[str, Any]:
             "pid": pid if alive else None,
             **{key: round(m[key], 1) for key in m if key.endswith("_mb")},
         }
-    return found
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
     return found
 
 
@@ -488,10 +471,10 @@ def shut_down(run: Run) -> tuple[int, float]:
     marker = str(run.root).encode()
     stopped = time.monotonic()
     deadline = stopped + ORPHAN_TIMEOUT_S + 60
-    alive: list[int] = _with_marker(marker)
+    alive: list[int] = with_marker(marker, besides=os.getpid())
     while alive and time.monotonic() < deadline:
         time.sleep(1)
-        alive = _with_marker(marker)
+        alive = with_marker(marker, besides=os.getpid())
     took = time.monotonic() - stopped
     for pid in alive:
         try:
@@ -499,18 +482,6 @@ def shut_down(run: Run) -> tuple[int, float]:
         except OSError:
             continue
     return len(alive), took
-
-
-def _with_marker(marker: bytes) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if marker in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def slopes(

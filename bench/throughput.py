@@ -88,6 +88,7 @@ from bench.live import BASE, Stack, running  # noqa: E402
 from supervisor.db.models import SegmentRow, TaskRow  # noqa: E402
 from supervisor.devstack.spark import LocalSparkCluster  # noqa: E402
 from supervisor.settings import default_jar_cache  # noqa: E402
+from tasks.procfs import SYSTEM_TICKS, USER_TICKS, children, stat_fields  # noqa: E402
 
 TOPIC = "wiki-edits"
 POLL_S = 0.1
@@ -143,31 +144,18 @@ class CpuMeter:
             self._sample()
 
     def _sample(self) -> None:
-        stack = _children(os.getpid())
+        stack = children(os.getpid())
         while stack:
             pid = stack.pop()
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                fields = stat_fields(pid)
             except OSError:
                 continue
             self.seen[pid] = max(
-                self.seen.get(pid, 0.0), (int(fields[11]) + int(fields[12])) / TICK
+                self.seen.get(pid, 0.0),
+                (int(fields[USER_TICKS]) + int(fields[SYSTEM_TICKS])) / TICK,
             )
-            stack += _children(pid)
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        threads = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return found
-    for thread in threads:
-        try:
-            found += [int(c) for c in (thread / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
+            stack += children(pid)
 
 
 def run_baseline(

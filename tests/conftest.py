@@ -30,6 +30,7 @@ from supervisor.devstack.topics import create_topic, produce
 from supervisor.settings import Settings
 from supervisor.testkit.service import RunningService
 from tasks.jars import kafka_broker_bundle, kafka_tools_bundle, resolve, spark_kafka_bundle
+from tasks.procfs import ancestors
 from tests.stack_workers import *  # noqa: F403 (the hooks that share the stack's tests out)
 
 _db_counter = itertools.count()
@@ -241,14 +242,7 @@ def make_user(
 def _ancestors() -> set[int]:
     """This process and those above it (`timeout 900 pytest --basetemp=...` names the base
     too, and is no straggler)."""
-    found, pid = set(), os.getpid()
-    while pid > 1 and pid not in found:
-        found.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            break
-    return found
+    return ancestors(os.getpid())
 
 
 def _outliving(base: Path) -> list[tuple[int, str]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from tasks.procfs import running
 from tasks.protocol import TaskReport
 
 log = logging.getLogger(__name__)
@@ -32,12 +33,10 @@ def process_alive(pid: int, marker: bytes) -> bool:
     """Whether `pid` still runs (not a zombie) with `marker` in its command line (not a pid
     reused by another program)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X") and marker in cmdline
+    return marker in cmdline and running(pid)
 
 
 def write_private(path: Path, text: str) -> None:

@@ -24,37 +24,10 @@ import logging
 import os
 from pathlib import Path
 
+from tasks.procfs import process_tree, threads
+
 log = logging.getLogger(__name__)
 PUBLISHING_NICENESS = 10  # added to the task's nice value (19 at most)
-
-
-def _threads(pid: int) -> list[int]:
-    try:
-        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return []
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for tid in _threads(pid):
-        try:
-            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
-def process_tree(pid: int) -> list[int]:
-    """The process and all its descendants, parents first."""
-    tree, queue = [], [pid]
-    while queue:
-        current = queue.pop(0)
-        if current in tree:
-            continue
-        tree.append(current)
-        queue += _children(current)
-    return tree
 
 
 def _autogroup_nice(by: int) -> bool:
@@ -79,7 +52,7 @@ def step_back(by: int = PUBLISHING_NICENESS) -> int:
         log.info("autogroup nice value raised by %s", by)
     changed = 0
     for pid in process_tree(os.getpid()):
-        for tid in _threads(pid):
+        for tid in threads(pid):
             try:
                 nice = os.getpriority(os.PRIO_PROCESS, tid)
                 os.setpriority(os.PRIO_PROCESS, tid, min(19, nice + by))

@@ -10,6 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
+from tasks.procfs import STATE, stat_fields
+
 PREFIX = "sluicegate-scratch-"
 
 
@@ -20,9 +22,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    stat = Path(f"/proc/{pid}/stat")
     try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        return stat_fields(pid)[STATE] not in ("Z", "X")
     except OSError:
         return True
 

@@ -23,6 +23,7 @@ from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic, produce
 from supervisor.testkit.service import RunningService, db_rows, overlord_with_tasks
 from supervisor.testkit.waits import wait_for
+from tasks import procfs
 from tasks.protocol import TOKEN_HEADER
 
 BASE = "/druid/indexer/v1/supervisor"
@@ -83,18 +84,6 @@ def app_pid(service: RunningService) -> int:
     return int(saved["pid"])
 
 
-def processes(marker: bytes) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def handoff(api: httpx.Client, ds: str) -> None:
     answer = api.post(f"{BASE}/{ds}/taskGroups/handoff", json={"taskGroupIds": [0]})
     assert answer.is_success, answer.text
@@ -136,8 +125,8 @@ def test_tasks_share_one_application_fail_alone_and_publish_exactly_once(
 
         # one application: one process, one port, every chat API on it
         pid = app_pid(service)
-        assert processes(b"tasks.host_app") == [pid]
-        assert processes(b"-m\x00tasks\x00") == []  # no task process of its own
+        assert procfs.with_marker(b"tasks.host_app") == [pid]
+        assert procfs.with_marker(b"-m\x00tasks\x00") == []  # no task process of its own
         running = [*tasks_of(service, "good"), *tasks_of(service, "other")]
         assert {t.location_port for t in running} == {running[0].location_port}
         assert all(chat_status(t) == 200 for t in running)
@@ -193,7 +182,7 @@ def test_tasks_share_one_application_fail_alone_and_publish_exactly_once(
         wait_for(lambda: published_rows(service, "other") == 35, 300, "other's 35 rows")
         assert published_rows(service, "good") == 100
         assert published_rows(service, "bad") == 0
-    assert processes(b"tasks.host_app") == []  # gone with the service (kill_tasks_on_exit)
+    assert procfs.with_marker(b"tasks.host_app") == []  # gone with the service (kill_tasks_on_exit)
 
 
 def _read(rows: list[Any]) -> list[int]:
@@ -255,13 +244,12 @@ def test_the_application_starts_with_the_first_supervisor_and_an_idle_one_stops_
 
 def _java_child(parent: int) -> int | None:
     """The JVM `parent` started (spark-submit's script becomes it once it has its command)."""
-    for pid in processes(b"org.apache.spark.deploy.SparkSubmit"):
+    for pid in procfs.with_marker(b"org.apache.spark.deploy.SparkSubmit"):
         try:
-            stat = (Path("/proc") / str(pid) / "stat").read_text()
             program = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0]
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and program.endswith(b"java"):
+        if procfs.parent(pid) == parent and program.endswith(b"java"):
             return pid
     return None
 

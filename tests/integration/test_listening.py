@@ -17,6 +17,7 @@ from supervisor.testkit.hosts import task_host
 from supervisor.testkit.overlord import Overlord
 from supervisor.testkit.service import BASE
 from supervisor.testkit.waits import wait_for
+from tasks.procfs import process_tree
 from tests.conftest import words_spec, words_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -25,20 +26,7 @@ LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 
 def descendants(root: int) -> set[int]:
     """`root` and every process under it (by parent pid)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields[1])
-    found, grew = {root}, True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in found} - found
-        found |= more
-        grew = bool(more)
-    return found
+    return set(process_tree(root))
 
 
 def listening(pids: set[int]) -> list[tuple[str, str, int]]:
