@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     # How long the row of a task host not heard from is kept (one that left, or came back on
     # another port); a disabled host's row stays, so that its disabling outlives its absence.
     worker_retention: str = "P1D"
+    # The shared task host application's log (<work>/host-app/app.log: its own lines, Spark's
+    # and the JVM's) is cut past this many MiB, its lines moved to app.log.1 (the one before
+    # dropped): at most twice this on disk, however long the application lives.
+    app_log_max_mb: int = Field(default=64, ge=1, le=1024 * 1024)
     # How often the leader deletes what is past those retentions (and work directories).
     janitor_period_s: float = Field(default=300.0, ge=1.0, le=86400)
     # Kill running task processes when the service stops (tests); by default they keep running.

@@ -15,6 +15,7 @@ from tasks.procfs import running
 from tasks.protocol import TaskReport
 
 log = logging.getLogger(__name__)
+APP_DIR, APP_LOG = "host-app", "app.log"  # the shared application's folder in <work>, its log
 
 
 def read_report(work: Path) -> TaskReport | None:
@@ -37,6 +38,33 @@ def process_alive(pid: int, marker: bytes) -> bool:
     except OSError:
         return False
     return marker in cmdline and running(pid)
+
+
+def cap_log(path: Path, max_bytes: int) -> bool:
+    """Whether `path`, a log past `max_bytes`, was cut: its lines copied to `<path>.1` (made
+    anew, its owner's only), then the file emptied in place. Its writer appends (O_APPEND), so
+    its next line lands at the new start; one written between the copy's last read and the
+    cut is lost, as with logrotate's copytruncate."""
+    import shutil
+
+    kept = path.with_name(path.name + ".1")
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+        kept.unlink(missing_ok=True)
+        descriptor = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with path.open("r+b") as source, os.fdopen(descriptor, "wb") as copy:
+            shutil.copyfileobj(source, copy, 1 << 20)
+            source.truncate(0)
+    except OSError as exc:
+        log.warning("log %s not cut: %s", path, exc)
+        return False
+    return True
+
+
+def cap_app_log(work_dir: Path, max_mb: int) -> bool:
+    """`cap_log` on the shared task host application's log under `work_dir`."""
+    return cap_log(work_dir / APP_DIR / APP_LOG, max_mb * 2**20)
 
 
 def write_private(path: Path, text: str) -> None:

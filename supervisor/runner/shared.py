@@ -26,7 +26,7 @@ from pathlib import Path
 
 from supervisor.clients.host_app_api import HostApp, HostAppClient
 from supervisor.net import free_port
-from supervisor.runner.files import process_alive, read_report, write_private
+from supervisor.runner.files import APP_DIR, APP_LOG, process_alive, read_report, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.runner.spawn import runtime_args, spawn
 from supervisor.settings import Settings
@@ -58,7 +58,7 @@ class SharedAppRunner:
     def __init__(self, settings: Settings, host: str = HOST) -> None:
         self.settings = settings
         self.host = host  # where the application serves the tasks' chat API
-        self.dir = (settings.work_dir / "host-app").resolve()
+        self.dir = (settings.work_dir / APP_DIR).resolve()
         self.tasks_dir = (settings.work_dir / "tasks").resolve()
         self.lock = threading.Lock()  # the fields below; never held across a call or a start
         self.start_lock = threading.Lock()  # one start of the application at a time
@@ -114,7 +114,7 @@ class SharedAppRunner:
         args = runtime_args(settings, self.host, port, self.dir / "token")
         command = [sys.executable, "-m", "tasks.host_app", *args.argv()]
         command += ["--tasks-dir", str(self.tasks_dir)]
-        self.child = spawn(command, self.dir, self.dir / "app.log")
+        self.child = spawn(command, self.dir, self.dir / APP_LOG)
         app = HostApp(self.child.pid, port, settings.scheme, token)
         write_private(
             self.dir / "app.json",
@@ -134,7 +134,7 @@ class SharedAppRunner:
                 if self.child is not None and self.child.poll() is not None:
                     raise OSError(
                         f"the task host application exited ({self.child.returncode}); "
-                        f"see {self.dir / 'app.log'}"
+                        f"see {self.dir / APP_LOG}"
                     ) from None
                 if time.monotonic() > deadline:
                     raise

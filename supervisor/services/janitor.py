@@ -3,7 +3,8 @@
 `SLUICEGATE_AUDIT_RETENTION` (P90D, Druid's druid.coordinator.kill.audit), ended task rows
 past `SLUICEGATE_TASK_RETENTION` (P7D) with their work directories (logs, reports, payloads)
 on this host (a task host's agent prunes its own by the same setting), and the rows of task
-hosts not heard from for `SLUICEGATE_WORKER_RETENTION` (P1D; a disabled host's row stays). Spec
+hosts not heard from for `SLUICEGATE_WORKER_RETENTION` (P1D; a disabled host's row stays); the
+shared task host application's log is cut past `SLUICEGATE_APP_LOG_MAX_MB` (64). Spec
 history stays, as Druid keeps it. On SQLite each run also cuts the DB's free pages (what
 deletes, its own and kills', left) from the file."""
 
@@ -20,7 +21,7 @@ from supervisor.db.retention import MetadataRetention
 from supervisor.loop import Loop
 from supervisor.model.fence import Fence
 from supervisor.model.retention import minus
-from supervisor.runner.files import prune_work_dirs
+from supervisor.runner.files import cap_app_log, prune_work_dirs
 from supervisor.runner.protocol import Runner
 from supervisor.settings import Settings
 from tasks.protocol import TaskStatusCode
@@ -76,6 +77,7 @@ class Janitor(Loop):
             lambda task_id: task_id in running or self.runner.is_running(task_id),
         )
         done["workDirectories"] = len(pruned)
+        done["logsCut"] = int(cap_app_log(settings.work_dir, settings.app_log_max_mb))
         if any(done.values()):
             log.info("past their retention, deleted: %s; DB pages given back: %d", done, freed)
         return done

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from supervisor.model.retention import minus
 from supervisor.runner import HostRunner, host_runner
-from supervisor.runner.files import prune_work_dirs, write_private
+from supervisor.runner.files import cap_app_log, prune_work_dirs, write_private
 from supervisor.runner.protocol import Exited, Launched
 from supervisor.schemas.worker import Heartbeat, HeartbeatAnswer, WorkerExit, WorkerState
 from supervisor.settings import Settings
@@ -174,12 +174,15 @@ class WorkerAgent:
                 self.last_error = exc.message
 
     def _prune(self, runner: HostRunner) -> None:
-        """Work directories of tasks that ended over SLUICEGATE_TASK_RETENTION ago."""
+        """Work directories of tasks that ended over SLUICEGATE_TASK_RETENTION ago, and the
+        application's log cut past SLUICEGATE_APP_LOG_MAX_MB."""
         now = datetime.now(UTC)
         cutoff = minus(now, parse_period(self.settings.task_retention)).timestamp()
         pruned = prune_work_dirs(self.settings.work_dir / "tasks", cutoff, runner.is_running)
         if pruned:
             log.info("deleted the work directories of %d tasks ended long ago", len(pruned))
+        if cap_app_log(self.settings.work_dir, self.settings.app_log_max_mb):
+            log.info("the task host application's log was cut (its lines in app.log.1)")
 
     # ---- the tasks -------------------------------------------------------------------------
 

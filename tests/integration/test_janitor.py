@@ -128,6 +128,7 @@ def test_rows_and_directories_past_their_retention_go_the_rest_stays(settings: S
         "tasks": 2,
         "workers": 1,
         "workDirectories": 3,
+        "logsCut": 0,
     }
     with sessions() as session:
         assert sorted(session.scalars(select(IntentRow.id))) == [2, 3]
@@ -145,6 +146,7 @@ def test_rows_and_directories_past_their_retention_go_the_rest_stays(settings: S
         "tasks": 0,
         "workers": 0,
         "workDirectories": 0,
+        "logsCut": 0,
     }
     engine.dispose()
 
@@ -181,3 +183,59 @@ def test_the_pages_pruned_rows_held_leave_the_sqlite_file(settings: Settings) ->
         assert list(session.scalars(select(TaskRow.id))) == ["running"]
     engine.dispose()
     assert Path(settings.metadata_url.removeprefix("sqlite:///")).stat().st_size < before * 4096
+
+
+def test_the_application_log_past_its_cap_is_cut_while_its_writer_appends(
+    settings: Settings,
+) -> None:
+    """A real process appending to the log as the shared application does (spawn's O_APPEND):
+    past the cap the janitor moves its lines to app.log.1 and empties the file in place, and the
+    writer's next lines start the file afresh, with no hole of zeros where the old ones were."""
+    import sys
+
+    from supervisor.runner.files import APP_DIR, APP_LOG
+    from supervisor.runner.spawn import spawn
+
+    settings.app_log_max_mb = 1
+    folder = settings.work_dir / APP_DIR
+    folder.mkdir(parents=True)
+    log, go_on = folder / APP_LOG, folder / "go-on"
+    writer = (
+        "import os, sys, time\n"
+        "n = 0\n"
+        "def lines(count):\n"
+        "    global n\n"
+        "    for _ in range(count):\n"
+        "        sys.stdout.write(f'line {n:08d} ' + 'x' * 100 + chr(10)); n += 1\n"
+        "    sys.stdout.flush()\n"
+        "lines(12000)\n"  # ~1.4 MB, past the 1 MiB cap
+        f"while not os.path.exists({str(go_on)!r}): time.sleep(0.01)\n"
+        "lines(10)\n"
+    )
+    engine = make_engine(settings.metadata_url)
+    migrate(engine)
+    janitor = Janitor(
+        session_factory(engine), LocalProcessRunner(settings), Unfenced(), lambda: NOW, settings
+    )
+    child = spawn([sys.executable, "-c", writer], folder, log)
+    try:
+        deadline = time.monotonic() + 30
+        while (not log.exists() or log.stat().st_size < 12000 * 114) and child.poll() is None:
+            assert time.monotonic() < deadline, "the writer never wrote its lines"
+            time.sleep(0.05)
+        assert janitor.sweep()["logsCut"] == 1
+        assert log.stat().st_size == 0
+        kept = (folder / f"{APP_LOG}.1").read_text().splitlines()
+        assert len(kept) == 12000 and kept[0].startswith("line 00000000")
+        assert oct((folder / f"{APP_LOG}.1").stat().st_mode & 0o777) == "0o600"
+        go_on.touch()
+        assert child.wait(30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    after = log.read_bytes()
+    assert b"\0" not in after
+    assert after.splitlines()[0].startswith(b"line 00012000") and len(after.splitlines()) == 10
+    assert janitor.sweep()["logsCut"] == 0  # under the cap now
+    engine.dispose()
