@@ -23,9 +23,9 @@ from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.db.retention import CompactionConfigs, SegmentStates
 from supervisor.db.tasks import TaskRepository
 from supervisor.errors import NotLeading, Raced
-from supervisor.lake import append
+from supervisor.lake import append, rewrite
 from supervisor.lake.holdings import live_files
-from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake
+from supervisor.lake.tables import CATALOG, SUMMARY_SUPERVISOR, Lake, published
 from supervisor.model.compaction import parse_config
 from supervisor.model.fence import Unfenced
 from supervisor.runner.protocol import Exited, Launched
@@ -302,6 +302,38 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
         ended = session.get(TaskRow, task.id)
         assert ended is not None and ended.status == "SUCCESS"
         assert ended.report["replaced"] == task.inputs
+
+
+def test_a_replace_pyiceberg_refuses_gives_up_and_commits_nothing(
+    engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyiceberg checks that each file an overwrite deletes is live in its parent snapshot. When
+    it refuses a file the replace's own look found (the soak of 2026-12-03 saw it twice; here
+    that look is handed the manifests of a snapshot from before a drop), the replace gives up
+    as for a file that left (Replaced: the compaction's FAILED), not an unexpected error, and
+    the table is as it was."""
+    deep = tmp_path / "deep"
+    for start in range(0, 2 * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    sessions = session_factory(engine)
+    with sessions() as session:
+        paths = set(session.scalars(select(SegmentRow.path)))
+    catalog = SqlCatalog(CATALOG, uri=metadata_url)
+    both = catalog.load_table("druid.wiki")
+    with sessions() as session:
+        RetentionService(session, lake, utc_now()).mark_unused(
+            "wiki", Selection(ids=["wiki_0_0"]), None
+        )
+        session.commit()
+    dropped = catalog.load_table("druid.wiki").current_snapshot()
+    assert dropped != both.current_snapshot()
+    stale = append.manifests_of(both.io, both.current_snapshot())
+    monkeypatch.setattr(rewrite, "manifests_of", lambda io, snapshot: stale)
+    nothing = published("wiki", [], {"sluicegate.operation": "compact"})
+    with sessions() as session, pytest.raises(rewrite.Replaced, match="refused"):
+        rewrite.replace(lake, session, nothing, paths, {})
+    assert catalog.load_table("druid.wiki").current_snapshot() == dropped
 
 
 def test_a_kill_that_raced_a_mark_used_deletes_nothing(
