@@ -48,7 +48,7 @@ from supervisor.db.models import SegmentRow, TaskRow
 from supervisor.devstack.specs import supervisor_spec
 from supervisor.devstack.topics import create_topic
 from supervisor.testkit.waits import percentile
-from tasks.procfs import SESSION, stat_fields
+from tasks.procfs import SESSION, pids, stat_fields
 
 PUBLISHED_BOUND_S = 600.0  # a level whose supervisors have not all published by then fails
 
@@ -136,13 +136,11 @@ def sessions(stack: Stack, runtime: str) -> set[int]:
 def rss_mb(leaders: set[int]) -> float:
     """The resident memory of every process in those sessions."""
     total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in pids():
         try:
-            if int(stat_fields(int(entry.name))[SESSION]) not in leaders:
+            if int(stat_fields(pid)[SESSION]) not in leaders:
                 continue
-            for line in (entry / "status").read_text().splitlines():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
         except (OSError, ValueError, IndexError):

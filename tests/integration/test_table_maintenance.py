@@ -50,6 +50,13 @@ from tests.integration.test_iceberg_commits import ROWS, action, engine, lake, p
 __all__ = ["engine", "lake"]  # the fixtures, shared with the publish transaction's tests
 
 
+def _publish_wiki(engine: Engine, lake: Lake, deep: Path, files: int) -> None:
+    """`files` publishes to wiki's partition 0, of ROWS rows each (offsets from 0)."""
+    for start in range(0, files * ROWS, ROWS):
+        act = action(deep, 0, start)
+        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+
+
 def _duty(engine: Engine, lake: Lake, tmp_path: Path, **settings: object) -> MaintenanceDuty:
     values = {"deep_storage": tmp_path / "deep", "work_dir": tmp_path / "work", **settings}
     return MaintenanceDuty(session_factory(engine), lake, Unfenced(), utc_now, Settings(**values))
@@ -63,9 +70,7 @@ def test_old_snapshots_expire_and_unused_segments_are_killed_with_their_files(
     for start in range(0, 3 * ROWS, ROWS):
         act = action(deep, 1, start, supervisor="other")
         assert publish(engine, lake, act, f"o{start}").outcome is PublishOutcome.PUBLISHED
-    for start in range(0, 25 * ROWS, ROWS):
-        act = action(deep, 0, start)
-        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    _publish_wiki(engine, lake, deep, 25)
     catalog = SqlCatalog(CATALOG, uri=metadata_url)
     before = catalog.load_table("druid.wiki")
     lists = {
@@ -125,9 +130,7 @@ def test_orphan_files_go_once_old_and_nothing_named_is_touched(
     engine: Engine, lake: Lake, metadata_url: str, tmp_path: Path
 ) -> None:
     deep = tmp_path / "deep"
-    for start in range(0, 4 * ROWS, ROWS):
-        act = action(deep, 0, start)
-        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    _publish_wiki(engine, lake, deep, 4)
     with session_factory(engine)() as session:  # an unused segment's file: named by its row
         RetentionService(session, lake, utc_now()).mark_unused(
             "wiki", Selection(ids=["wiki_0_0"]), None
@@ -232,9 +235,7 @@ def test_a_compaction_replaces_its_files_or_commits_nothing(
     nothing; then its three files of at most 25 rows replace the six, its rows and metric sums
     those it replaced, and the commit asked again (its answer lost) is the same commit."""
     deep = tmp_path / "deep"
-    for start in range(0, 6 * ROWS, ROWS):
-        act = action(deep, 0, start)
-        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    _publish_wiki(engine, lake, deep, 6)
     sessions = session_factory(engine)
     config = parse_config(
         {
@@ -313,9 +314,7 @@ def test_a_replace_pyiceberg_refuses_gives_up_and_commits_nothing(
     as for a file that left (Replaced: the compaction's FAILED), not an unexpected error, and
     the table is as it was."""
     deep = tmp_path / "deep"
-    for start in range(0, 2 * ROWS, ROWS):
-        act = action(deep, 0, start)
-        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    _publish_wiki(engine, lake, deep, 2)
     sessions = session_factory(engine)
     with sessions() as session:
         paths = set(session.scalars(select(SegmentRow.path)))
@@ -342,9 +341,7 @@ def test_a_kill_that_raced_a_mark_used_deletes_nothing(
     """The kill read a segment as unused; a markUsed put it back in the table before the kill
     wrote: the kill is a retry (Raced), its row and its file stay, the table reads it."""
     deep = tmp_path / "deep"
-    for start in range(0, 2 * ROWS, ROWS):
-        act = action(deep, 0, start)
-        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    _publish_wiki(engine, lake, deep, 2)
     sessions = session_factory(engine)
     with sessions() as session:
         RetentionService(session, lake, utc_now()).mark_unused(
@@ -398,9 +395,7 @@ def test_an_interval_whose_compact_task_was_lost_is_compacted_after_a_short_back
     FIRST_BACKOFF_S, not ten minutes: with event days a minute apart, newer intervals would
     otherwise keep coming and the lost one would stay uncompacted until the drop rule."""
     deep = tmp_path / "deep"
-    for start in range(0, 3 * ROWS, ROWS):
-        act = action(deep, 0, start)
-        assert publish(engine, lake, act, f"w{start}").outcome is PublishOutcome.PUBLISHED
+    _publish_wiki(engine, lake, deep, 3)
     sessions = session_factory(engine)
     with sessions() as session:
         config = {"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"}
