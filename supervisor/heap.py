@@ -20,10 +20,15 @@ glibc both are no-ops.
 
 from __future__ import annotations
 
+import collections
 import functools
 import gc
+import inspect
 import logging
+import os
 import threading
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,26 +68,32 @@ def native(arenas: int, trim_every_s: float) -> threading.Event:
     return stop
 
 
-def report_every(every_s: float, top: int = 8) -> None:
+def report_every(every_s: float, top: int = 8, owners_every: int = 0) -> threading.Event:
     """Diagnostics: log the process's memory by where it is held (`held`) every `every_s`,
     and the `top` types whose live objects grew most in number since the first report (the
     objects the collector tracks, less those `settle` froze; counting them walks them all,
-    ~0.3 s for a million, which is why this is not on by default)."""
-    import time
-
+    ~0.3 s for a million, which is why this is not on by default); every `owners_every`th
+    report (0: never), what holds those types' objects (`log_owners`, in a forked copy of the
+    process). Set the event returned to stop."""
     log = logging.getLogger("supervisor.heap")
+    stop = threading.Event()
 
     def report() -> None:
         first: dict[str, int] | None = None
-        while True:
-            time.sleep(every_s)
+        reports = 0
+        while not stop.wait(every_s):
             counts = type_counts()
             first = counts if first is None else first
             log.warning(
                 "memory: %s; objects grown most: %s", held(), grown_types(first, counts, top)
             )
+            reports += 1
+            if owners_every and reports % owners_every == 0:
+                kinds = [name for name, _ in _grown(first, counts, top)]
+                _in_a_fork(functools.partial(log_owners, kinds)).join()
 
     threading.Thread(target=report, name="memory-report", daemon=True).start()
+    return stop
 
 
 def type_counts() -> dict[str, int]:
@@ -90,21 +101,110 @@ def type_counts() -> dict[str, int]:
     module and name."""
     counts: dict[str, int] = {}
     for item in gc.get_objects():
-        kind = type(item)
-        name = f"{kind.__module__}.{kind.__qualname__}"
+        name = _name(type(item))
         counts[name] = counts.get(name, 0) + 1
     return counts
 
 
-def grown_types(first: dict[str, int], now: dict[str, int], top: int) -> str:
-    """The `top` types whose count grew most from `first` to `now`, as `name +n (now)`."""
+def _grown(first: dict[str, int], now: dict[str, int], top: int) -> list[tuple[str, int]]:
+    """The `top` types whose count grew most from `first` to `now` (those that grew), with
+    their growth."""
     grown = sorted(
         ((count - first.get(name, 0), name) for name, count in now.items()), reverse=True
     )[:top]
-    return (
-        ", ".join(f"{name} {delta:+d} ({now[name]})" for delta, name in grown if delta > 0)
-        or "none"
-    )
+    return [(name, delta) for delta, name in grown if delta > 0]
+
+
+def grown_types(first: dict[str, int], now: dict[str, int], top: int) -> str:
+    """The `top` types whose count grew most from `first` to `now`, as `name +n (now)`."""
+    grown = _grown(first, now, top)
+    return ", ".join(f"{name} {delta:+d} ({now[name]})" for name, delta in grown) or "none"
+
+
+def _in_a_fork(work: Callable[[], None]) -> threading.Thread:
+    """Run `work` in a forked copy of the process, and reap it (the thread returned waits for
+    the copy): the copy has the objects as they were and no other thread, so a walk of them
+    all holds no lock of this process (its GIL is held for the fork alone, ~10 ms a few
+    hundred MB)."""
+    pid = os.fork()
+    if pid == 0:  # the copy: nothing of the process's own (its atexit, its buffers) runs
+        try:
+            work()
+        finally:
+            os._exit(0)
+    reaper = threading.Thread(target=os.waitpid, args=(pid, 0), name="owners-reap", daemon=True)
+    reaper.start()
+    return reaper
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset, collections.OrderedDict, collections.deque)
+
+
+def owners(kinds: list[str], sample: int = 200, depth: int = 12) -> dict[str, Counter[str]]:
+    """For each type in `kinds` (by module and name), what holds up to `sample` of its
+    objects: the shortest chain of referrers from a module or class, or from an object of
+    another type (each container's key or index on the way), counted by chain. Walks every
+    object the collector tracks, frozen ones too (so it unfreezes them): for a forked copy."""
+    gc.unfreeze()
+    everything = gc.get_objects()
+    held_by: dict[int, list[Any]] = {}
+    for holder in everything:
+        for held in gc.get_referents(holder):
+            held_by.setdefault(id(held), []).append(holder)
+    found: dict[str, Counter[str]] = {}
+    for kind in kinds:
+        chains: Counter[str] = Counter()
+        items = [item for item in everything if _name(type(item)) == kind][-sample:]
+        for item in items:
+            chains[_chain(item, held_by, depth)] += 1
+        found[kind] = chains
+    return found
+
+
+def _chain(item: Any, held_by: dict[int, list[Any]], depth: int) -> str:
+    """The shortest chain of holders of `item` up to one that is no container (breadth first,
+    at most `depth` steps), as `holder.attribute < container < ... < item's type`."""
+    # each step of the frontier: the object, what it holds on the way down, the chain's text
+    frontier: list[tuple[Any, Any, str]] = [(item, None, _name(type(item)))]
+    seen = {id(item)}
+    for _ in range(depth):
+        following = []
+        for current, below, text in frontier:
+            for holder in held_by.get(id(current), ()):
+                if id(holder) in seen or inspect.isframe(holder):
+                    continue
+                seen.add(id(holder))
+                if not isinstance(holder, _CONTAINERS):
+                    return f"{_name(type(holder))}{_attribute(holder, current, below)} < {text}"
+                following.append((holder, current, f"{_name(type(holder))} < {text}"))
+        if not following:
+            return f"(held by nothing tracked) {frontier[0][2]}"
+        frontier = following
+    return f"(deeper than {depth}) {frontier[0][2]}"
+
+
+def _attribute(holder: Any, held: Any, below: Any) -> str:
+    """The attribute of `holder` that is `held` (or that `held`, its `__dict__`, keeps
+    `below` under), as `.name`; nothing when none is."""
+    try:
+        attributes = vars(holder)
+    except TypeError:
+        return ""
+    wanted = below if attributes is held else held
+    name = next((key for key, value in attributes.items() if value is wanted), None)
+    return f".{name}" if isinstance(name, str) else ""
+
+
+def _name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def log_owners(kinds: list[str]) -> None:
+    """Log what holds objects of `kinds` (`owners`), by the chains most objects share."""
+    log = logging.getLogger("supervisor.heap")
+    for kind, chains in owners(kinds).items():
+        shown = "; ".join(f"{n}x {chain}" for chain, n in chains.most_common(4))
+        log.warning("held %s by: %s", kind, shown or "nothing")
 
 
 @functools.cache

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     # Diagnostics: every this many seconds `serve` logs its memory by where it is held (the C
     # allocator's, Python's, Arrow's; supervisor/heap.py `held`). None: off.
     memory_report_s: float | None = Field(default=None, ge=10.0)
+    # Diagnostics: every this many memory reports (0: never), what holds the objects of the
+    # types that grew most, found in a forked copy of `serve` (supervisor/heap.py `owners`).
+    memory_owners_every: int = Field(default=0, ge=0)
     # `serve`'s C allocator (glibc): at most this many malloc arenas (0: glibc's own limit,
     # eight a core), and the free pages of every arena given back every this many seconds (0:
     # never). Without both its resident memory creeps up for hours (supervisor/heap.py).

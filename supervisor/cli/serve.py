@@ -90,7 +90,7 @@ def serve(**options: Any) -> None:
     if settings.trace_allocations_s:
         heap.trace_allocations(settings.trace_allocations_s)
     if settings.memory_report_s:
-        heap.report_every(settings.memory_report_s)
+        heap.report_every(settings.memory_report_s, owners_every=settings.memory_owners_every)
     uvicorn.run(
         app,
         host=settings.host,

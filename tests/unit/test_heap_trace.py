@@ -4,6 +4,8 @@ the innermost of the project's own frames that led there."""
 from __future__ import annotations
 
 import json
+import logging
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -64,3 +66,68 @@ def test_the_types_whose_objects_grew_most_are_named_with_their_counts() -> None
     assert f"{name} +3000 ({now[name]})" in report.split(", ")
     assert heap.grown_types(now, now, 3) == "none"
     assert kept
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.cache: Lru[int, _Kept] = Lru(1000)
+
+
+HOLDER = Holder()
+
+
+def test_owners_name_the_chain_that_holds_objects_from_their_nearest_non_container() -> None:
+    for key in range(30):
+        HOLDER.cache.put(key, _Kept())
+    found = heap.owners([f"{__name__}._Kept"], sample=20)
+    (chains,) = found.values()
+    assert sum(chains.values()) == 20  # each sampled object's chain is counted
+    (chain,) = chains  # all of them by the same chain: the cache's entries, in an Lru
+    assert chain.startswith("supervisor.lru.Lru._entries < collections.OrderedDict <")
+    assert chain.endswith(f"< {__name__}._Kept")
+    HOLDER.cache = Lru(1000)
+    assert heap.owners([f"{__name__}._Kept"]) == {f"{__name__}._Kept": {}}
+
+
+def test_work_in_a_fork_sees_the_objects_writes_its_finding_and_is_reaped(tmp_path: Path) -> None:
+    for key in range(5):
+        HOLDER.cache.put(key, _Kept())
+    out = tmp_path / "owners.json"
+
+    def work() -> None:
+        found = heap.owners([f"{__name__}._Kept"])
+        partial = out.with_suffix(".part")
+        partial.write_text(json.dumps({kind: dict(chains) for kind, chains in found.items()}))
+        partial.rename(out)
+
+    reaper = heap._in_a_fork(work)
+    reaper.join(30)  # the copy ended and was waited for: no zombie left behind
+    assert not reaper.is_alive()
+    (chains,) = json.loads(out.read_text()).values()
+    assert sum(chains.values()) == 5
+    HOLDER.cache = Lru(1000)
+
+
+def test_every_nth_report_logs_what_holds_the_types_grown_most(tmp_path: Path) -> None:
+    log = tmp_path / "memory.log"
+    handler = logging.FileHandler(log)
+    logger = logging.getLogger("supervisor.heap")
+    logger.addHandler(handler)
+    stop = heap.report_every(0.2, top=5, owners_every=2)
+    try:
+        for key in range(10):  # objects that grow in number after the first report
+            for each in range(100):
+                HOLDER.cache.put(key * 100 + each, _Kept())
+            time.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while "held " not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        logger.removeHandler(handler)
+        HOLDER.cache = Lru(1000)
+    text = log.read_text()
+    assert "memory: " in text and "objects grown most: " in text
+    assert f"held {__name__}._Kept by: " in text
+    assert "supervisor.lru.Lru._entries < collections.OrderedDict <" in text
