@@ -158,7 +158,9 @@ class WorkerAgent:
         self.runner = runner
 
     def _beat(self) -> None:
-        pruned_at = time.monotonic()
+        # the first prune at once: a host killed more often than PRUNE_EVERY_S never pruned
+        # (a soak killing it every 5 minutes kept every task's directory)
+        pruned_at = time.monotonic() - PRUNE_EVERY_S
         while not self.stopping.wait(self.period):
             if time.monotonic() - pruned_at >= PRUNE_EVERY_S and self.runner is not None:
                 pruned_at = time.monotonic()

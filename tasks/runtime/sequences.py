@@ -29,7 +29,7 @@ from tasks.protocol import (
 from tasks.reading.engines.base import EngineName
 from tasks.reading.engines.choice import Engines
 from tasks.rows.pipeline import RowPlan
-from tasks.storage import Storage
+from tasks.storage import LOCAL, Storage
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class SequencePublisher:
         self.scope = scope  # entered by the worker thread (the task's job group, log context)
         self.plan = plan
         self.storage = storage
-        self.shared_persists = shared_persists  # persists in deep storage: deleted once published
+        self.shared_persists = shared_persists  # persists in deep storage (else local)
         self.publisher = publisher
         self.clock = clock
         self.sleep = sleep
@@ -165,9 +165,11 @@ class SequencePublisher:
             for segment in segments:  # a replica won: our copies are not needed
                 path = self.storage.fs_path(segment.path)
                 self.storage.delete_dir(path.rsplit("/", 1)[0])
-        if self.shared_persists:  # its persists: the segments hold their rows now
-            for persist in sequence.persists:
-                self.storage.delete_dir(persist)
+        # its persists, in deep storage or the task's work directory: the segments hold their
+        # rows now (local ones kept made a work directory ~260 KB a task until its retention)
+        persists = self.storage if self.shared_persists else LOCAL
+        for persist in sequence.persists:
+            persists.delete_dir(persist)
         log.info(
             "sequence %s published: %s segments (merge %.2f s, publish %.2f s)",
             sequence.index,

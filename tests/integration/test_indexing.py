@@ -445,7 +445,7 @@ def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     """A supervisor's task (no end yet) with min_batch_interval_s, as the shared application
     runs it, on a trickle of 10 records a second: its batches and its latest-offset requests
     follow the interval, not pollTimeout (100 ms); the end set later, every record is
-    published once."""
+    published once and the persists leave the work directory."""
     topic = f"quiet-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, topic, 1)
     total, seconds = 60, 6.0
@@ -482,6 +482,8 @@ def test_a_quiet_task_asks_kafka_about_once_a_batch_interval(
     # and again after it made two a second: 13 in 6.3 s)
     assert 2 <= steady <= elapsed + 2, (steady, elapsed)
     assert 2 <= persists <= elapsed + 1, (persists, elapsed)
+    # each sequence's persists went from the work directory once it was published
+    assert not [f for f in (tmp_path / "work").rglob("persists/*/*") if f.is_file()]
 
 
 def test_a_busy_task_reads_its_next_batch_at_once_despite_the_interval(

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from supervisor.worker.agent import HeartbeatRefused, Send, any_of
+from supervisor.settings import Settings
+from supervisor.worker.agent import HeartbeatRefused, Identity, Send, WorkerAgent, any_of
 
 
 class Overlord:
@@ -52,3 +56,41 @@ def test_refused_by_all_says_why_an_overlord_that_answered_refused() -> None:
     with pytest.raises(HeartbeatRefused) as raised:
         any_of(senders(a, b))({})
     assert raised.value.status_code is None
+
+
+class Runner:
+    def __init__(self, running: set[str]) -> None:
+        self.running = running
+
+    def is_running(self, task_id: str) -> bool:
+        return task_id in self.running
+
+
+def test_a_host_prunes_ended_tasks_directories_from_its_first_beats(tmp_path: Path) -> None:
+    """The first prune comes with the first heartbeats, not PRUNE_EVERY_S after the start: a
+    host killed more often than that kept every ended task's work directory."""
+    tasks = tmp_path / "tasks"
+    for task_id in ("ended", "running", "recent"):
+        (tasks / task_id).mkdir(parents=True)
+        (tasks / task_id / "task.log").write_text("...")
+    hour_ago = time.time() - 3600
+    for task_id in ("ended", "running"):
+        for path in (tasks / task_id / "task.log", tasks / task_id):
+            os.utime(path, (hour_ago, hour_ago))
+    settings = Settings(work_dir=tmp_path, task_retention="PT10M")
+    refusing = Overlord("gone")
+    refusing.refusal = HeartbeatRefused("cannot reach the service", None)
+    agent = WorkerAgent(Identity("127.0.0.1", 1, "http", 1, "0"), settings, refusing.send)
+    agent.runner = Runner({"running"})  # type: ignore[assignment]
+    agent.period = 0.05
+    agent.start()
+    try:
+        deadline = time.monotonic() + 10
+        while (tasks / "ended").exists():
+            assert time.monotonic() < deadline, "not pruned within the first beats"
+            time.sleep(0.05)
+    finally:
+        agent.stopping.set()
+        agent.thread.join(10)
+    assert sorted(p.name for p in tasks.iterdir()) == ["recent", "running"]
+    assert refusing.calls >= 1  # the heartbeats went on, refused
