@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from tasks.host_protocol import API, Assigned, Assignment, Forgotten, HostedTask, HostTasks, Killed
 from tasks.protocol import TOKEN_HEADER
+from tasks.tls import client_context
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,7 +30,7 @@ class HostApp:
 class HostAppClient:
     def __init__(self, host: str, timeout: float = 10.0) -> None:
         self.host = host  # where the applications serve
-        self.http = httpx.Client(timeout=timeout)
+        self.http = httpx.Client(timeout=timeout, verify=client_context())
 
     def _call(self, app: HostApp, method: str, path: str, answer: type[M], **kwargs: Any) -> M:
         url = f"{app.scheme}://{self.host}:{app.port}{API}{path}"

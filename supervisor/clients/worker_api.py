@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from supervisor.schemas.worker import Placement, ShutdownAnswer, WorkerState
 from tasks.protocol import AnyTask, TaskReport
+from tasks.tls import client_context
 
 TIMEOUT_S = 5.0
 M = TypeVar("M", bound=BaseModel)
@@ -43,6 +44,7 @@ class WorkerClient:
             headers={"Authorization": f"Bearer {row.token}"},
             timeout=TIMEOUT_S,
             transport=transport,
+            verify=client_context(),
         )
 
     def close(self) -> None:

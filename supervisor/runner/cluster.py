@@ -300,7 +300,20 @@ class ClusterRunner:
                 self._kill_strays(row, strays)
         if hosts:
             self.local.release()  # an application started before the hosts came, left idle
+        self._forget(known)
         self.synced = began
+
+    def _forget(self, known: set[str]) -> None:
+        """What is kept of hosts no longer registered (silent FORGOTTEN_S, or a host that
+        restarted on another port): dropped, so a host that comes and goes every few minutes
+        leaves nothing behind. A client another thread still holds is collected after it."""
+        with self.lock:
+            for host in set(self.clients) - known:
+                del self.clients[host]
+            for host in set(self.synced_at) - known:
+                del self.synced_at[host]
+            for host in set(self.running) - known:
+                del self.running[host]
 
     def _lost(self, host: str, task_ids: list[str]) -> None:
         if not task_ids:

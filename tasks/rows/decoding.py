@@ -51,6 +51,8 @@ class Registry:
     ) -> None:
         import httpx
 
+        from tasks.tls import client_context
+
         self.urls = [u.rstrip("/") for u in urls]
         config = config or {}
         auth = None
@@ -59,7 +61,9 @@ class Registry:
             user, _, password = user_info.partition(":")
             auth = httpx.BasicAuth(user, password)
         plain_headers = {str(k): str(v) for k, v in (headers or {}).items() if isinstance(v, str)}
-        self.client = httpx.Client(timeout=REGISTRY_TIMEOUT_S, auth=auth, headers=plain_headers)
+        self.client = httpx.Client(
+            timeout=REGISTRY_TIMEOUT_S, auth=auth, headers=plain_headers, verify=client_context()
+        )
         self.capacity = max(1, min(capacity, SCHEMAS_KEPT))
         self.kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.lock = threading.Lock()

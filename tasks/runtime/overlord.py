@@ -17,10 +17,9 @@ from tasks.protocol import (
     SequenceNumbers,
     TaskActionRequest,
 )
+from tasks.tls import client_context
 
-# httpx's default TLS context, built once: each client builds its own otherwise (~20 ms of
-# loading CA certificates), and a successor builds its client while its group waits.
-TLS = httpx.create_ssl_context()
+client_context()  # built at import, not while a successor's group waits for its client
 log = logging.getLogger(__name__)
 
 
@@ -35,7 +34,7 @@ class OverlordClient:
             base_url=url.rstrip("/"),
             timeout=timeout,
             headers={TOKEN_HEADER: token},
-            verify=TLS,
+            verify=client_context(),
             follow_redirects=True,
         )
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from supervisor.clients import worker_api
 from supervisor.db.models import TaskRow, WorkerRow
-from supervisor.runner.cluster import ClusterRunner
+from supervisor.runner.cluster import FORGOTTEN_S, ClusterRunner
 from supervisor.runner.local import LocalProcessRunner
 from supervisor.settings import Settings
 from tests.specs import task
@@ -323,3 +323,26 @@ def test_a_sync_during_an_assignment_does_not_take_the_task_for_gone(cluster: Cl
     cluster.runner.synced = 0
     assert cluster.runner.exited() == [] and cluster.runner.is_running("t1")
     assert a.shutdowns == []
+
+
+def test_a_host_restarted_on_another_port_leaves_no_client_behind(cluster: Cluster) -> None:
+    cluster.add("a:1", 4)
+    cluster.launch("t1")
+    cluster.runner.synced = 0
+    cluster.runner.exited()
+    assert set(cluster.runner.clients) == {"a:1"}
+    # the host is killed and comes back on another port; the old row falls silent for good
+    cluster.add("a:2", 4)
+    cluster.hosts["a:1"].fail = True
+    cluster.now = NOW + timedelta(seconds=FORGOTTEN_S + 1)
+    with cluster.sessions() as session:
+        row = session.get(WorkerRow, "a:2")
+        assert row is not None
+        row.heartbeat_at = cluster.now
+        session.commit()
+    cluster.runner.synced = 0
+    [lost] = cluster.runner.exited()
+    assert lost.task_id == "t1"
+    assert set(cluster.runner.clients) == {"a:2"}
+    assert set(cluster.runner.synced_at) == {"a:2"}
+    assert set(cluster.runner.running) == {"a:2"}
