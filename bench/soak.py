@@ -190,6 +190,7 @@ class Run:
             "SLUICEGATE_ORPHAN_FILE_AGE": "PT5M",  # well past a publish's staging
             "SLUICEGATE_TASK_RETENTION": "PT5M",
             "SLUICEGATE_INTENT_RETENTION": "PT5M",
+            "SLUICEGATE_WORKER_RETENTION": "PT5M",  # a host killed leaves its row; a new one comes
             "SLUICEGATE_JANITOR_PERIOD_S": "60",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
             # the overlord logs its memory by allocator every minute (overlord.log)
