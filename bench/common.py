@@ -120,3 +120,19 @@ def write_results(name: str, results: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(results, indent=2) + "\n")
     return path
+
+
+def stop_on_sigterm() -> None:
+    """A SIGTERM raises SystemExit(143) in the main thread, so the benchmark's `finally`
+    blocks and context managers stop the broker, services and hosts it started (by default
+    SIGTERM ends Python at once and leaves them all running). From the main thread only."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def unwind(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)

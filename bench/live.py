@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import select  # noqa: E402
 
+from bench.common import stop_on_sigterm  # noqa: E402
 from bench.common import write_results as write_results  # noqa: E402
 from supervisor.db.models import TaskRow  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
@@ -134,7 +135,8 @@ def _running(root: Path, broker: LocalKafka | None, **settings: Any) -> Iterator
 @contextmanager
 def workspace(prefix: str, keep: str | None) -> Iterator[Path]:
     """A temporary directory for one run; kept (and named) under `keep` when given (created if
-    missing)."""
+    missing). A SIGTERM to the benchmark unwinds it like Ctrl-C, so what it started stops."""
+    stop_on_sigterm()
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=keep))

@@ -191,6 +191,8 @@ class Run:
             "SLUICEGATE_TASK_RETENTION": "PT5M",
             "SLUICEGATE_INTENT_RETENTION": "PT5M",
             "SLUICEGATE_WORKER_RETENTION": "PT5M",  # a host killed leaves its row; a new one comes
+            # the host application's log is cut at 1 MiB, not 64 (full after ~15 hours here)
+            "SLUICEGATE_APP_LOG_MAX_MB": "1",
             "SLUICEGATE_JANITOR_PERIOD_S": "60",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
             # the overlord logs its memory by allocator every minute (overlord.log)
