@@ -295,6 +295,13 @@ def held() -> str:
         parts.append(f"malloc in use {info[0] / 2**20:.1f} MiB, free {info[1] / 2**20:.1f} MiB")
         parts.append(f"mmapped {info[2] / 2**20:.1f} MiB")
     parts.append(f"python blocks {sys.getallocatedblocks()}")
+    arenas = python_arenas()
+    if arenas:
+        parts.append(
+            f"python arenas {arenas['arenas']} ({arenas['arena_bytes'] / 2**20:.1f} MiB: blocks"
+            f" {arenas['allocated'] / 2**20:.1f}, free in pools {arenas['available'] / 2**20:.1f},"
+            f" unused pools {arenas['unused_pools'] / 2**20:.1f}; highwater {arenas['highwater']})"
+        )
     pool = pyarrow.default_memory_pool()
     parts.append(f"arrow {pool.backend_name} {pyarrow.total_allocated_bytes() / 2**20:.1f} MiB")
     sqlite = _sqlite()
@@ -313,6 +320,55 @@ def held() -> str:
         rss = next((line.split()[1] for line in status if line.startswith("VmRSS")), "0")
     parts.append(f"rss {int(rss) / 1024:.0f} MiB, {threading.active_count()} threads")
     return "; ".join(parts)
+
+
+_ARENA_FIGURES = {
+    "# arenas allocated current": "arenas",
+    "# arenas highwater mark": "highwater",
+    "# bytes in allocated blocks": "allocated",
+    "# bytes in available blocks": "available",
+}
+
+
+def python_arenas() -> dict[str, int]:
+    """Python's own allocator's figures (`sys._debugmallocstats`, which writes to C's stderr,
+    read in a forked copy of the process so that this one's stderr is untouched): its arenas
+    now and at most, their bytes, and of those the bytes in blocks in use, in free blocks of
+    pools in use, and in pools unused (an arena is given back only once all its pools are).
+    Empty where it cannot be read."""
+    import sys
+
+    try:
+        read, write = os.pipe()
+    except OSError:
+        return {}
+    pid = os.fork()
+    if pid == 0:  # the copy: its stderr is the pipe; nothing of the process's own runs
+        try:
+            os.close(read)
+            os.dup2(write, 2)
+            sys._debugmallocstats()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, errors="replace") as stats:
+        text = stats.read()
+    os.waitpid(pid, 0)
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        name, value = name.strip(), value.strip().replace(",", "")
+        if not value.isdigit():
+            continue
+        if name in _ARENA_FIGURES:
+            found[_ARENA_FIGURES[name]] = int(value)
+        elif "bytes/arena" in name:
+            found["arena_bytes"] = int(value)
+        elif "unused pools" in name:
+            found["unused_pools"] = int(value)
+    found.setdefault("unused_pools", 0)
+    keys = ("arenas", "highwater", "allocated", "available", "arena_bytes")
+    return found if all(k in found for k in keys) else {}
 
 
 HEAP_ALIGN = 64 * 2**20  # glibc's threads' arenas are heaps aligned to their maximum size

@@ -178,3 +178,17 @@ def test_anonymous_memory_is_told_apart_by_the_shape_of_its_mapping(tmp_path: Pa
     }
     assert heap.anonymous_by_kind(str(tmp_path / "absent")) == {}
     assert "anonymous brk" in heap.held()  # this process's own, in the report
+
+
+def test_pythons_arenas_are_read_from_a_forked_copy_and_count_what_is_allocated() -> None:
+    before = heap.python_arenas()
+    small = [{"n": n} for n in range(100_000)]  # ~20 MB of small blocks: Python's arenas
+
+    after = heap.python_arenas()
+
+    assert before and after
+    assert after["arena_bytes"] >= after["allocated"] + after["available"]
+    assert after["allocated"] - before["allocated"] >= 10 * 2**20
+    assert after["highwater"] >= after["arenas"] > before["arenas"]
+    assert "python arenas" in heap.held()
+    assert len(small) == 100_000
