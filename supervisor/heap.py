@@ -32,7 +32,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from supervisor.memmaps import HEAP_ALIGN as HEAP_ALIGN
 from supervisor.memmaps import anonymous_by_kind, python_arenas
 
 _ROOT = str(Path(__file__).resolve().parent.parent) + "/"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import heap
+from supervisor import heap, memmaps
 
 
 @pytest.fixture
@@ -155,11 +155,11 @@ def test_anonymous_memory_is_told_apart_by_the_shape_of_its_mapping(tmp_path: Pa
     import resource
 
     stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
-    arena = heap.HEAP_ALIGN * 3
+    arena = memmaps.HEAP_ALIGN * 3
     maps = [
         ("55f27498f000-55f274ab6000 rw-p 00000000 00:00 0 [heap]", 1120),
         (f"{arena:x}-{arena + 135168:x} rw-p 00000000 00:00 0", 132),
-        (f"{arena + 135168:x}-{arena + heap.HEAP_ALIGN:x} ---p 00000000 00:00 0", 0),
+        (f"{arena + 135168:x}-{arena + memmaps.HEAP_ALIGN:x} ---p 00000000 00:00 0", 0),
         (f"7f4a76fff000-{0x7F4A76FFF000 + stack:x} rw-p 00000000 00:00 0", 48),
         ("7f4a7ce3e000-7f4a7d13e000 rw-p 00000000 00:00 0", 2420),
         ("7f4a7d844000-7f4a7d978000 rw-p 0034f000 08:01 42 /usr/lib/libpython3.11.so", 1232),
@@ -167,7 +167,7 @@ def test_anonymous_memory_is_told_apart_by_the_shape_of_its_mapping(tmp_path: Pa
     text = "".join(f"{head}\nRss: {kb} kB\nAnonymous: {kb} kB\nSwap: 0 kB\n" for head, kb in maps)
     (tmp_path / "smaps").write_text(text)
 
-    found = heap.anonymous_by_kind(str(tmp_path / "smaps"))
+    found = memmaps.anonymous_by_kind(str(tmp_path / "smaps"))
 
     assert {k: v // 1024 for k, v in found.items()} == {
         "brk": 1120,
@@ -176,15 +176,15 @@ def test_anonymous_memory_is_told_apart_by_the_shape_of_its_mapping(tmp_path: Pa
         "libraries": 1232,
         "other": 2420,
     }
-    assert heap.anonymous_by_kind(str(tmp_path / "absent")) == {}
+    assert memmaps.anonymous_by_kind(str(tmp_path / "absent")) == {}
     assert "anonymous brk" in heap.held()  # this process's own, in the report
 
 
 def test_pythons_arenas_are_read_from_a_forked_copy_and_count_what_is_allocated() -> None:
-    before = heap.python_arenas()
+    before = memmaps.python_arenas()
     small = [{"n": n} for n in range(100_000)]  # ~20 MB of small blocks: Python's arenas
 
-    after = heap.python_arenas()
+    after = memmaps.python_arenas()
 
     assert before and after
     assert after["arena_bytes"] >= after["allocated"] + after["available"]
