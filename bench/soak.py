@@ -195,8 +195,10 @@ class Run:
             "SLUICEGATE_APP_LOG_MAX_MB": "1",
             "SLUICEGATE_JANITOR_PERIOD_S": "60",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
-            # the overlord logs its memory by allocator every minute (overlord.log)
+            # the overlord logs its memory by allocator every minute (overlord.log), and what
+            # holds the objects that grew most every ten
             "SLUICEGATE_MEMORY_REPORT_S": "60",
+            "SLUICEGATE_MEMORY_OWNERS_EVERY": "10",
         }
         if args.trace_allocations:  # the overlord logs where its memory grew (overlord.log)
             self.env["SLUICEGATE_TRACE_ALLOCATIONS_S"] = str(args.trace_allocations)

@@ -32,7 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from supervisor.memmaps import anonymous_by_kind, python_arenas
+import pydantic
+
+from supervisor.memmaps import anonymous_by_kind, garbage, in_a_fork, python_arenas
 
 _ROOT = str(Path(__file__).resolve().parent.parent) + "/"
 _PROJECT = tuple(_ROOT + part + "/" for part in ("supervisor", "tasks"))
@@ -124,22 +126,23 @@ def grown_types(first: dict[str, int], now: dict[str, int], top: int) -> str:
 
 
 def _in_a_fork(work: Callable[[], None]) -> threading.Thread:
-    """Run `work` in a forked copy of the process, and reap it (the thread returned waits for
-    the copy): the copy has the objects as they were and no other thread, so a walk of them
-    all holds no lock of this process (its GIL is held for the fork alone, ~10 ms a few
-    hundred MB)."""
-    pid = os.fork()
-    if pid == 0:  # the copy: nothing of the process's own (its atexit, its buffers) runs
-        try:
-            work()
-        finally:
-            os._exit(0)
+    """Run `work` in a forked copy of the process (`memmaps.in_a_fork`), and reap it: the
+    thread returned waits for the copy."""
+    pid = in_a_fork(work)
     reaper = threading.Thread(target=os.waitpid, args=(pid, 0), name="owners-reap", daemon=True)
     reaper.start()
     return reaper
 
 
 _CONTAINERS = (dict, list, tuple, set, frozenset, collections.OrderedDict, collections.deque)
+_PASSED = (*_CONTAINERS, pydantic.BaseModel)
+
+
+def _passed_through(holder: Any) -> bool:
+    """Whether a chain of holders goes on past `holder`: a container, or a pydantic model
+    (pyiceberg's metadata is made of them: the chain of a table's snapshot log entry ends at
+    whatever holds the table's metadata, not at the metadata)."""
+    return isinstance(holder, _PASSED)
 
 
 def owners(kinds: list[str], sample: int = 200, depth: int = 12) -> dict[str, Counter[str]]:
@@ -176,7 +179,7 @@ def _chain(item: Any, held_by: dict[int, list[Any]], depth: int) -> str:
                 if id(holder) in seen or inspect.isframe(holder):
                     continue
                 seen.add(id(holder))
-                if not isinstance(holder, _CONTAINERS):
+                if not _passed_through(holder):
                     return f"{_name(type(holder))}{_attribute(holder, current, below)} < {text}"
                 following.append((holder, current, f"{_name(type(holder))} < {text}"))
         if not following:
@@ -304,6 +307,10 @@ def held() -> str:
             f" {arenas['allocated'] / 2**20:.1f}, free in pools {arenas['available'] / 2**20:.1f},"
             f" unused pools {arenas['unused_pools'] / 2**20:.1f}; highwater {arenas['highwater']})"
         )
+    found = garbage()
+    if found is not None:
+        most = ", ".join(f"{name} {n}" for name, n in found.kinds) or "none"
+        parts.append(f"garbage {found.objects} objects, {found.blocks} blocks (most: {most})")
     pool = pyarrow.default_memory_pool()
     parts.append(f"arrow {pool.backend_name} {pyarrow.total_allocated_bytes() / 2**20:.1f} MiB")
     sqlite = _sqlite()

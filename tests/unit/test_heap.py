@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +193,30 @@ def test_pythons_arenas_are_read_from_a_forked_copy_and_count_what_is_allocated(
     assert after["highwater"] >= after["arenas"] > before["arenas"]
     assert "python arenas" in heap.held()
     assert len(small) == 100_000
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_garbage_not_yet_collected_is_counted_in_a_forked_copy_and_left_to_the_process() -> None:
+    gc.disable()  # (no collection of this process's comes between the cycles and the count)
+    try:
+        gc.collect()
+        kept = weakref.ref(_Cycle())  # unreachable at once, freed by a collection only
+        for _ in range(5_000):
+            _Cycle()
+
+        found = memmaps.garbage()
+
+        assert kept() is not None  # this process's garbage is its own still
+    finally:
+        gc.enable()
+    assert found is not None
+    assert found.objects >= 5_001
+    assert found.kinds[0] == (f"{__name__}._Cycle", found.objects)
+    assert found.blocks >= 5_001  # the objects' own blocks at least
+    gc.collect()
+    assert kept() is None
+    assert "garbage" in heap.held()

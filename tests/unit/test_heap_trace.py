@@ -8,6 +8,9 @@ import logging
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
+
+import pydantic
 
 from supervisor import heap
 from supervisor.cli.common import read_json_file
@@ -87,6 +90,19 @@ def test_owners_name_the_chain_that_holds_objects_from_their_nearest_non_contain
     assert chain.endswith(f"< {__name__}._Kept")
     HOLDER.cache = Lru(1000)
     assert heap.owners([f"{__name__}._Kept"]) == {f"{__name__}._Kept": {}}
+
+
+class _Metadata(pydantic.BaseModel):
+    entries: list[Any]
+
+
+def test_a_chain_goes_on_past_a_pydantic_model_to_what_holds_it() -> None:
+    HOLDER.cache.put(0, _Metadata(entries=[_Kept() for _ in range(3)]))  # type: ignore[arg-type]
+    (chains,) = heap.owners([f"{__name__}._Kept"]).values()
+    (chain,) = chains
+    assert chain.startswith("supervisor.lru.Lru._entries < collections.OrderedDict <")
+    assert f"< {__name__}._Metadata <" in chain and chain.endswith(f"< {__name__}._Kept")
+    HOLDER.cache = Lru(1000)
 
 
 def test_work_in_a_fork_sees_the_objects_writes_its_finding_and_is_reaped(tmp_path: Path) -> None:

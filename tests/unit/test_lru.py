@@ -1,4 +1,5 @@
-"""The bounded map behind the parsed-spec caches: the least recently used entry goes first."""
+"""The bounded map behind the caches: the least recently used entry goes first, and with an
+idle bound, an entry unused for longer goes at the next put."""
 
 from __future__ import annotations
 
@@ -30,3 +31,19 @@ def test_entries_are_dropped_past_the_weight_and_a_heavy_one_is_not_kept() -> No
     assert cache.get("huge") is None and cache.weight == 5
     cache.discard("c")
     assert cache.weight == 1
+
+
+def test_a_put_drops_the_entries_unused_for_longer_than_the_idle_bound() -> None:
+    now = [0.0]
+    cache: Lru[str, int] = Lru(100, max_weight=100, max_idle_s=10.0, clock=lambda: now[0])
+    cache.put("ended", 1, 5)
+    cache.put("running", 2, 5)
+    now[0] = 8.0
+    assert cache.get("running") == 2  # used at 8: idle from then on
+    now[0] = 15.0
+    cache.put("new", 3, 5)  # "ended" was last used 15 s ago, "running" 7 s ago
+    assert (cache.get("ended"), cache.get("running"), cache.get("new")) == (None, 2, 3)
+    assert len(cache) == 2 and cache.weight == 10
+    now[0] = 100.0
+    cache.put("later", 4)  # everything before it has been idle for over 10 s
+    assert len(cache) == 1 and cache.weight == 0 and cache.get("later") == 4
