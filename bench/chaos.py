@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
-from bench.common import write_results  # noqa: E402
+from bench.common import stop_on_sigterm, write_results  # noqa: E402
 from supervisor.db.models import CommittedOffsetsRow, SegmentRow, TaskRow  # noqa: E402
 from supervisor.devstack.certs import Certs, self_signed  # noqa: E402
 from supervisor.devstack.kafka import LocalKafka  # noqa: E402
@@ -822,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in args.kinds if k not in WEIGHTS]
     if unknown:
         parser.error(f"--kinds: unknown {unknown}; known: {', '.join(WEIGHTS)}")
+    stop_on_sigterm()  # a SIGTERM unwinds the run: its stack's services are stopped
     outcomes = []
     name = f"chaos-{args.seed}-{args.seed + args.runs - 1}"
     for seed in range(args.seed, args.seed + args.runs):
