@@ -196,9 +196,12 @@ class Run:
             "SLUICEGATE_JANITOR_PERIOD_S": "60",
             "SLUICEGATE_ORPHAN_TIMEOUT_S": str(ORPHAN_TIMEOUT_S),
             # the overlord logs its memory by allocator every minute (overlord.log), and what
-            # holds the objects that grew most every ten
+            # holds the objects that grew most, and Iceberg's tables and their metadata, every
+            # --owners-every reports
             "SLUICEGATE_MEMORY_REPORT_S": "60",
-            "SLUICEGATE_MEMORY_OWNERS_EVERY": "10",
+            "SLUICEGATE_MEMORY_OWNERS_EVERY": str(args.owners_every),
+            "SLUICEGATE_MEMORY_OWNERS_OF": "pyiceberg.table.Table,"
+            "pyiceberg.table.metadata.TableMetadataV2",
         }
         if args.trace_allocations:  # the overlord logs where its memory grew (overlord.log)
             self.env["SLUICEGATE_TRACE_ALLOCATIONS_S"] = str(args.trace_allocations)
@@ -568,6 +571,9 @@ def main() -> None:
         " (default: half way, plus half a host-kill period)",
     )
     parser.add_argument("--keep", help="run in a directory under this one and keep it")
+    parser.add_argument(
+        "--owners-every", type=int, default=10, help="memory reports between owners' walks"
+    )
     parser.add_argument(
         "--trace-allocations",
         type=float,

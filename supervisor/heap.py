@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +72,15 @@ def native(arenas: int, trim_every_s: float) -> threading.Event:
     return stop
 
 
-def report_every(every_s: float, top: int = 8, owners_every: int = 0) -> threading.Event:
+def report_every(
+    every_s: float, top: int = 8, owners_every: int = 0, owners_of: Sequence[str] = ()
+) -> threading.Event:
     """Diagnostics: log the process's memory by where it is held (`held`) every `every_s`,
     and the `top` types whose live objects grew most in number since the first report (the
     objects the collector tracks, less those `settle` froze; counting them walks them all,
     ~0.3 s for a million, which is why this is not on by default); every `owners_every`th
     report (0: never), what holds those types' objects (`log_owners`, in a forked copy of the
-    process). Set the event returned to stop."""
+    process), and of the types named in `owners_of`. Set the event returned to stop."""
     log = logging.getLogger("supervisor.heap")
     stop = threading.Event()
 
@@ -94,6 +96,7 @@ def report_every(every_s: float, top: int = 8, owners_every: int = 0) -> threadi
             reports += 1
             if owners_every and reports % owners_every == 0:
                 kinds = [name for name, _ in _grown(first, counts, top)]
+                kinds += [name for name in owners_of if name not in kinds]
                 _in_a_fork(functools.partial(log_owners, kinds)).join()
 
     threading.Thread(target=report, name="memory-report", daemon=True).start()

@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     # Diagnostics: every this many memory reports (0: never), what holds the objects of the
     # types that grew most, found in a forked copy of `serve` (supervisor/heap.py `owners`).
     memory_owners_every: int = Field(default=0, ge=0)
+    # Diagnostics: with memory_owners_every, these types too (by module and name, comma
+    # separated, e.g. `pyiceberg.table.Table`), whether or not they grew most.
+    memory_owners_of: str = Field(default="", max_length=2000, pattern=r"^[\w., ]*$")
     # `serve`'s C allocator (glibc): at most this many malloc arenas (0: glibc's own limit,
     # eight a core), and the free pages of every arena given back every this many seconds (0:
     # never). Without both its resident memory creeps up for hours (supervisor/heap.py).

@@ -90,7 +90,12 @@ def serve(**options: Any) -> None:
     if settings.trace_allocations_s:
         heap.trace_allocations(settings.trace_allocations_s)
     if settings.memory_report_s:
-        heap.report_every(settings.memory_report_s, owners_every=settings.memory_owners_every)
+        owners_of = [name.strip() for name in settings.memory_owners_of.split(",")]
+        heap.report_every(
+            settings.memory_report_s,
+            owners_every=settings.memory_owners_every,
+            owners_of=[name for name in owners_of if name],
+        )
     uvicorn.run(
         app,
         host=settings.host,

@@ -129,7 +129,8 @@ def test_every_nth_report_logs_what_holds_the_types_grown_most(tmp_path: Path) -
     handler = logging.FileHandler(log)
     logger = logging.getLogger("supervisor.heap")
     logger.addHandler(handler)
-    stop = heap.report_every(0.2, top=5, owners_every=2)
+    # a type named to it is followed too, grown or not (Lru itself does not grow here)
+    stop = heap.report_every(0.2, top=5, owners_every=2, owners_of=["supervisor.lru.Lru"])
     try:
         for key in range(10):  # objects that grow in number after the first report
             for each in range(100):
@@ -147,3 +148,4 @@ def test_every_nth_report_logs_what_holds_the_types_grown_most(tmp_path: Path) -
     assert "memory: " in text and "objects grown most: " in text
     assert f"held {__name__}._Kept by: " in text
     assert "supervisor.lru.Lru._entries < collections.OrderedDict <" in text
+    assert "held supervisor.lru.Lru by: " in text
