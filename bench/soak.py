@@ -200,7 +200,7 @@ class Run:
             # --owners-every reports
             "SLUICEGATE_MEMORY_REPORT_S": "60",
             "SLUICEGATE_MEMORY_OWNERS_EVERY": str(args.owners_every),
-            "SLUICEGATE_MEMORY_OWNERS_OF": "pyiceberg.table.Table,"
+            "SLUICEGATE_MEMORY_OWNERS_OF": "pyiceberg.table.Table,pyiceberg.table.Transaction,"
             "pyiceberg.table.metadata.TableMetadataV2",
         }
         if args.trace_allocations:  # the overlord logs where its memory grew (overlord.log)

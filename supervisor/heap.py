@@ -152,8 +152,10 @@ def owners(kinds: list[str], sample: int = 200, depth: int = 12) -> dict[str, Co
     """For each type in `kinds` (by module and name), what holds up to `sample` of its
     objects: the shortest chain of referrers from a module or class, or from an object of
     another type (each container's key or index on the way), counted by chain. Walks every
-    object the collector tracks, frozen ones too (so it unfreezes them): for a forked copy."""
+    object the collector tracks, frozen ones too (so it unfreezes them), after a full
+    collection (garbage is held by nothing live, however it holds itself): for a forked copy."""
     gc.unfreeze()
+    gc.collect()
     everything = gc.get_objects()
     held_by: dict[int, list[Any]] = {}
     for holder in everything:
