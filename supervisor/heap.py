@@ -321,7 +321,11 @@ def held() -> str:
     sqlite = _sqlite()
     if sqlite is not None:
         used, highest = sqlite.sqlite3_memory_used(), sqlite.sqlite3_memory_highwater(0)
-        parts.append(f"sqlite {used / 2**20:.1f} MiB (at most {highest / 2**20:.1f})")
+        pages = _sqlite_status(sqlite, _PAGECACHE_OVERFLOW)
+        parts.append(
+            f"sqlite {used / 2**20:.1f} MiB (at most {highest / 2**20:.1f}; page caches"
+            f" {pages / 2**20:.1f}, the rest its statements and schemas)"
+        )
     from supervisor.lru import named
 
     caches = [f"{name} {n} ({weight / 2**20:.1f} MiB)" for name, n, weight in named() if n]
@@ -348,9 +352,22 @@ def _sqlite() -> Any:
         library.sqlite3_memory_used.restype = ctypes.c_int64
         library.sqlite3_memory_highwater.restype = ctypes.c_int64
         library.sqlite3_memory_highwater.argtypes = [ctypes.c_int]
+        library.sqlite3_status64.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 2 + [ctypes.c_int]
     except (ImportError, OSError, AttributeError):
         return None
     return library
+
+
+_PAGECACHE_OVERFLOW = 2  # SQLITE_STATUS_PAGECACHE_OVERFLOW: page caches' bytes from malloc
+
+
+def _sqlite_status(library: Any, op: int) -> int:
+    """One of sqlite3_status64's current values (every page cache's bytes, for one)."""
+    import ctypes
+
+    current, highest = ctypes.c_int64(), ctypes.c_int64()
+    library.sqlite3_status64(op, ctypes.byref(current), ctypes.byref(highest), 0)
+    return current.value
 
 
 _MALLINFO2 = [

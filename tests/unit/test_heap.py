@@ -93,6 +93,8 @@ def test_held_names_each_allocator(tmp_path: Path) -> None:
     db.commit()
     db.execute("SELECT COUNT(*) FROM t WHERE v LIKE '%y%'").fetchone()  # every page read
     open_mib = sqlite_mib()
+    pages = re.search(r"page caches ([0-9.]+)", heap.held())
+    assert pages is not None and 1.5 <= float(pages.group(1)) <= open_mib  # a part of it
     db.close()
     assert open_mib - sqlite_mib() >= 1.5  # the connection's page cache was in it, and went
 
