@@ -8,6 +8,13 @@ life is fitted on its own samples once it has warmed up, with one slope for all 
 an intercept of each life's own (`within_per_h`: does a process grow while it lives?), and
 the lives' means are fitted against their mean times (`across_per_h`: is each life heavier
 than the one before?).
+
+A saw (a table trimmed to its retention window every few minutes, SQLite's file between
+checkpoints, a log cut at its size) is bounded, yet a line through an hour of it slopes by
+up to its height over the hour, depending on where its teeth fall at the ends. Its envelopes
+tell growth from teeth: the greatest and the least value of each window (`envelopes`, ten
+minutes in the soak: a kill period, two of the retention windows), fitted as lines
+(`peaks_per_h`, `floors_per_h`). A bounded saw has both flat; a leak raises both.
 """
 
 from __future__ import annotations
@@ -56,15 +63,8 @@ def life_slopes(
     `across_per_h`: the slope of the lives' means (nan with fewer than three lives);
     `mean`: of the warmed samples; `lives`: how many."""
     found = lives(points, starts, warmup_s)
-    numerator = denominator = 0.0
-    centres: list[tuple[float, float]] = []
-    for piece in found:
-        mean_t = sum(t for t, _ in piece) / len(piece)
-        mean_v = sum(v for _, v in piece) / len(piece)
-        numerator += sum((t - mean_t) * (v - mean_v) for t, v in piece)
-        denominator += sum((t - mean_t) ** 2 for t, _ in piece)
-        centres.append((mean_t, mean_v))
-    within = numerator / denominator * 3600 if denominator else float("nan")
+    within = common_slope_per_h(found)
+    centres = [_centre(piece) for piece in found]
     across = slope_per_h(centres) if len(centres) >= 3 else float("nan")
     values = [v for piece in found for _, v in piece]
     return {
@@ -72,6 +72,52 @@ def life_slopes(
         "across_per_h": across,
         "mean": sum(values) / len(values) if values else float("nan"),
         "lives": len(found),
+    }
+
+
+def common_slope_per_h(pieces: list[list[tuple[float, float]]]) -> float:
+    """One least-squares slope (value per hour) for several pieces of (seconds, value), each
+    about its own mean: nan when no piece spans any time."""
+    numerator = denominator = 0.0
+    for piece in pieces:
+        mean_t, mean_v = _centre(piece)
+        numerator += sum((t - mean_t) * (v - mean_v) for t, v in piece)
+        denominator += sum((t - mean_t) ** 2 for t, _ in piece)
+    return numerator / denominator * 3600 if denominator else float("nan")
+
+
+def _centre(piece: list[tuple[float, float]]) -> tuple[float, float]:
+    return sum(t for t, _ in piece) / len(piece), sum(v for _, v in piece) / len(piece)
+
+
+def envelopes(pieces: list[list[tuple[float, float]]], window_s: float) -> dict[str, Any]:
+    """Each piece (a life, or the whole series) cut into windows of `window_s` from its first
+    point; the greatest and the least value of each full window, at the window's middle, are
+    fitted with one slope over the pieces (`peaks_per_h`, `floors_per_h`); `windows`: how many
+    were fitted. A window the piece ends inside is left out, and so is a piece of fewer than
+    two full windows."""
+    peaks: list[list[tuple[float, float]]] = []
+    floors: list[list[tuple[float, float]]] = []
+    for piece in pieces:
+        ordered = sorted(piece)
+        if not ordered:
+            continue
+        first, last = ordered[0][0], ordered[-1][0]
+        full = int((last - first) // window_s)
+        windows: dict[int, list[float]] = {}
+        for t, v in ordered:
+            index = int((t - first) // window_s)
+            if index < full:
+                windows.setdefault(index, []).append(v)
+        if len(windows) < 2:
+            continue
+        middles = {k: first + (k + 0.5) * window_s for k in windows}
+        peaks.append([(middles[k], max(vs)) for k, vs in sorted(windows.items())])
+        floors.append([(middles[k], min(vs)) for k, vs in sorted(windows.items())])
+    return {
+        "peaks_per_h": common_slope_per_h(peaks),
+        "floors_per_h": common_slope_per_h(floors),
+        "windows": sum(len(piece) for piece in peaks),
     }
 
 

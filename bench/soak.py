@@ -36,7 +36,12 @@ overlord_rss_mb_slope_per_h=<..> db_mb_slope_per_h=<..> disk_mb_slope_per_h=<..>
 files_per_interval_p99=<..> lost=<n> dupes=<n> left_alive=<n>` (slopes in MB per hour; the
 JSON has each as a share of its mean). `rss_mb` is the overlord's and the host application's
 within-life slopes together, each also printed; `host_lives_mb_slope_per_h` is the slope of
-the host application's lives' means (is each life heavier than the one before?).
+the host application's lives' means (is each life heavier than the one before?). After them
+come the envelopes' slopes (bench/fits.py): the overlord's least memory per ten minutes of
+each life, and the DB's and the disk's greatest and least per ten minutes, which tell a saw
+that stays within its bounds from one that climbs.
+
+    .venv/bin/python bench/soak.py --refit DIR/soak-XXXX/soak.json   # fit a kept run again
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fits import by_life, life_slopes, slope_per_h
+from fits import by_life, envelopes, life_slopes, lives, slope_per_h
 from live import workspace, write_results
 
 from supervisor.devstack.kafka import LocalKafka
@@ -72,6 +77,7 @@ DAY_S = 86_400.0
 SPEED = 1440.0  # a day of event time a minute
 ORIGIN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 HOST_WARMUP_S = 120.0  # a task host's application takes its tasks back and fills its heap
+ENVELOPE_WINDOW_S = 600.0  # a kill period, two retention windows of ended tasks: a saw's teeth
 ORPHAN_TIMEOUT_S = 180  # a host application nothing adopts ends this long after the last call
 
 
@@ -522,12 +528,14 @@ def slopes(
         points, starts = by_life(series)  # the lives from their real starts, then the fit's
         points = [(t, v) for t, v in points if t >= skip_s]
         fit = life_slopes(points, starts, warmup)
+        envelope = envelopes(lives(points, starts, warmup), ENVELOPE_WINDOW_S)
         found[name] = {
             "slope_per_h": round(fit["within_per_h"], 3),
             "share_of_mean_per_h": _share(fit["within_per_h"], fit["mean"]),
             "lives_slope_per_h": round(fit["across_per_h"], 3),
             "lives": fit["lives"],
             "mean_mb": round(fit["mean"], 1),
+            **_envelope_fields(envelope, fit["mean"]),
         }
     within = found["overlord_rss_mb"]["slope_per_h"] + found["host_rss_mb"]["slope_per_h"]
     mean = found["overlord_rss_mb"]["mean_mb"] + found["host_rss_mb"]["mean_mb"]
@@ -550,8 +558,21 @@ def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]
             "slope_per_h": round(per_h, 3),
             "share_of_mean_per_h": _share(per_h, mean),
             "max": round(max((v for _, v in points), default=float("nan")), 3),
+            **_envelope_fields(envelopes([points], ENVELOPE_WINDOW_S), mean),
         }
     return found
+
+
+def _envelope_fields(envelope: dict[str, Any], mean: float) -> dict[str, Any]:
+    """The slopes of a series' peaks and floors per window, in its unit and as shares of its
+    mean, per hour."""
+    return {
+        "peaks_slope_per_h": round(envelope["peaks_per_h"], 3),
+        "floors_slope_per_h": round(envelope["floors_per_h"], 3),
+        "peaks_share_of_mean_per_h": _share(envelope["peaks_per_h"], mean),
+        "floors_share_of_mean_per_h": _share(envelope["floors_per_h"], mean),
+        "envelope_windows": envelope["windows"],
+    }
 
 
 def main() -> None:
@@ -579,7 +600,15 @@ def main() -> None:
         type=float,
         help="seconds: the overlord logs where its Python allocations grew (tracemalloc)",
     )
+    parser.add_argument(
+        "--refit",
+        metavar="SOAK_JSON",
+        help="run nothing: fit a kept run's soak.json again and print its RATIO",
+    )
     args = parser.parse_args()
+    if args.refit:
+        refit(Path(args.refit))
+        return
     with workspace("soak-", args.keep) as root:
         run = Run(root, args)
         try:
@@ -600,16 +629,40 @@ def main() -> None:
         kept = root / "soak.json"
         kept.write_text(path.read_text())
         print(f"wrote {kept}")
-    print(
-        f"RATIO hours={args.minutes / 60:.2f}"
+    print(ratio_line(args.minutes, fitted, results))
+
+
+def refit(path: Path) -> None:
+    """A kept run's samples fitted as this version of the soak fits them (its slopes are
+    replaced in the file's copy printed from, not in the file)."""
+    try:
+        results = json.loads(path.read_text())
+        minutes = float(results["args"]["minutes"])
+        fitted = slopes(results["samples"], results["memory"], minutes * 60 / 6)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"soak.py: --refit {path}: not a soak's results ({error})")
+    print(json.dumps(fitted, indent=1))
+    print(ratio_line(minutes, fitted, results))
+
+
+def ratio_line(minutes: float, fitted: dict[str, Any], results: dict[str, Any]) -> str:
+    """The RATIO line: the issue's fields, then the envelopes' (the DB's and the disk's peaks
+    and floors per ten minutes, the overlord's within its lives)."""
+    return (
+        f"RATIO hours={minutes / 60:.2f}"
         f" rss_mb_slope_per_h={fitted['rss_mb']['slope_per_h']}"
         f" overlord_rss_mb_slope_per_h={fitted['overlord_rss_mb']['slope_per_h']}"
         f" host_rss_mb_slope_per_h={fitted['host_rss_mb']['slope_per_h']}"
         f" host_lives_mb_slope_per_h={fitted['host_rss_mb']['lives_slope_per_h']}"
         f" db_mb_slope_per_h={fitted['db_mb']['slope_per_h']}"
         f" disk_mb_slope_per_h={fitted['disk_mb']['slope_per_h']}"
-        f" files_per_interval_p99={found['files_per_interval_p99']}"
-        f" lost={found['lost']} dupes={found['dupes']} left_alive={left_alive}"
+        f" files_per_interval_p99={results['files_per_interval_p99']}"
+        f" lost={results['lost']} dupes={results['dupes']} left_alive={results['left_alive']}"
+        f" overlord_floors_mb_slope_per_h={fitted['overlord_rss_mb']['floors_slope_per_h']}"
+        f" db_peaks_mb_slope_per_h={fitted['db_mb']['peaks_slope_per_h']}"
+        f" db_floors_mb_slope_per_h={fitted['db_mb']['floors_slope_per_h']}"
+        f" disk_peaks_mb_slope_per_h={fitted['disk_mb']['peaks_slope_per_h']}"
+        f" disk_floors_mb_slope_per_h={fitted['disk_mb']['floors_slope_per_h']}"
     )
 
 

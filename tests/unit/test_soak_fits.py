@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from bench.fits import by_life, life_slopes, lives, slope_per_h
+from bench.fits import by_life, envelopes, life_slopes, lives, slope_per_h
 
 LIFE_S = 600.0
 STARTS = [LIFE_S * k for k in range(6)]  # started at 0, restarted at 10, 20, ... 50 minutes
@@ -69,3 +69,40 @@ def test_no_life_long_enough_fits_nothing_and_divides_by_nothing() -> None:
     found = life_slopes([(0.0, 1.0), (10.0, 1.0)], [0.0], warmup_s=0)
     assert found["lives"] == 0
     assert all(math.isnan(found[key]) for key in ("within_per_h", "across_per_h", "mean"))
+
+
+def _saw(rise_mb_per_h: float = 0.0) -> list[tuple[float, float]]:
+    """Samples every minute of 50 minutes: a saw from 3.0 to 3.4 MB and back every 7 minutes
+    (a file between checkpoints), on a line rising `rise_mb_per_h`."""
+    points = []
+    for minute in range(50):
+        tooth = (minute % 7) / 6 * 0.4
+        points.append((600.0 + 60 * minute, 3.0 + tooth + rise_mb_per_h * minute / 60))
+    return points
+
+
+def test_a_bounded_saw_has_flat_envelopes_though_a_line_through_it_slopes() -> None:
+    points = _saw()
+    assert abs(slope_per_h(points)) > 0.04  # the teeth at the ends tilt it: 1.4 %/h of 3.2 MB
+    found = envelopes([points], window_s=600)
+    assert found["windows"] == 4  # 50 minutes: four full windows of ten, the fifth cut short
+    assert abs(found["peaks_per_h"]) < 1e-9
+    assert abs(found["floors_per_h"]) < 1e-9
+
+
+def test_a_climbing_saw_raises_both_envelopes() -> None:
+    found = envelopes([_saw(rise_mb_per_h=1.2)], window_s=600)
+    # within 15 %: where in a window its tooth's top or bottom falls moves as the teeth do
+    assert math.isclose(found["peaks_per_h"], 1.2, rel_tol=0.15)
+    assert math.isclose(found["floors_per_h"], 1.2, rel_tol=0.15)
+
+
+def test_envelopes_of_lives_share_one_slope_and_skip_lives_too_short() -> None:
+    first = [(float(t), 100.0 + t / 3600) for t in range(0, 1800, 10)]  # +1 per hour
+    second = [(float(t), 500.0 + t / 3600) for t in range(1800, 3600, 10)]
+    short = [(float(t), 900.0) for t in range(3600, 4000, 10)]  # less than two windows
+    found = envelopes([first, second, short, []], window_s=600)
+    assert found["windows"] == 4  # two full windows in each long life (the third is cut)
+    assert math.isclose(found["peaks_per_h"], 1.0, rel_tol=1e-6)
+    assert math.isclose(found["floors_per_h"], 1.0, rel_tol=1e-6)
+    assert math.isnan(envelopes([short], window_s=600)["peaks_per_h"])
