@@ -21,7 +21,7 @@ from supervisor.devstack.generator import EditStream
 from supervisor.devstack.kafka import LocalKafka
 from supervisor.devstack.service import LocalService, serve_command
 from supervisor.devstack.topics import create_topic, produce
-from supervisor.net import wait_for_port
+from supervisor.net import reserve, wait_for_port
 
 PARTITIONS = 3
 SUPERVISORS = "/druid/indexer/v1/supervisor"
@@ -90,6 +90,7 @@ class Quickstart:
     ) -> None:
         self.kafka_port = kafka_port
         self.port = port
+        reserve(kafka_port, port)  # Kafka's controller port is drawn later: never one of these
         self.spec_path = spec_path
         self.data_path = data_path
         self.var_dir = var_dir
