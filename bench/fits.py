@@ -15,6 +15,11 @@ up to its height over the hour, depending on where its teeth fall at the ends. I
 tell growth from teeth: the greatest and the least value of each window (`envelopes`, ten
 minutes in the soak: a kill period, two of the retention windows), fitted as lines
 (`peaks_per_h`, `floors_per_h`). A bounded saw has both flat; a leak raises both.
+
+A process that settles (allocators reaching their high-water marks, caches filling to their
+bounds) climbs early and then levels off, and a line through all of it slopes by the climb.
+`late_halves` keeps each piece's second half, whose slope tells a plateau from a leak: a leak
+climbs as fast late as early.
 """
 
 from __future__ import annotations
@@ -119,6 +124,21 @@ def envelopes(pieces: list[list[tuple[float, float]]], window_s: float) -> dict[
         "floors_per_h": common_slope_per_h(floors),
         "windows": sum(len(piece) for piece in peaks),
     }
+
+
+def late_halves(pieces: list[list[tuple[float, float]]]) -> list[list[tuple[float, float]]]:
+    """Each piece's points from the middle of its time span on; a half of fewer than three
+    points is left out."""
+    halves: list[list[tuple[float, float]]] = []
+    for piece in pieces:
+        ordered = sorted(piece)
+        if not ordered:
+            continue
+        middle = (ordered[0][0] + ordered[-1][0]) / 2
+        half = [(t, v) for t, v in ordered if t >= middle]
+        if len(half) >= 3:
+            halves.append(half)
+    return halves
 
 
 def slope_per_h(points: list[tuple[float, float]]) -> float:

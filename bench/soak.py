@@ -39,7 +39,9 @@ within-life slopes together, each also printed; `host_lives_mb_slope_per_h` is t
 the host application's lives' means (is each life heavier than the one before?). After them
 come the envelopes' slopes (bench/fits.py): the overlord's least memory per ten minutes of
 each life, and the DB's and the disk's greatest and least per ten minutes, which tell a saw
-that stays within its bounds from one that climbs.
+that stays within its bounds from one that climbs. Last come the slopes of the second half of
+the overlord's lives and of the DB's and the disk's series (`*_late_mb_slope_per_h`), which tell
+a process that climbs while it settles and then levels off from one that keeps climbing.
 
     .venv/bin/python bench/soak.py --refit DIR/soak-XXXX/soak.json   # fit a kept run again
 """
@@ -60,7 +62,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fits import by_life, envelopes, life_slopes, lives, slope_per_h
+from fits import (
+    by_life,
+    common_slope_per_h,
+    envelopes,
+    late_halves,
+    life_slopes,
+    lives,
+    slope_per_h,
+)
 from live import workspace, write_results
 
 from supervisor.devstack.kafka import LocalKafka
@@ -528,7 +538,9 @@ def slopes(
         points, starts = by_life(series)  # the lives from their real starts, then the fit's
         points = [(t, v) for t, v in points if t >= skip_s]
         fit = life_slopes(points, starts, warmup)
-        envelope = envelopes(lives(points, starts, warmup), ENVELOPE_WINDOW_S)
+        warmed = lives(points, starts, warmup)
+        envelope = envelopes(warmed, ENVELOPE_WINDOW_S)
+        late = common_slope_per_h(late_halves(warmed))
         found[name] = {
             "slope_per_h": round(fit["within_per_h"], 3),
             "share_of_mean_per_h": _share(fit["within_per_h"], fit["mean"]),
@@ -536,6 +548,7 @@ def slopes(
             "lives": fit["lives"],
             "mean_mb": round(fit["mean"], 1),
             **_envelope_fields(envelope, fit["mean"]),
+            **_late_fields(late, fit["mean"]),
         }
     within = found["overlord_rss_mb"]["slope_per_h"] + found["host_rss_mb"]["slope_per_h"]
     mean = found["overlord_rss_mb"]["mean_mb"] + found["host_rss_mb"]["mean_mb"]
@@ -559,8 +572,15 @@ def _slopes(samples: list[dict[str, Any]], skip_s: float, series: dict[str, Any]
             "share_of_mean_per_h": _share(per_h, mean),
             "max": round(max((v for _, v in points), default=float("nan")), 3),
             **_envelope_fields(envelopes([points], ENVELOPE_WINDOW_S), mean),
+            **_late_fields(common_slope_per_h(late_halves([points])), mean),
         }
     return found
+
+
+def _late_fields(per_h: float, mean: float) -> dict[str, Any]:
+    """The slope of a series' second half (of each life's, for memory): a plateau's is flat
+    where the whole line still slopes by the early climb."""
+    return {"late_slope_per_h": round(per_h, 3), "late_share_of_mean_per_h": _share(per_h, mean)}
 
 
 def _envelope_fields(envelope: dict[str, Any], mean: float) -> dict[str, Any]:
@@ -647,7 +667,7 @@ def refit(path: Path) -> None:
 
 def ratio_line(minutes: float, fitted: dict[str, Any], results: dict[str, Any]) -> str:
     """The RATIO line: the issue's fields, then the envelopes' (the DB's and the disk's peaks
-    and floors per ten minutes, the overlord's within its lives)."""
+    and floors per ten minutes, the overlord's within its lives), then the second halves'."""
     return (
         f"RATIO hours={minutes / 60:.2f}"
         f" rss_mb_slope_per_h={fitted['rss_mb']['slope_per_h']}"
@@ -663,6 +683,9 @@ def ratio_line(minutes: float, fitted: dict[str, Any], results: dict[str, Any]) 
         f" db_floors_mb_slope_per_h={fitted['db_mb']['floors_slope_per_h']}"
         f" disk_peaks_mb_slope_per_h={fitted['disk_mb']['peaks_slope_per_h']}"
         f" disk_floors_mb_slope_per_h={fitted['disk_mb']['floors_slope_per_h']}"
+        f" overlord_late_mb_slope_per_h={fitted['overlord_rss_mb']['late_slope_per_h']}"
+        f" db_late_mb_slope_per_h={fitted['db_mb']['late_slope_per_h']}"
+        f" disk_late_mb_slope_per_h={fitted['disk_mb']['late_slope_per_h']}"
     )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import math
 
-from bench.fits import by_life, envelopes, life_slopes, lives, slope_per_h
+from bench.fits import (
+    by_life,
+    common_slope_per_h,
+    envelopes,
+    late_halves,
+    life_slopes,
+    lives,
+    slope_per_h,
+)
 
 LIFE_S = 600.0
 STARTS = [LIFE_S * k for k in range(6)]  # started at 0, restarted at 10, 20, ... 50 minutes
@@ -106,3 +114,26 @@ def test_envelopes_of_lives_share_one_slope_and_skip_lives_too_short() -> None:
     assert math.isclose(found["peaks_per_h"], 1.0, rel_tol=1e-6)
     assert math.isclose(found["floors_per_h"], 1.0, rel_tol=1e-6)
     assert math.isnan(envelopes([short], window_s=600)["peaks_per_h"])
+
+
+def test_a_plateau_slopes_as_a_whole_but_not_in_its_second_half() -> None:
+    # climbs 10 MB over its first 30 minutes, then holds: a line through the hour slopes
+    climb = [(t * 60.0, 180.0 + min(t, 30) / 3) for t in range(61)]
+    assert slope_per_h(climb) > 5
+    assert common_slope_per_h(late_halves([climb])) == 0
+
+
+def test_a_leak_slopes_as_fast_in_its_second_half() -> None:
+    leak = [(t * 60.0, 180.0 + t / 6) for t in range(61)]
+    assert math.isclose(common_slope_per_h(late_halves([leak])), 10.0)
+    assert math.isclose(slope_per_h(leak), 10.0)
+
+
+def test_second_halves_are_per_piece_and_skip_those_too_short() -> None:
+    first = [(t * 60.0, 100.0 + t) for t in range(10)]  # 60 per hour
+    second = [(3600 + t * 60.0, 500.0 + t) for t in range(10)]
+    short = [(7200.0, 1.0), (7260.0, 900.0)]
+    halves = late_halves([first, second, short, []])
+    assert [len(half) for half in halves] == [5, 5]
+    assert halves[0][0][0] >= 270  # from the middle of its span (0 to 540 s) on
+    assert math.isclose(common_slope_per_h(halves), 60.0)
