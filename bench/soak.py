@@ -233,7 +233,8 @@ class Run:
         command = [sys.executable, "-m", "supervisor.testkit.simclock"]
         command += [str(self.wall_start), str(ORIGIN), str(SPEED), "serve"]
         log = self.root / "overlord.log"
-        self.overlord = LocalService(command, self.url, log, self.root, self.env)
+        env = {**self.env, **dict(pair.split("=", 1) for pair in self.args.overlord_env)}
+        self.overlord = LocalService(command, self.url, log, self.root, env)
         self.overlord.start(120)
 
     def stop_overlord(self) -> None:
@@ -595,6 +596,12 @@ def _envelope_fields(envelope: dict[str, Any], mean: float) -> dict[str, Any]:
     }
 
 
+def _variable(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -619,6 +626,15 @@ def main() -> None:
         "--trace-allocations",
         type=float,
         help="seconds: the overlord logs where its Python allocations grew (tracemalloc)",
+    )
+    parser.add_argument(
+        "--overlord-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_variable,
+        help="a variable of the overlord's environment alone (repeatable), e.g."
+        " PYTHONMALLOC=malloc",
     )
     parser.add_argument(
         "--refit",
