@@ -233,7 +233,7 @@ class Run:
         command = [sys.executable, "-m", "supervisor.testkit.simclock"]
         command += [str(self.wall_start), str(ORIGIN), str(SPEED), "serve"]
         log = self.root / "overlord.log"
-        env = {**self.env, **dict(pair.split("=", 1) for pair in self.args.overlord_env)}
+        env = {**self.env, **dict(self.args.overlord_env)}
         self.overlord = LocalService(command, self.url, log, self.root, env)
         self.overlord.start(120)
 
@@ -596,10 +596,11 @@ def _envelope_fields(envelope: dict[str, Any], mean: float) -> dict[str, Any]:
     }
 
 
-def _variable(text: str) -> str:
-    if "=" not in text or not text.split("=", 1)[0]:
+def _variable(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not name or not equals:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
-    return text
+    return name, value
 
 
 def main() -> None:
