@@ -635,7 +635,7 @@ def main() -> None:
         metavar="NAME=VALUE",
         type=_variable,
         help="a variable of the overlord's environment alone (repeatable), e.g."
-        " PYTHONMALLOC=malloc",
+        " SLUICEGATE_PYTHON_ALLOCATOR=pymalloc",
     )
     parser.add_argument(
         "--refit",

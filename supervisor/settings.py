@@ -130,6 +130,11 @@ class Settings(BaseSettings):
     # never). Without both its resident memory creeps up for hours (supervisor/heap.py).
     malloc_arenas: int = Field(default=2, ge=0, le=1024)
     malloc_trim_s: float = Field(default=60.0, ge=0, le=86400)
+    # `serve`'s allocator of Python's objects: glibc's malloc, or Python's own (pymalloc, which
+    # gives an arena back only once every object in it is freed, so each burst of work leaves a
+    # higher floor). Read once, at start: `serve` starts itself again with PYTHONMALLOC set,
+    # unless PYTHONMALLOC is set already (supervisor/heap.py `python_allocator`).
+    python_allocator: Literal["malloc", "pymalloc"] = "malloc"
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

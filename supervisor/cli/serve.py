@@ -70,15 +70,18 @@ if TYPE_CHECKING:
 )
 def serve(**options: Any) -> None:
     """Run the service: migrate the metadata DB, then serve the API."""
+    from supervisor import heap
+
+    overrides = {key: value for key, value in options.items() if value is not None}
+    settings = load_settings(**overrides)
+    heap.python_allocator(settings.python_allocator)  # may start again, before the imports below
+
     import uvicorn
 
-    from supervisor import heap
     from supervisor.app import create_app
     from tasks.logs import configure_logging
     from tasks.serving import LIMITS
 
-    overrides = {key: value for key, value in options.items() if value is not None}
-    settings = load_settings(**overrides)
     heap.native(settings.malloc_arenas, settings.malloc_trim_s)  # before any thread starts
     refusal = unauthenticated_refusal(settings)
     if refusal:

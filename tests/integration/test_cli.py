@@ -283,6 +283,9 @@ def test_serve_runs_migrations_and_stops_on_sigterm(tmp_path: Path, log_format: 
         assert httpx.get(f"http://127.0.0.1:{port}/status/health").json() is True
         response = httpx.post(f"http://127.0.0.1:{port}/druid/indexer/v1/supervisor", json=spec())
         assert response.json() == {"id": "wiki"}
+        # started again in place on glibc's malloc (SLUICEGATE_PYTHON_ALLOCATOR's default)
+        started_with = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+        assert b"PYTHONMALLOC=malloc" in started_with
     finally:
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=30)[0].decode()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,3 +225,55 @@ def test_garbage_not_yet_collected_is_counted_in_a_forked_copy_and_left_to_the_p
     gc.collect()
     assert kept() is None
     assert "garbage" in heap.held()
+
+
+_ALLOCATOR_PROBE = """
+import os, subprocess, sys
+from supervisor import heap
+print("before", os.getpid(), flush=True)
+heap.python_allocator(sys.argv[1])
+sys._debugmallocstats()  # pymalloc's pools and arenas on stderr; nothing of them on malloc
+child = subprocess.run(
+    [sys.executable, "-c", "import os; print(os.environ.get('PYTHONMALLOC'))"],
+    capture_output=True, text=True, check=True,
+)
+print("after", os.getpid(), os.environ.get("PYTHONMALLOC"), child.stdout.strip(), flush=True)
+"""
+
+
+def _run_allocator_probe(wanted: str, **environment: str) -> tuple[list[str], str]:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONMALLOC"}
+    done = subprocess.run(
+        [sys.executable, "-c", _ALLOCATOR_PROBE, wanted],
+        env={**env, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    return done.stdout.splitlines(), done.stderr
+
+
+def test_malloc_starts_the_process_again_on_it_with_its_pid_and_leaves_its_children_theirs() -> (
+    None
+):
+    lines, stats = _run_allocator_probe("malloc")
+    before, after = lines[0].split(), lines[-1].split()
+    assert lines[0] == lines[1], "the process ran its start twice: once, then again on malloc"
+    assert len(lines) == 3
+    assert after[1] == before[1], "started again in place: the same PID"
+    assert after[2:] == ["None", "None"], "the variable is the process's alone, not its children's"
+    assert "Small block threshold" not in stats, "pymalloc still allocates"
+
+
+def test_pymalloc_and_an_operators_pythonmalloc_are_kept_as_they_are() -> None:
+    for wanted, environment, allocator in (
+        ("pymalloc", {}, "None"),
+        ("malloc", {"PYTHONMALLOC": "pymalloc"}, "pymalloc"),
+    ):
+        lines, stats = _run_allocator_probe(wanted, **environment)
+        assert len(lines) == 2, lines
+        assert lines[0].split()[1] == lines[1].split()[1]
+        assert lines[1].split()[2:] == [allocator, allocator]
+        assert "Small block threshold" in stats
