@@ -26,6 +26,7 @@ from supervisor.api import (
     leader,
     retention,
     service,
+    sql,
     supervisors,
     tasks,
     workers,
@@ -142,6 +143,8 @@ def _lifespan(
                 context.runner.kill_all()
             elif leading:  # tasks outlive the service; the host's application with none doesn't
                 context.runner.release()
+            if context.sql_engine is not None:
+                context.sql_engine.close()
             engine.dispose()
 
     return lifespan
@@ -218,6 +221,7 @@ def create_app(
         compaction,
         leader,
         basic_security,
+        sql,
     )
     for api in (*routers, workers):
         app.include_router(api.router)

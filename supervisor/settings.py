@@ -135,6 +135,17 @@ class Settings(BaseSettings):
     # higher floor). Read once, at start: `serve` starts itself again with PYTHONMALLOC set,
     # unless PYTHONMALLOC is set already (supervisor/heap.py `python_allocator`).
     python_allocator: Literal["malloc", "pymalloc"] = "malloc"
+    # Druid's SQL API (/druid/v2/sql, supervisor/sql/): at most this many queries at once (the
+    # next is answered 429), DuckDB's threads and memory for all of them together, a query's
+    # timeout unless its context's `timeout` (ms) asks for less or more (up to the max), and
+    # the most rows an answer may hold (more is a 400 asking for a LIMIT).
+    sql_max_concurrent: int = Field(default=4, ge=1, le=256)
+    sql_threads: int = Field(default=2, ge=1, le=256)
+    sql_memory_mb: int = Field(default=1024, ge=64, le=1_048_576)
+    sql_timeout_ms: int = Field(default=60_000, ge=100, le=86_400_000)
+    sql_max_timeout_ms: int = Field(default=300_000, ge=100, le=86_400_000)
+    sql_max_rows: int = Field(default=100_000, ge=1, le=100_000_000)
+    sql_max_result_mb: int = Field(default=64, ge=1, le=65_536)
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

@@ -23,6 +23,7 @@ from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
 from supervisor.services.task_life import Unsettled
 from supervisor.settings import Settings
+from supervisor.sql.engine import SqlEngine
 
 OWNERS_KEPT = 100_000
 OWNERS_S = 5.0
@@ -44,6 +45,7 @@ class AppContext:
     shared: bool = False  # a metadata DB other overlords share (not SQLite): statuses in it
     authenticator: Authenticator | None = None  # with authentication on, once started
     lake: Lake | None = None  # the datasources' Iceberg tables, once started
+    sql_engine: SqlEngine | None = None  # the SQL API's DuckDB, from its first query
     # the datasources a supervisor has had, and a task's, for the routes' permission checks
     # (a supervisor's kept OWNERS_S, dropped when it is submitted here; a task's never change)
     owners: Lru[str, tuple[tuple[str, ...], float]] = field(

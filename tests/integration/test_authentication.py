@@ -133,6 +133,8 @@ ROUTES: list[tuple[str, str, Any, str]] = [
     ("POST", f"{AUTHZ}/users/reader/roles/admin", None, "refused"),
     ("DELETE", f"{AUTHZ}/users/admin/roles/admin", None, "refused"),
     ("POST", f"{AUTHZ}/roles/reader-role/permissions", grant("CONFIG", ".*", "WRITE"), "refused"),
+    ("POST", "/druid/v2/sql", {"query": "SELECT COUNT(*) FROM wiki"}, "refused"),
+    ("DELETE", "/druid/v2/sql/wiki-task", None, "refused"),
 ]
 OPEN = [("GET", "/status/health"), ("GET", "/console/"), ("POST", "/druid/indexer/v1/action")]
 

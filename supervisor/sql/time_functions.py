@@ -1,0 +1,233 @@
+"""Druid SQL's time functions rewritten into DuckDB's: TIME_FLOOR, TIME_CEIL, TIME_SHIFT,
+TIME_EXTRACT, TIME_PARSE, TIME_FORMAT, FLOOR/CEIL(__time TO unit) and TIME_IN_INTERVAL.
+
+Time is computed in the query's zone (`sqlTimeZone`, or a function's own zone argument):
+`timezone(zone, instant)` is the wall-clock time there, bucketed or formatted, and
+`timezone(zone, wall clock)` the instant again, as Druid floors periods in a zone."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from supervisor.sql.errors import invalid, unsupported
+from supervisor.sql.zones import Zone, iso_interval, joda, period, zone
+
+# macros every query may call (engine.py creates them once per database)
+MACROS = (
+    # an instant floored to `width` from `origin`, both wall-clock times in `zone`
+    "CREATE MACRO sg_floor(ts, width, origin, zone) AS"
+    " timezone(zone, time_bucket(width, timezone(zone, ts), origin))",
+    "CREATE MACRO sg_ceil(ts, width, origin, zone) AS"
+    " CASE WHEN sg_floor(ts, width, origin, zone) = ts THEN ts"
+    " ELSE timezone(zone, time_bucket(width, timezone(zone, ts), origin) + width) END",
+    # an instant's offset from UTC in `zone`: +08:00 (colon) or +0800, Z for none
+    "CREATE MACRO sg_offset(ts, zone, colon) AS CASE"
+    " WHEN epoch(timezone(zone, ts)) = epoch(ts) THEN 'Z' ELSE"
+    " (CASE WHEN epoch(timezone(zone, ts)) > epoch(ts) THEN '+' ELSE '-' END)"
+    " || lpad(CAST(abs(CAST(epoch(timezone(zone, ts)) - epoch(ts) AS BIGINT)) // 3600"
+    " AS VARCHAR), 2, '0') || colon"
+    " || lpad(CAST(abs(CAST(epoch(timezone(zone, ts)) - epoch(ts) AS BIGINT)) % 3600 // 60"
+    " AS VARCHAR), 2, '0') END",
+)
+
+WRITTEN = "sluicegate"  # the meta key of the calls this translation wrote
+
+UNITS = {
+    "MILLISECOND",
+    "SECOND",
+    "MINUTE",
+    "HOUR",
+    "DAY",
+    "WEEK",
+    "MONTH",
+    "QUARTER",
+    "YEAR",
+}
+
+
+def _text(node: exp.Expr | None, what: str) -> str:
+    if not isinstance(node, exp.Literal) or not node.is_string:
+        raise unsupported(f"{what} must be a string literal")
+    return str(node.this)
+
+
+def _zone_arg(args: list[exp.Expr], index: int, session: Zone) -> exp.Expr:
+    if len(args) > index and not isinstance(args[index], exp.Null):
+        return exp.Literal.string(zone(_text(args[index], "a time zone argument"), "zone").name)
+    return exp.Literal.string(session.name)
+
+
+def _interval(text: str) -> exp.Expr:
+    return exp.cast(exp.Literal.string(text), exp.DataType.build("INTERVAL"))
+
+
+def call(name: str, *args: exp.Expr) -> exp.Expr:
+    """A call of DuckDB's function `name`, marked as written here (not checked again)."""
+    call = exp.Anonymous(this=name, expressions=list(args))
+    call.meta[WRITTEN] = True
+    return call
+
+
+def arity(name: str, args: list[exp.Expr], least: int, most: int) -> None:
+    if not least <= len(args) <= most:
+        count = f"{least}" if least == most else f"{least} to {most}"
+        raise invalid(f"{name} takes {count} arguments, not {len(args)}")
+
+
+def _origin(args: list[exp.Expr], index: int, week: bool) -> exp.Expr:
+    """The wall-clock origin periods are counted from: the argument, else 1970-01-01 (a
+    Monday, 1970-01-05, for a week)."""
+    if len(args) > index and not isinstance(args[index], exp.Null):
+        return exp.cast(args[index], exp.DataType.build("TIMESTAMP"))
+    return exp.cast(
+        exp.Literal.string("1970-01-05" if week else "1970-01-01"), exp.DataType.build("TIMESTAMP")
+    )
+
+
+def time_floor(args: list[exp.Expr], session: Zone, ceil: bool = False) -> exp.Expr:
+    name = "TIME_CEIL" if ceil else "TIME_FLOOR"
+    arity(name, args, 2, 4)
+    width, week = period(_text(args[1], f"{name}'s period"))
+    return call(
+        "sg_ceil" if ceil else "sg_floor",
+        args[0],
+        _interval(width),
+        _origin(args, 2, week),
+        _zone_arg(args, 3, session),
+    )
+
+
+def floor_to(node: exp.Floor | exp.Ceil, session: Zone) -> exp.Expr:
+    """FLOOR(ts TO unit), CEIL(ts TO unit): in the query's zone."""
+    unit = str(node.args["to"].name).upper()
+    if unit not in UNITS - {"MILLISECOND"}:
+        raise unsupported(f"FLOOR/CEIL TO {unit}: the units are {', '.join(sorted(UNITS))}")
+    width = "3 months" if unit == "QUARTER" else f"1 {unit.lower()}"
+    origin = exp.cast(
+        exp.Literal.string("1970-01-05" if unit == "WEEK" else "1970-01-01"),
+        exp.DataType.build("TIMESTAMP"),
+    )
+    return call(
+        "sg_ceil" if isinstance(node, exp.Ceil) else "sg_floor",
+        node.this,
+        _interval(width),
+        origin,
+        exp.Literal.string(session.name),
+    )
+
+
+def time_shift(args: list[exp.Expr], session: Zone) -> exp.Expr:
+    arity("TIME_SHIFT", args, 3, 4)
+    width, _ = period(_text(args[1], "TIME_SHIFT's period"))
+    where = _zone_arg(args, 3, session)
+    moved = exp.Add(
+        this=call("timezone", where, args[0]),
+        expression=exp.Mul(this=_interval(width), expression=exp.Paren(this=args[2])),
+    )
+    return call("timezone", where, moved)
+
+
+_EXTRACT = {
+    "EPOCH": None,
+    "MILLISECOND": "millisecond",
+    "SECOND": "second",
+    "MINUTE": "minute",
+    "HOUR": "hour",
+    "DAY": "day",
+    "DOW": "isodow",
+    "ISODOW": "isodow",
+    "DOY": "doy",
+    "WEEK": "week",
+    "MONTH": "month",
+    "QUARTER": "quarter",
+    "YEAR": "year",
+    "ISOYEAR": "isoyear",
+    "CENTURY": "century",
+    "DECADE": "decade",
+    "MILLENNIUM": "millennium",
+}
+
+
+def time_extract(args: list[exp.Expr], session: Zone) -> exp.Expr:
+    arity("TIME_EXTRACT", args, 1, 3)
+    unit = _text(args[1], "TIME_EXTRACT's unit").upper() if len(args) > 1 else "MILLISECOND"
+    if unit not in _EXTRACT:
+        raise unsupported(f"TIME_EXTRACT unit '{unit}': one of {', '.join(_EXTRACT)}")
+    part = _EXTRACT[unit]
+    if part is None:
+        return exp.cast(call("epoch", args[0]), exp.DataType.build("BIGINT"))
+    local = call("timezone", _zone_arg(args, 2, session), args[0])
+    value = call("date_part", exp.Literal.string(part), local)
+    if unit == "MILLISECOND":
+        value = exp.Mod(this=value, expression=exp.Literal.number(1000))
+    return exp.cast(value, exp.DataType.build("BIGINT"))
+
+
+ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSZZ"
+
+
+def time_format(args: list[exp.Expr], session: Zone) -> exp.Expr:
+    arity("TIME_FORMAT", args, 1, 3)
+    given = len(args) > 1 and not isinstance(args[1], exp.Null)
+    pattern = _text(args[1], "TIME_FORMAT's pattern") if given else ISO
+    where = _zone_arg(args, 2, session)
+    local = call("timezone", where, args[0])
+    pieces: list[exp.Expr] = []
+    fragment = ""  # strftime's format up to the next offset
+
+    def flush() -> None:
+        if fragment:
+            pieces.append(call("strftime", local.copy(), exp.Literal.string(fragment)))
+
+    for part in joda(pattern):
+        if isinstance(part, bool):
+            flush()
+            fragment = ""
+            colon = exp.Literal.string(":" if part else "")
+            pieces.append(call("sg_offset", args[0].copy(), where.copy(), colon))
+        else:
+            fragment += part
+    flush()
+    if not pieces:
+        return exp.Literal.string("")
+    out = pieces[0]
+    for piece in pieces[1:]:
+        out = exp.DPipe(this=out, expression=piece)
+    return out
+
+
+def time_parse(args: list[exp.Expr], session: Zone) -> exp.Expr:
+    """TIME_PARSE(text[, pattern[, zone]]): null where the text does not parse, as Druid."""
+    arity("TIME_PARSE", args, 1, 3)
+    where = _zone_arg(args, 2, session)
+    if len(args) > 1 and not isinstance(args[1], exp.Null):
+        parts = joda(_text(args[1], "TIME_PARSE's pattern"))
+        if any(isinstance(part, bool) for part in parts):
+            raise unsupported("TIME_PARSE with an offset (Z) in its pattern")
+        wall = call("try_strptime", args[0], exp.Literal.string("".join(map(str, parts))))
+        return call("timezone", where, wall)
+    has_offset = call("regexp_matches", args[0], exp.Literal.string(r"(Z|[+-]\d\d(:?\d\d)?)$"))
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=has_offset,
+                true=exp.TryCast(this=args[0], to=exp.DataType.build("TIMESTAMPTZ")),
+            )
+        ],
+        default=call(
+            "timezone", where, exp.TryCast(this=args[0], to=exp.DataType.build("TIMESTAMP"))
+        ),
+    )
+
+
+def time_in_interval(args: list[exp.Expr], session: Zone) -> exp.Expr:
+    arity("TIME_IN_INTERVAL", args, 2, 2)
+    start, end = iso_interval(_text(args[1], "TIME_IN_INTERVAL's interval"), session)
+    low = exp.cast(exp.Literal.string(start.isoformat()), exp.DataType.build("TIMESTAMPTZ"))
+    high = exp.cast(exp.Literal.string(end.isoformat()), exp.DataType.build("TIMESTAMPTZ"))
+    return exp.Paren(
+        this=exp.And(
+            this=exp.GTE(this=args[0], expression=low),
+            expression=exp.LT(this=args[0].copy(), expression=high),
+        )
+    )
