@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sqlglot
 from sqlglot import exp
 
 from supervisor.sql.errors import unsupported
@@ -21,6 +22,8 @@ from supervisor.sql.time_functions import (
     time_in_interval,
     time_parse,
     time_shift,
+    timestamp_add,
+    timestamp_diff,
 )
 from supervisor.sql.zones import Zone
 
@@ -95,6 +98,7 @@ DRUID: dict[str, Callable[[list[exp.Expr], Zone], exp.Expr]] = {
     "TIME_FORMAT": time_format,
     "TIME_PARSE": time_parse,
     "TIME_IN_INTERVAL": time_in_interval,
+    "TIMESTAMPADD": timestamp_add,
     "MILLIS_TO_TIMESTAMP": _millis_to_timestamp,
     "TIMESTAMP_TO_MILLIS": _timestamp_to_millis,
     "EARLIEST": _by_time("EARLIEST", "arg_min"),
@@ -121,7 +125,7 @@ DRUID: dict[str, Callable[[list[exp.Expr], Zone], exp.Expr]] = {
 
 def supported_names() -> list[str]:
     """Every function name a query may call (for the README and the error that refuses one)."""
-    return sorted(set(DRUID) | STANDARD)
+    return sorted(set(DRUID) | STANDARD | {"TIMESTAMPDIFF"})  # sqlglot's own node: `rewrite`
 
 
 def rewrite(node: exp.Expr, session: Zone) -> exp.Expr:
@@ -138,24 +142,59 @@ def rewrite(node: exp.Expr, session: Zone) -> exp.Expr:
         return DRUID[name](list(node.expressions), session)
     if isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None:
         return floor_to(node, session)
+    if isinstance(node, exp.TimestampDiff):
+        return timestamp_diff(node)
     if isinstance(node, exp.Pad):
         return _bounded_pad(node)
+    if isinstance(node, exp.Replace):
+        return _bounded_replace(node)
     if isinstance(node, exp.Func) and _is_call(node) and node.sql_name() not in STANDARD:
         raise unsupported(f"function {node.sql_name()} is not supported")
     return node
 
 
-MAX_PAD = 1_000_000  # characters: DuckDB's memory limit does not bound a string being built
+# characters: DuckDB's memory limit does not bound a string being built (three nested
+# REPLACEs of a 1,000-character text made one of 2 GB), so what would build a longer one is
+# the query's error instead
+MAX_BUILT = 1_000_000
 
 
 def _bounded_pad(node: exp.Pad) -> exp.Expr:
-    """LPAD/RPAD whose length past MAX_PAD is the query's error, not a string of that size."""
+    """LPAD/RPAD whose length past MAX_BUILT is the query's error, not a string of that size."""
     length = node.expression
-    too_long = exp.GT(this=length.copy(), expression=exp.Literal.number(MAX_PAD))
-    refused = call("error", exp.Literal.string(f"LPAD and RPAD take lengths up to {MAX_PAD}"))
+    too_long = exp.GT(this=length.copy(), expression=exp.Literal.number(MAX_BUILT))
+    refused = call("error", exp.Literal.string(f"LPAD and RPAD take lengths up to {MAX_BUILT}"))
     node.set("expression", exp.Case(ifs=[exp.If(this=too_long, true=refused)], default=length))
     node.meta[WRITTEN] = True
     return node
+
+
+_REPLACE = (  # S, F and R stand for REPLACE's arguments, `sg_v` for one lambda's parameter
+    "LIST_TRANSFORM([{'s': S, 'f': F, 'r': R}], LAMBDA sg_v : CASE WHEN length(sg_v.s)"
+    " + (length(sg_v.s) - length(replace(sg_v.s, sg_v.f, ''))) // greatest(length(sg_v.f), 1)"
+    f" * (length(sg_v.r) - length(sg_v.f)) > {MAX_BUILT} THEN"
+    f" error('REPLACE would make a string longer than {MAX_BUILT} characters')"
+    " ELSE replace(sg_v.s, sg_v.f, sg_v.r) END)[1]"
+)
+
+
+def _bounded_replace(node: exp.Replace) -> exp.Expr:
+    """REPLACE(text, find, with) whose result, were it longer than MAX_BUILT, is the query's
+    error: its length is known before it is built (the text's, and the matches' count times
+    what each adds). Each argument is computed once (a lambda's parameter), so nested
+    REPLACEs cost what they did. The lambda's parameter has a name of the translation's own:
+    DuckDB resolves a column of the query's by that name before it."""
+    given = {"S": node.this, "F": node.expression, "R": node.args.get("replacement")}
+    if given["R"] is None:  # REPLACE(text, find): the matches removed, nothing grows
+        return node
+    template = sqlglot.parse_one(_REPLACE, read="duckdb")
+
+    def place(part: exp.Expr) -> exp.Expr:
+        if isinstance(part, exp.Column) and not part.table and part.name in given:
+            return given[part.name]
+        return part
+
+    return template.transform(place, copy=False)
 
 
 def _is_call(node: exp.Expr) -> bool:

@@ -1,5 +1,6 @@
 """Druid SQL's time functions rewritten into DuckDB's: TIME_FLOOR, TIME_CEIL, TIME_SHIFT,
-TIME_EXTRACT, TIME_PARSE, TIME_FORMAT, FLOOR/CEIL(__time TO unit) and TIME_IN_INTERVAL.
+TIME_EXTRACT, TIME_PARSE, TIME_FORMAT, FLOOR/CEIL(__time TO unit), TIME_IN_INTERVAL,
+TIMESTAMPADD and TIMESTAMPDIFF.
 
 Time is computed in the query's zone (`sqlTimeZone`, or a function's own zone argument):
 `timezone(zone, instant)` is the wall-clock time there, bucketed or formatted, and
@@ -114,6 +115,43 @@ def floor_to(node: exp.Floor | exp.Ceil, session: Zone) -> exp.Expr:
         origin,
         exp.Literal.string(session.name),
     )
+
+
+def _unit(node: exp.Expr, name: str) -> str:
+    """A time unit argument, as SQL writes it (HOUR, or JDBC's SQL_TSI_HOUR)."""
+    given = node.name if isinstance(node, (exp.Column, exp.Var)) and not node.table else ""
+    unit = str(given).upper().removeprefix("SQL_TSI_")
+    if unit not in UNITS:
+        raise invalid(f"{name}'s unit must be one of {', '.join(sorted(UNITS))}")
+    return unit
+
+
+def _width(unit: str) -> str:
+    return "3 months" if unit == "QUARTER" else f"1 {unit.lower()}"
+
+
+def timestamp_add(args: list[exp.Expr], session: Zone) -> exp.Expr:
+    """TIMESTAMPADD(unit, count, timestamp): the timestamp moved by count units, on the wall
+    clock of the query's zone (a month later is the same day and hour there)."""
+    arity("TIMESTAMPADD", args, 3, 3)
+    width = _width(_unit(args[0], "TIMESTAMPADD"))
+    where = exp.Literal.string(session.name)
+    moved = exp.Add(
+        this=call("timezone", where, args[2]),
+        expression=exp.Mul(this=_interval(width), expression=exp.Paren(this=args[1])),
+    )
+    return call("timezone", where.copy(), moved)
+
+
+def timestamp_diff(node: exp.TimestampDiff) -> exp.Expr:
+    """TIMESTAMPDIFF(unit, timestamp1, timestamp2): the whole units from the first to the
+    second, negative when the second is earlier (a month counts once its day and time come
+    round again). sqlglot reads Druid's three arguments in its own order: this is the unit."""
+    args = [node.this, node.expression, node.args.get("unit")]
+    if any(arg is None for arg in args) or not isinstance(node.this, (exp.Column, exp.Var)):
+        raise invalid("TIMESTAMPDIFF takes 3 arguments: a unit and two timestamps")
+    unit = _unit(args[0], "TIMESTAMPDIFF")
+    return call("date_sub", exp.Literal.string(unit.lower()), args[1], args[2])
 
 
 def time_shift(args: list[exp.Expr], session: Zone) -> exp.Expr:

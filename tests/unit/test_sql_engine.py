@@ -142,6 +142,50 @@ def test_time_functions_agree_with_druid(engine: SqlEngine, wiki: Any) -> None:
     }
 
 
+def test_timestampadd_and_timestampdiff_count_whole_units_as_druid(
+    engine: SqlEngine, wiki: Any
+) -> None:
+    query = (
+        "SELECT TIMESTAMPADD(HOUR, 2, __time) AS later, TIMESTAMPADD(MONTH, -1, __time) AS before,"
+        " TIMESTAMPADD(SQL_TSI_DAY, added, __time) AS days,"
+        " TIMESTAMPDIFF(MINUTE, __time, TIMESTAMP '2016-06-27 03:00:00') AS minutes,"
+        " TIMESTAMPDIFF(HOUR, TIMESTAMP '2016-06-27 03:00:00', __time) AS hours,"
+        " TIMESTAMPDIFF(MONTH, TIMESTAMP '2016-02-27 12:00:00', __time) AS months,"
+        " TIMESTAMPDIFF(YEAR, __time, TIMESTAMP '2018-06-27 00:29:59') AS years"
+        " FROM wikipedia WHERE __time = TIMESTAMP '2016-06-27 00:30:00' AND channel = 'b'"
+    )
+    [row] = _json(_run(engine, wiki, query))
+    assert row == {
+        "later": "2016-06-27T02:30:00.000Z",
+        "before": "2016-05-27T00:30:00.000Z",
+        "days": "2016-06-28T00:30:00.000Z",  # added is 1 on this row
+        "minutes": 150,
+        "hours": -2,  # -2.5 hours: whole units, toward zero
+        "months": 3,  # a fourth month comes round at 12:00 on the 27th
+        "years": 1,  # a second year is a second short
+    }
+    local = _json(
+        _run(
+            engine,
+            wiki,
+            query.replace("SELECT ", "SELECT TIMESTAMPADD(MONTH, 6, __time) AS m, ", 1),
+            "America/Los_Angeles",
+        ),
+        "America/Los_Angeles",
+    )[0]
+    # the literal is Los Angeles' 00:30 (PDT) there, and six months on it is 00:30 again (PST)
+    assert local["m"] == "2016-12-27T00:30:00.000-08:00"
+    for bad, says in (
+        ("TIMESTAMPADD(FORTNIGHT, 1, __time)", "TIMESTAMPADD's unit must be one of"),
+        ("TIMESTAMPADD(HOUR, 1)", "TIMESTAMPADD takes 3 arguments"),
+        ("TIMESTAMPDIFF('HOUR', __time, __time)", "TIMESTAMPDIFF"),
+        ("TIMESTAMPDIFF(HOUR, __time)", "TIMESTAMPDIFF"),
+    ):
+        with pytest.raises(SqlError) as refused:
+            _run(engine, wiki, f"SELECT {bad} FROM wikipedia")
+        assert refused.value.status == 400 and says in refused.value.message, bad
+
+
 def test_earliest_latest_distinct_and_intervals(engine: SqlEngine, wiki: Any) -> None:
     query = (
         "SELECT channel, EARLIEST(added) AS e, LATEST(added) AS l, COUNT(*) AS n,"
@@ -291,6 +335,29 @@ def test_a_pad_past_its_bound_is_a_400_not_a_huge_string(engine: SqlEngine, wiki
     assert caught.value.status == 400 and "lengths up to" in caught.value.message
 
 
+def test_nested_replaces_past_the_bound_are_a_400_and_within_it_answer_as_before(
+    engine: SqlEngine, wiki: Any
+) -> None:
+    within = (
+        "SELECT REPLACE(REPLACE(channel, 'a', 'xyz'), 'y', '') AS r, REPLACE(NULL, 'a', 'b') AS n,"
+        " REPLACE(channel, '', 'q') AS e, COUNT(*) AS c FROM wikipedia GROUP BY 1, 2, 3 ORDER BY 1"
+    )
+    assert _run(engine, wiki, within).rows == [
+        ("b", None, "b", 24),
+        ("c", None, "c", 4),
+        ("xz", None, "a", 24),
+    ]
+    huge = (  # a 1,000-character text, each level a thousand times longer: 1 GB, then 1 TB
+        "SELECT LENGTH(REPLACE(REPLACE(REPLACE(LPAD('', 1000, 'a'), 'a', LPAD('', 1000, 'b')),"
+        " 'b', LPAD('', 1000, 'c')), 'c', 'dd')) AS n"
+    )
+    with pytest.raises(SqlError) as caught:
+        _run(engine, wiki, huge)
+    assert caught.value.status == 400 and "longer than 1000000" in caught.value.message
+    x_column = "SELECT REPLACE(x, 's', 'f') AS r FROM (SELECT 'ssx' AS x, 1 AS s)"
+    assert _run(engine, wiki, x_column).rows == [("ffx",)]
+
+
 # one call of every function the README lists, each run over the table
 LISTED = """TIME_FLOOR(__time, 'PT1H') | TIME_CEIL(__time, 'P1D') | TIME_SHIFT(__time, 'PT1H', -1)
 TIME_EXTRACT(__time, 'DOW') | TIME_PARSE(channel) | TIME_FORMAT(__time, 'HH:mm')
@@ -320,7 +387,8 @@ LN(added + 1) | LOG10(added + 1) | MOD(added, 3) | SIGN(added) | SIN(added) | CO
 TAN(added) | ASIN(0.5) | ACOS(0.5) | ATAN(added) | ATAN2(added, 2) | DEGREES(added)
 RADIANS(added) | GREATEST(added, 3) | LEAST(added, 3) | SAFE_DIVIDE(added, 0)
 COALESCE(added, 0) | NVL(added, 0) | NULLIF(added, 0) | CAST(added AS VARCHAR)
-CASE WHEN added > 3 THEN 'big' ELSE 'small' END"""
+CASE WHEN added > 3 THEN 'big' ELSE 'small' END | TIMESTAMPADD(DAY, 1, __time)
+TIMESTAMPDIFF(SECOND, __time, CURRENT_TIMESTAMP)"""
 
 
 AGGREGATES = """COUNT SUM MIN MAX AVG ANY_VALUE EARLIEST LATEST EARLIEST_BY LATEST_BY STDDEV
