@@ -146,6 +146,10 @@ class Settings(BaseSettings):
     sql_max_timeout_ms: int = Field(default=300_000, ge=100, le=86_400_000)
     sql_max_rows: int = Field(default=100_000, ge=1, le=100_000_000)
     sql_max_result_mb: int = Field(default=64, ge=1, le=65_536)
+    # The SQL API reads the rows running tasks hold and have not published (one replica of
+    # each task group asked, for at most this long; sql_live.py); off: published rows only.
+    sql_live_rows: bool = True
+    sql_live_timeout_ms: int = Field(default=2_000, ge=50, le=60_000)
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

@@ -7,6 +7,7 @@ is a read its page would then see through the user's cookies."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,11 +22,14 @@ from supervisor.errors import DomainError
 from supervisor.model.access import Action, ResourceType
 from supervisor.services import sql as service
 from supervisor.services.sql_catalog import Catalog
+from supervisor.services.sql_live import ask
 from supervisor.sql.engine import SqlEngine
 from supervisor.sql.errors import SqlError
 from supervisor.sql.results import FORMATS
 
 router = APIRouter(prefix="/druid/v2/sql", tags=["sql"])
+RESPONSE_CONTEXT = "X-Druid-Response-Context"
+MAX_LACKING_NAMED = 20  # task groups named in the header (their count past it)
 QUERY_BODY = {
     "requestBody": {
         "required": True,
@@ -88,8 +92,11 @@ async def _query(request: Request) -> Response:
     now = app.clock()
     lake, storage = app.tables, app.settings.storage()
 
+    settings = app.settings
+    asker = ask(settings.sql_live_timeout_ms / 1000) if settings.sql_live_rows else None
+
     def catalog(session: Session) -> Catalog:
-        return Catalog(session, lake, storage, readable, status_of(session), now)
+        return Catalog(session, lake, storage, readable, status_of(session), now, asker)
 
     try:
         answer = await run_in_threadpool(
@@ -106,6 +113,11 @@ async def _query(request: Request) -> Response:
     headers = {"X-Druid-SQL-Query-Id": answer.query_id}
     if answer.header:
         headers["X-Druid-SQL-Header-Included"] = "yes"
+    if answer.lacking:  # Druid's response context: what the answer could not include
+        lacking = {"missingTaskGroups": answer.lacking[:MAX_LACKING_NAMED]}
+        if len(answer.lacking) > MAX_LACKING_NAMED:
+            lacking["missingTaskGroupCount"] = len(answer.lacking)
+        headers[RESPONSE_CONTEXT] = json.dumps(lacking, separators=(",", ":"))
     return Response("".join(answer.body), media_type=answer.media_type, headers=headers)
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import functools
 import http.client
+import json
 import select
 import ssl
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from time import monotonic
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
@@ -312,6 +314,12 @@ class TaskApiClient:
         """The sampled unparseable records (unparseableEvents' buildSegments)."""
         return _answer(self._get("/unparseableEvents"), _EVENTS)["buildSegments"]
 
+    def held_rows(self, since: Mapping[str, int]) -> HeldRows:
+        """The files of the rows the task holds past the committed offsets `since`, and the
+        offsets they cover (a 409 TaskApiError: a publish moved past `since`)."""
+        params = {"since": json.dumps(dict(since))}
+        return _answer(self._call("GET", "/rows/held", params=params).content, _HELD)
+
     # ---- HTTP ---------------------------------------------------------------------------
 
     def _get(self, path: str) -> bytes:
@@ -355,6 +363,18 @@ def _url(text: str) -> httpx.URL:
     return url
 
 
+@dataclass(frozen=True)
+class HeldRows:
+    """A task's answer to rows/held: its persists' files, from `start` to `end` (its current
+    offsets), in deep storage or its host's work directory (`where`: deep, local)."""
+
+    start: dict[str, int]
+    end: dict[str, int]
+    files: list[str]
+    where: Literal["deep", "local"]
+
+
+_HELD: TypeAdapter[HeldRows] = TypeAdapter(HeldRows)
 _TEXT: TypeAdapter[str] = TypeAdapter(str)
 _METRICS: TypeAdapter[TaskMetrics] = TypeAdapter(TaskMetrics)
 _OFFSETS: TypeAdapter[dict[str, int]] = TypeAdapter(dict[str, int])

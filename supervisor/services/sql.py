@@ -44,6 +44,7 @@ class SqlAnswer:
     media_type: str
     header: bool
     body: list[str]
+    lacking: list[dict[str, Any]] = field(default_factory=list)  # task groups not read
 
 
 def parse_request(body: Any) -> SqlRequest:
@@ -138,7 +139,8 @@ def run(
             timeout_ms = _timeout_ms(context, settings)
             for attempt in range(ATTEMPTS):
                 try:
-                    sources = _sources(sessions, catalog, translated)
+                    last = attempt + 1 == ATTEMPTS
+                    sources, lacking = _sources(sessions, catalog, translated, last)
                     result = engine.run(
                         query_id,
                         translated.sql,
@@ -166,7 +168,7 @@ def run(
         except SqlError as exc:
             exc.context.setdefault("sqlQueryId", query_id)
             raise
-        return SqlAnswer(query_id, FORMATS[request.result_format], request.header, body)
+        return SqlAnswer(query_id, FORMATS[request.result_format], request.header, body, lacking)
 
 
 def _bounded(chunks: Iterable[str], most: int) -> list[str]:
@@ -184,16 +186,23 @@ def _bounded(chunks: Iterable[str], most: int) -> list[str]:
 
 
 def _sources(
-    sessions: Callable[[], Session], catalog: Callable[[Session], Catalog], translated: Translated
-) -> dict[str, Any]:
-    """The query's tables, opened on a session of their own (closed before the query runs). A
-    file a compaction or kill removed since the table was listed is a 503 (tried again)."""
+    sessions: Callable[[], Session],
+    catalog: Callable[[Session], Catalog],
+    translated: Translated,
+    last: bool = True,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The query's tables, opened on a session of their own (closed before the query runs),
+    and the task groups whose held rows are not among them. A file a compaction or kill
+    removed since the table was listed, or a publish since the committed offsets were read,
+    is a 503 (tried again); on the `last` try, a publish makes the groups it moved lacking."""
     with sessions() as session:
         tables = catalog(session)
+        tables.tolerant = last
         for ref in translated.tables.values():
             tables.check(ref)  # every refusal before any table is opened
         try:
-            return {name: tables.source(ref) for name, ref in translated.tables.items()}
+            found = {name: tables.source(ref) for name, ref in translated.tables.items()}
+            return found, tables.lacking
         except (OSError, pa.ArrowException) as exc:
             raise SqlError(
                 503, "unavailable", "RUNTIME_FAILURE", f"a table changed under the query: {exc}"

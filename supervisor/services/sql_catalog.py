@@ -29,6 +29,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.lake.holdings import files_at, tables
 from supervisor.lake.tables import Lake
 from supervisor.model.status import SupervisorStatus
+from supervisor.services.sql_live import Asker, held_rows, snapshot
 from supervisor.services.sql_tables import (
     INFO_SCHEMAS,
     SYS_SCHEMAS,
@@ -39,6 +40,7 @@ from supervisor.services.sql_tables import (
 from supervisor.services.status import states
 from supervisor.services.tasks import status_of
 from supervisor.sql.dialect import DRUID, INFORMATION_SCHEMA, SYS, TableRef
+from supervisor.sql.engine import WithHeld
 from supervisor.sql.errors import forbidden, invalid
 from tasks.storage import Storage
 
@@ -55,10 +57,14 @@ class Catalog:
         readable: Callable[[str], bool],
         status: Callable[[str], SupervisorStatus | None],
         now: datetime,
+        asker: Asker | None = None,
     ) -> None:
         self.session, self.lake, self.storage = session, lake, storage
         self.readable, self.status, self.now = readable, status, now
         self._tables: dict[str, str] | None = None
+        self.asker = asker  # how running tasks are asked for their rows (None: published only)
+        self.tolerant = False  # the query's last try: a publish under it lacks, not a retry
+        self.lacking: list[dict[str, Any]] = []  # the task groups whose rows are not read
 
     @property
     def locations(self) -> dict[str, str]:
@@ -91,16 +97,33 @@ class Catalog:
         return pa.Table.from_pylist(rows, schema=INFO_SCHEMAS[ref.name])
 
     def datasource(self, name: str) -> Any:
-        location = self.locations[name]
+        """The table's published files, and with an `asker` the rows its running tasks hold
+        past the offsets committed with them (read together: sql_live.py)."""
+        found = snapshot(self.session, name) if self.asker is not None else None
+        location = (found.location if found else None) or self.locations[name]
         table = self.lake.catalog.table_at(self.lake.identifier(name), location)
         paths = sorted(files_at(self.lake, name, location))
         local = [self.storage.fs_path(path).removeprefix("file://") for path in paths]
-        return pads.dataset(
-            local,
-            schema=table.schema().as_arrow(),
-            format="parquet",
-            filesystem=self.storage.filesystem(),
+        schema = table.schema().as_arrow()
+        published = pads.dataset(
+            local, schema=schema, format="parquet", filesystem=self.storage.filesystem()
         )
+        if found is None or self.asker is None:
+            return published
+        live = held_rows(
+            self.session, name, found.committed, self.storage, self.asker, self.tolerant
+        )
+        self.lacking += [{"dataSource": name, **group} for group in live.lacking]
+        if not live.files:
+            return published
+        # a persist's __time is milliseconds since the epoch (the view makes it a timestamp)
+        held_schema = pa.schema(
+            [pa.field("__time", pa.int64()) if f.name == "__time" else f for f in schema]
+        )
+        held = pads.dataset(
+            live.files, schema=held_schema, format="parquet", filesystem=self.storage.filesystem()
+        )
+        return WithHeld(published, held, schema.names)
 
     def columns(self, name: str) -> list[tuple[str, str, bool]]:
         """The datasource's columns: name, SQL type, nullable."""

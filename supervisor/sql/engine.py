@@ -31,6 +31,34 @@ class Result:
 
 
 @dataclass
+class WithHeld:
+    """A datasource read as one table: its published files and the rows its running tasks
+    hold (supervisor/services/sql_live.py), whose `__time` is milliseconds since the epoch
+    and whose columns are named `columns`, the table's, in its order."""
+
+    published: Any
+    held: Any
+    columns: list[str]
+
+    def view(self, name: str) -> str:
+        """The query's table as a view of the two, made on the query's own connection."""
+        held = [
+            'timezone(\'UTC\', epoch_ms("__time")) AS "__time"'
+            if column == "__time"
+            else _quoted(column)
+            for column in self.columns
+        ]
+        return (
+            f"CREATE TEMP VIEW {_quoted(name)} AS SELECT * FROM {_quoted(name + '_published')}"
+            f" UNION ALL SELECT {', '.join(held)} FROM {_quoted(name + '_held')}"
+        )
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
 class _Running:
     cursor: Any
     owner: str = ""  # who asked (the identity's name): who else may cancel it is the API's call
@@ -115,7 +143,12 @@ class SqlEngine:
             # a Zone's name is checked; one Python knows and DuckDB does not is the asker's 400
             cursor.execute(f"SET TimeZone = '{session.name}'")
             for name, source in sources.items():
-                cursor.register(name, source)
+                if isinstance(source, WithHeld):
+                    cursor.register(f"{name}_published", source.published)
+                    cursor.register(f"{name}_held", source.held)
+                    cursor.execute(source.view(name))
+                else:
+                    cursor.register(name, source)
             cursor.execute(sql)
         except duckdb.InterruptException:
             raise

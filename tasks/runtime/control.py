@@ -10,6 +10,7 @@ that keeps a deposed leader from touching a task its successor drives. A call wi
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse
 
 from tasks.partitions import offsets_from_json, offsets_json
 from tasks.protocol import EPOCH_HEADER, LEADER_HEADER, TOKEN_HEADER
+from tasks.runtime.held import Gone
 from tasks.runtime.indexer import KafkaIndexer
 from tasks.runtime.indexer_state import ControlError
 
@@ -171,6 +173,21 @@ def metrics(indexer: Task) -> dict[str, Any]:
 @CHAT.get("/unparseableEvents")
 def unparseable_events(indexer: Task) -> dict[str, Any]:
     return {"buildSegments": indexer.snapshot().samples}
+
+
+@CHAT.get("/rows/held")
+def held_rows(indexer: Task, since: str = Query("{}", max_length=100_000)) -> dict[str, object]:
+    """The Parquet files of the rows held past the committed offsets `since` (a JSON map of
+    partition to offset), and the offsets they cover: what the overlord's SQL API reads with
+    the published table. 409 when a publish has moved past `since`: read them again."""
+    try:
+        offsets = offsets_from_json(json.loads(since))
+    except (ValueError, TypeError, AttributeError):
+        raise ControlError(400, "since is a JSON map of partition to offset") from None
+    try:
+        return indexer.held(offsets)
+    except Gone as exc:
+        raise ControlError(409, str(exc)) from None
 
 
 @CHAT.post("/stop")

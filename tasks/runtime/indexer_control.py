@@ -12,9 +12,11 @@ from typing import Any
 
 from tasks.partitions import Offsets, offsets_json, sorted_keys
 from tasks.protocol import TaskState
+from tasks.runtime.held import files_of, held_since
 from tasks.runtime.indexer_state import ControlError, IndexerState
 from tasks.runtime.rates import MovingRates
 from tasks.runtime.sequences import Sequence
+from tasks.storage import LOCAL, Storage
 
 
 class IndexerControls:
@@ -31,6 +33,8 @@ class IndexerControls:
     last_stretch: bool  # on_last_stretch has run (under the lock)
     aborted: str | None  # killed: why; nothing more is read or published
     in_flight: Offsets | None  # the end of the batch being read, if one is
+    storage: Storage  # deep storage
+    shared_persists: bool  # persists in deep storage (else in the work directory)
 
     def snapshot(self) -> IndexerState:
         with self.lock:
@@ -139,6 +143,15 @@ class IndexerControls:
             if last.end is not None and not final:
                 starts[str(last.index + 1)] = offsets_json(last.end)
             return starts
+
+    def held(self, since: Offsets) -> dict[str, object]:
+        """The files of the rows held past the committed offsets `since`, and the offsets they
+        cover (tasks/runtime/held.py); `Gone` if a publish has moved past `since`."""
+        with self.lock:
+            found = held_since(self.sequences, self.state.current, since)
+        storage = self.storage if self.shared_persists else LOCAL
+        files = files_of(found.persists, storage.files)
+        return found.as_json(files, "deep" if self.shared_persists else "local")
 
     def stop(self) -> None:
         """Graceful stop: finish the batch in flight, then publish what was read and exit."""
