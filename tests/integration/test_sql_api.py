@@ -255,3 +255,99 @@ def test_every_table_a_query_names_needs_datasource_read(
         assert answers[0].status_code == 409
     anonymous = httpx.post(f"{service.url}{SQL}", json={"query": "SELECT 1"})
     assert anonymous.status_code == 401
+
+
+def _live_records(start: int, count: int) -> list[tuple[None, bytes]]:
+    return [
+        (
+            None,
+            json.dumps({"ts": "2026-11-20T10:00:00Z", "word": f"w{i}", "channel": "c"}).encode(),
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def _count(api: httpx.Client, table: str) -> int | None:
+    """COUNT(*) through the SQL API; None while the datasource has no table yet."""
+    answer = api.post(SQL, json={"query": f"SELECT COUNT(*) AS n FROM {table}"})
+    if answer.status_code == 400 and "not found" in answer.text:
+        return None
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()[0]["n"])
+
+
+def _exactly_once_while_rolling_over(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path, runtime: str, replicas: int
+) -> None:
+    """A producer at a steady rate, task groups rolling over every 20 s: COUNT(*) polled every
+    200 ms never falls and never passes the records sent, and equals them once the producer
+    stops and the tasks catch up. Some answers count rows no publish had yet committed."""
+    topic = f"live-{tmp_path.name[-12:].replace('_', '-')}"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    spec = words_spec("live", topic, kafka.bootstrap_servers)
+    spec["spec"]["dataSchema"]["granularitySpec"]["rollup"] = False
+    spec["spec"]["dataSchema"]["dimensionsSpec"]["dimensions"] = ["word", "channel"]
+    spec["spec"]["ioConfig"].update({"taskDuration": "PT20S", "replicas": replicas})
+    sent = 0
+    stop = threading.Event()
+
+    def producer() -> None:
+        nonlocal sent
+        while not stop.wait(0.1):
+            batch = _live_records(sent, 20)
+            sent += len(batch)  # counted before it is sent: an answer may see it at once
+            produce(kafka.bootstrap_servers, topic, batch)
+
+    with overlord_with_tasks(tmp_path, jar_cache, "local[1]", task_runtime=runtime) as (
+        service,
+        api,
+    ):
+        assert api.post(BASE, json=spec).status_code == 200
+        feeding = threading.Thread(target=producer, name="producer", daemon=True)
+        feeding.start()
+        try:
+            wait_for(lambda: _count(api, "live") is not None, 240, "the first publish")
+            last, ahead, began = 0, 0, time.monotonic()
+            while time.monotonic() - began < 45:
+                polled = time.monotonic()
+                count = _count(api, "live")
+                upper = sent
+                assert count is not None and last <= count <= upper, (last, count, upper)
+                published = _published(service)
+                ahead += count > published  # rows the tasks hold, not yet published
+                last = count
+                time.sleep(max(0.0, 0.2 - (time.monotonic() - polled)))
+        finally:
+            stop.set()
+            feeding.join(30)
+        assert ahead > 0, "no answer held a row a publish had not committed yet"
+        generations = db_rows(service, select(SegmentRow.id))
+        assert generations, "nothing was published while the groups rolled over"
+        started = len(api.get("/druid/indexer/v1/tasks", params={"datasource": "live"}).json())
+        assert started >= 3 * replicas, f"{started} tasks: the groups did not roll over twice"
+
+        def caught_up() -> bool:
+            count = _count(api, "live")
+            assert count is not None and last <= count <= sent
+            return count == sent
+
+        wait_for(caught_up, 120, f"COUNT(*) at the {sent} records sent")
+        words = api.post(SQL, json={"query": "SELECT COUNT(DISTINCT word) AS n FROM live"})
+        assert words.json() == [{"n": sent}]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_count_is_exactly_once_across_rollovers_on_the_shared_runtime(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    _exactly_once_while_rolling_over(kafka, jar_cache, tmp_path, "shared", replicas=2)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.long
+def test_count_is_exactly_once_across_rollovers_on_the_process_runtime(
+    kafka: LocalKafka, jar_cache: Path, tmp_path: Path
+) -> None:
+    _exactly_once_while_rolling_over(kafka, jar_cache, tmp_path, "process", replicas=1)
