@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     # `serve`'s allocator of Python's objects: glibc's malloc, or Python's own (pymalloc, which
     # gives an arena back only once every object in it is freed, so each burst of work leaves a
     # higher floor). Read once, at start: `serve` starts itself again with PYTHONMALLOC set,
-    # unless PYTHONMALLOC is set already (supervisor/heap.py `python_allocator`).
+    # unless PYTHONMALLOC is set already (supervisor/allocator.py).
     python_allocator: Literal["malloc", "pymalloc"] = "malloc"
     # Druid's SQL API (/druid/v2/sql, supervisor/sql/): at most this many queries at once (the
     # next is answered 429), DuckDB's threads and memory for all of them together, a query's

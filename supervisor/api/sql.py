@@ -114,7 +114,7 @@ async def _query(request: Request) -> Response:
     if answer.header:
         headers["X-Druid-SQL-Header-Included"] = "yes"
     if answer.lacking:  # Druid's response context: what the answer could not include
-        lacking = {"missingTaskGroups": answer.lacking[:MAX_LACKING_NAMED]}
+        lacking: dict[str, Any] = {"missingTaskGroups": answer.lacking[:MAX_LACKING_NAMED]}
         if len(answer.lacking) > MAX_LACKING_NAMED:
             lacking["missingTaskGroupCount"] = len(answer.lacking)
         headers[RESPONSE_CONTEXT] = json.dumps(lacking, separators=(",", ":"))

@@ -70,11 +70,13 @@ if TYPE_CHECKING:
 )
 def serve(**options: Any) -> None:
     """Run the service: migrate the metadata DB, then serve the API."""
-    from supervisor import heap
+    from supervisor import allocator, heap
 
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = load_settings(**overrides)
-    heap.python_allocator(settings.python_allocator)  # may start again, before the imports below
+    allocator.python_allocator(
+        settings.python_allocator
+    )  # may start again, before the imports below
 
     import uvicorn
 

@@ -12,14 +12,14 @@ import select
 import ssl
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from time import monotonic
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from supervisor.clients.held import HeldRows
 from supervisor.lru import Lru
 from supervisor.model.fence import Leader
 from tasks.protocol import (
@@ -361,17 +361,6 @@ def _url(text: str) -> httpx.URL:
         url = httpx.URL(text)
         _URLS.put(text, url)
     return url
-
-
-@dataclass(frozen=True)
-class HeldRows:
-    """A task's answer to rows/held: its persists' files, from `start` to `end` (its current
-    offsets), in deep storage or its host's work directory (`where`: deep, local)."""
-
-    start: dict[str, int]
-    end: dict[str, int]
-    files: list[str]
-    where: Literal["deep", "local"]
 
 
 _HELD: TypeAdapter[HeldRows] = TypeAdapter(HeldRows)

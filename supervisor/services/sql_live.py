@@ -26,7 +26,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from supervisor.clients.task_api import HeldRows, TaskApiClient, TaskApiError, reachable
+from supervisor.clients.held import HeldRows
+from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.db.models import CommittedOffsetsRow, IcebergTableRow, TaskRow
 from supervisor.db.tasks import TaskRepository
 from supervisor.lake.catalog import NAMESPACE

@@ -191,7 +191,8 @@ def _bounded_replace(node: exp.Replace) -> exp.Expr:
 
     def place(part: exp.Expr) -> exp.Expr:
         if isinstance(part, exp.Column) and not part.table and part.name in given:
-            return given[part.name]
+            placed: exp.Expr = given[part.name]
+            return placed
         return part
 
     return template.transform(place, copy=False)

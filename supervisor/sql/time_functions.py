@@ -119,7 +119,8 @@ def floor_to(node: exp.Floor | exp.Ceil, session: Zone) -> exp.Expr:
 
 def _unit(node: exp.Expr, name: str) -> str:
     """A time unit argument, as SQL writes it (HOUR, or JDBC's SQL_TSI_HOUR)."""
-    given = node.name if isinstance(node, (exp.Column, exp.Var)) and not node.table else ""
+    bare = isinstance(node, exp.Var) or (isinstance(node, exp.Column) and not node.table)
+    given = node.name if bare else ""
     unit = str(given).upper().removeprefix("SQL_TSI_")
     if unit not in UNITS:
         raise invalid(f"{name}'s unit must be one of {', '.join(sorted(UNITS))}")

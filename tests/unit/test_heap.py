@@ -229,9 +229,9 @@ def test_garbage_not_yet_collected_is_counted_in_a_forked_copy_and_left_to_the_p
 
 _ALLOCATOR_PROBE = """
 import os, subprocess, sys
-from supervisor import heap
+from supervisor import allocator
 print("before", os.getpid(), flush=True)
-heap.python_allocator(sys.argv[1])
+allocator.python_allocator(sys.argv[1])
 sys._debugmallocstats()  # pymalloc's pools and arenas on stderr; nothing of them on malloc
 child = subprocess.run(
     [sys.executable, "-c", "import os; print(os.environ.get('PYTHONMALLOC'))"],

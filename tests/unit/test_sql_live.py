@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.clients.task_api import HeldRows, TaskApiError
+from supervisor.clients.held import HeldRows
+from supervisor.clients.task_api import TaskApiError
 from supervisor.db.models import TaskRow
 from supervisor.services.sql_live import Stale, _covering, _first_answer
 
