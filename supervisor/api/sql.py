@@ -90,9 +90,8 @@ async def _query(request: Request) -> Response:
     readable = may_read(request)
     status_of = app.statuses_of
     now = app.clock()
-    lake, storage = app.tables, app.settings.storage()
-
     settings = app.settings
+    lake, storage = app.tables, settings.storage()
     asker = ask(settings.sql_live_timeout_ms / 1000) if settings.sql_live_rows else None
 
     def catalog(session: Session) -> Catalog:
@@ -105,7 +104,7 @@ async def _query(request: Request) -> Response:
             engine_of(app),
             app.sessions,
             catalog,
-            app.settings,
+            settings,
             identity(request).name,
         )
     except SqlError as exc:
@@ -123,7 +122,7 @@ async def _query(request: Request) -> Response:
 
 @router.post(
     "",
-    summary="Run a Druid SQL query over the published tables and the sys tables",
+    summary="Run a Druid SQL query over the tables, the rows tasks hold, and the sys tables",
     openapi_extra=QUERY_BODY,
     response_class=Response,
     responses=ANSWERS,

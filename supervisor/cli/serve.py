@@ -74,9 +74,8 @@ def serve(**options: Any) -> None:
 
     overrides = {key: value for key, value in options.items() if value is not None}
     settings = load_settings(**overrides)
-    allocator.python_allocator(
-        settings.python_allocator
-    )  # may start again, before the imports below
+    # may start this process again: before the imports below, which it would do twice
+    allocator.python_allocator(settings.python_allocator)
 
     import uvicorn
 

@@ -22,7 +22,8 @@ _TASKS_OF_SUPERVISOR = (
 )
 
 
-def _start_of(task: TaskRow) -> Any:
+def start_of(task: TaskRow) -> Any:
+    """The task's start offsets (JSON form: partition to offset)."""
     return task.payload["ioConfig"]["startSequenceNumbers"]["partitionSequenceNumberMap"]
 
 
@@ -70,7 +71,7 @@ class TaskRepository:
             TaskRow.id != task_id,
         )
         for row in self.session.scalars(query):
-            theirs = _start_of(row)
+            theirs = start_of(row)
             if any(p in theirs and int(theirs[p]) < offset for p, offset in start.items()):
                 return row
         return None
@@ -86,11 +87,11 @@ class TaskRepository:
             TaskRow.supervisor_id == task.supervisor_id,
             TaskRow.group_id == task.group_id,
         )
-        start = _start_of(task)
+        start = start_of(task)
         return [
             row
             for row in self.session.scalars(query)
-            if row.end_offsets is None and _start_of(row) == start
+            if row.end_offsets is None and start_of(row) == start
         ]
 
     def finished_since(self, supervisor_id: str, since: datetime | None) -> list[TaskRow]:

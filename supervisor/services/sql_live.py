@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from supervisor.clients.held import HeldRows
 from supervisor.clients.task_api import TaskApiClient, TaskApiError, reachable
 from supervisor.db.models import CommittedOffsetsRow, IcebergTableRow, TaskRow
-from supervisor.db.tasks import TaskRepository
+from supervisor.db.tasks import TaskRepository, start_of
 from supervisor.lake.catalog import NAMESPACE
 from supervisor.lake.tables import CATALOG
 from supervisor.sql.errors import SqlError
@@ -114,12 +114,11 @@ def held_rows(
     tasks = TaskRepository(session).find(
         (TaskStatusCode.RUNNING,), datasource, None, task_type=KAFKA_TASK
     )
-    groups: dict[tuple[str, str], list[TaskRow]] = {}
+    groups: dict[tuple[str, int | None, tuple[tuple[str, int], ...]], list[TaskRow]] = {}
     for task in sorted(tasks, key=lambda row: row.id):
         if task.supervisor_id is None or not reachable(task):
             continue
-        start = task.payload["ioConfig"]["startSequenceNumbers"]["partitionSequenceNumberMap"]
-        key = (task.supervisor_id, f"{task.group_id}:{sorted(start.items())}")
+        key = (task.supervisor_id, task.group_id, tuple(sorted(start_of(task).items())))
         groups.setdefault(key, []).append(task)
     live = Live()
     if not groups:
@@ -132,10 +131,10 @@ def held_rows(
             )
         )
     by_supervisor: dict[str, list[tuple[TaskRow, HeldRows]]] = {}
-    for replicas, (answer, reason) in zip(groups.values(), answers, strict=True):
+    for replicas, (answer, reason, stale) in zip(groups.values(), answers, strict=True):
         task = replicas[0]
         if answer is None:
-            if reason.startswith("stale") and not tolerant:
+            if stale and not tolerant:
                 raise Stale(reason)
             live.lacking.append(_lacks(task, reason))
             continue
@@ -154,17 +153,18 @@ def held_rows(
 
 def _first_answer(
     replicas: list[TaskRow], committed: dict[str, dict[str, int]], asker: Asker
-) -> tuple[HeldRows | None, str]:
-    """The first replica's answer that comes; else why none came ("stale: ..." for a 409)."""
+) -> tuple[HeldRows | None, str, bool]:
+    """The first replica's answer that comes; else why none came, and whether a replica's 409
+    said a publish moved past the committed offsets (stale)."""
     reason = "no replica answered"
     for task in replicas:
         try:
-            return asker(task, committed.get(str(task.supervisor_id), {})), ""
+            return asker(task, committed.get(str(task.supervisor_id), {})), "", False
         except TaskApiError as exc:
             if exc.status_code == 409:
-                return None, f"stale: {exc}"
+                return None, f"stale: {exc}", True
             reason = f"{task.id} did not answer: {exc}"
-    return None, reason
+    return None, reason, False
 
 
 def _covering(

@@ -60,9 +60,9 @@ def test_replicas_are_asked_in_order_until_one_answers_and_a_409_is_stale() -> N
             raise TaskApiError(409, "persist gone")
         return _held(since, {"0": 9})
 
-    answer, reason = _first_answer([_task("a"), _task("b")], {"wiki": {"0": 5}}, asker)
-    assert asked == ["a", "b"] and answer is not None and answer.start == {"0": 5}
-    answer, reason = _first_answer([_task("c"), _task("b")], {}, asker)
-    assert answer is None and reason.startswith("stale")
-    answer, reason = _first_answer([_task("a")], {}, asker)
-    assert answer is None and "did not answer" in reason
+    answer, reason, stale = _first_answer([_task("a"), _task("b")], {"wiki": {"0": 5}}, asker)
+    assert asked == ["a", "b"] and answer is not None and answer.start == {"0": 5} and not stale
+    answer, reason, stale = _first_answer([_task("c"), _task("b")], {}, asker)
+    assert answer is None and stale and "persist gone" in reason
+    answer, reason, stale = _first_answer([_task("a")], {}, asker)
+    assert answer is None and not stale and "did not answer" in reason
