@@ -5,6 +5,7 @@ functions both speak pass through as sqlglot carries them. Any other function is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import sqlglot
@@ -178,6 +179,12 @@ _REPLACE = (  # S, F and R stand for REPLACE's arguments, `sg_v` for one lambda'
 )
 
 
+@functools.cache
+def _replace_template() -> exp.Expr:
+    """_REPLACE parsed, once (each REPLACE takes a copy)."""
+    return sqlglot.parse_one(_REPLACE, read="duckdb")
+
+
 def _bounded_replace(node: exp.Replace) -> exp.Expr:
     """REPLACE(text, find, with) whose result, were it longer than MAX_BUILT, is the query's
     error: its length is known before it is built (the text's, and the matches' count times
@@ -187,7 +194,7 @@ def _bounded_replace(node: exp.Replace) -> exp.Expr:
     given = {"S": node.this, "F": node.expression, "R": node.args.get("replacement")}
     if given["R"] is None:  # REPLACE(text, find): the matches removed, nothing grows
         return node
-    template = sqlglot.parse_one(_REPLACE, read="duckdb")
+    template = _replace_template().copy()
 
     def place(part: exp.Expr) -> exp.Expr:
         if isinstance(part, exp.Column) and not part.table and part.name in given:

@@ -103,7 +103,7 @@ def floor_to(node: exp.Floor | exp.Ceil, session: Zone) -> exp.Expr:
     unit = str(node.args["to"].name).upper()
     if unit not in UNITS - {"MILLISECOND"}:
         raise unsupported(f"FLOOR/CEIL TO {unit}: the units are {', '.join(sorted(UNITS))}")
-    width = "3 months" if unit == "QUARTER" else f"1 {unit.lower()}"
+    width = _width(unit)
     origin = exp.cast(
         exp.Literal.string("1970-01-05" if unit == "WEEK" else "1970-01-01"),
         exp.DataType.build("TIMESTAMP"),
@@ -136,12 +136,7 @@ def timestamp_add(args: list[exp.Expr], session: Zone) -> exp.Expr:
     clock of the query's zone (a month later is the same day and hour there)."""
     arity("TIMESTAMPADD", args, 3, 3)
     width = _width(_unit(args[0], "TIMESTAMPADD"))
-    where = exp.Literal.string(session.name)
-    moved = exp.Add(
-        this=call("timezone", where, args[2]),
-        expression=exp.Mul(this=_interval(width), expression=exp.Paren(this=args[1])),
-    )
-    return call("timezone", where.copy(), moved)
+    return _moved(args[2], width, args[1], exp.Literal.string(session.name))
 
 
 def timestamp_diff(node: exp.TimestampDiff) -> exp.Expr:
@@ -158,12 +153,16 @@ def timestamp_diff(node: exp.TimestampDiff) -> exp.Expr:
 def time_shift(args: list[exp.Expr], session: Zone) -> exp.Expr:
     arity("TIME_SHIFT", args, 3, 4)
     width, _ = period(_text(args[1], "TIME_SHIFT's period"))
-    where = _zone_arg(args, 3, session)
+    return _moved(args[0], width, args[2], _zone_arg(args, 3, session))
+
+
+def _moved(instant: exp.Expr, width: str, steps: exp.Expr, where: exp.Expr) -> exp.Expr:
+    """`instant` moved by `steps` periods of `width` on the wall clock of the zone `where`."""
     moved = exp.Add(
-        this=call("timezone", where, args[0]),
-        expression=exp.Mul(this=_interval(width), expression=exp.Paren(this=args[2])),
+        this=call("timezone", where, instant),
+        expression=exp.Mul(this=_interval(width), expression=exp.Paren(this=steps)),
     )
-    return call("timezone", where, moved)
+    return call("timezone", where.copy(), moved)
 
 
 _EXTRACT = {
