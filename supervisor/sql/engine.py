@@ -11,6 +11,7 @@ translation (dialect.py) lets no function through that could."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -170,8 +171,23 @@ class SqlEngine:
 
     def _expire(self, running: _Running) -> None:
         running.timed_out = True
-        if running.cursor is not None:
-            running.cursor.interrupt()
+        self._interrupt(running)
+
+    def _interrupt(self, running: _Running) -> None:
+        """Interrupt the query until it has ended: DuckDB's interrupt stops only the statement
+        running at that moment, so one that lands between two (the zone's SET, a register, the
+        query) would be lost, and the query run on to its timeout."""
+
+        def again() -> None:
+            while True:
+                with self._lock:
+                    if all(other is not running for other in self._running.values()):
+                        return
+                if running.cursor is not None:
+                    running.cursor.interrupt()
+                time.sleep(0.05)
+
+        threading.Thread(target=again, name="sql-interrupt", daemon=True).start()
 
     def owner(self, query_id: str) -> str | None:
         """Who runs the query (None: no query runs with that id)."""
@@ -186,8 +202,7 @@ class SqlEngine:
         if running is None:
             return False
         running.cancelled = True
-        if running.cursor is not None:
-            running.cursor.interrupt()
+        self._interrupt(running)
         return True
 
     def running(self) -> list[str]:
