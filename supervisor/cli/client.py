@@ -89,6 +89,10 @@ class ServiceClient:
             return None
         return response.json()
 
+    def exchange(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The whole response (its headers too), once its status is below 400."""
+        return self._send(method, path, **kwargs)
+
     def text(self, path: str) -> str:
         return self._send("GET", path).text
 
@@ -130,6 +134,8 @@ def _message(response: httpx.Response) -> str:
     except ValueError:
         text = response.text.strip()
         return text.splitlines()[0] if text else response.reason_phrase
+    if isinstance(body, dict) and isinstance(body.get("errorMessage"), str):
+        return str(body["errorMessage"])  # Druid's error object (its `error` is only a kind)
     if isinstance(body, dict) and "error" in body:
         return str(body["error"])
     return str(body)

@@ -400,7 +400,7 @@ def test_quickstart_streams_publishes_and_answers_sql(tmp_path: Path, jar_cache:
 
         wait_for(published, 420, "the quickstart's first published segment", every=2)
         query = (
-            "SELECT channel, SUM(added) AS added, SUM(`count`) AS edits FROM wikipedia "
+            'SELECT channel, SUM(added) AS added, SUM("count") AS edits FROM wikipedia '
             "WHERE __time < TIMESTAMP '2026-11-22 10:00:00' GROUP BY 1 ORDER BY 1"
         )
         result = subprocess.run(

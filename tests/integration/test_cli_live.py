@@ -144,17 +144,31 @@ def test_every_command_against_a_running_supervisor(
     assert sum(s["numRows"] for s in segments) == 30
     assert all(lines_with(out, s["identifier"]) for s in segments)
 
-    # SQL over the published segments, __time a timestamp
-    query = "SELECT COUNT(*) AS n, MIN(__time) AS first, MAX(word) AS last FROM words"
+    # Druid SQL through the service's API, over the published rows
+    query = 'SELECT COUNT(*) AS n, MIN(__time) AS "first", MAX(word) AS "last" FROM words'
     out = ok(capsys, "sql", "--url", service.url, query)
     assert [line.split() for line in out.splitlines()] == [
         ["n", "first", "last"],
-        ["30", "2026-11-22", "10:00:00", "w9"],
+        ["30", "2026-11-22T10:00:00.000Z", "w9"],
         ["(1", "row)"],
     ]
     out = ok(capsys, "sql", "--url", service.url, "-o", "json", query)
-    assert json.loads(out) == [{"n": 30, "first": "2026-11-22 10:00:00", "last": "w9"}]
+    assert json.loads(out) == [{"n": 30, "first": "2026-11-22T10:00:00.000Z", "last": "w9"}]
+    out = ok(capsys, "sql", "--url", service.url, "--max-rows", "2", "SELECT word FROM words")
+    assert out.splitlines()[0] == "word" and len(out.splitlines()) == 4
+    assert out.splitlines()[-1] == "(2 rows (more not shown; --max-rows))"
     code, _, err = run(capsys, "sql", "--url", service.url, "SELECT * FROM nope")
+    assert code == 1 and err.startswith("error: query failed: 400: ") and "nope" in err
+    assert err.count("\n") == 1
+    code, _, err = run(capsys, "sql", "--url", service.url, "SELECT TIME_FLIP(1) FROM words")
+    assert code == 1 and "TIME_FLIP" in err and err.count("\n") == 1
+
+    # Spark SQL over the published segments (--master), __time a timestamp
+    spark = ("sql", "--url", service.url, "--master", "local[1]")
+    query = "SELECT COUNT(*) AS n, MIN(__time) AS first, MAX(word) AS last FROM words"
+    out = ok(capsys, *spark, "-o", "json", query)
+    assert json.loads(out) == [{"n": 30, "first": "2026-11-22 10:00:00", "last": "w9"}]
+    code, _, err = run(capsys, *spark, "SELECT * FROM nope")
     assert code == 1 and err.startswith("error: query failed: [TABLE_OR_VIEW_NOT_FOUND]")
     assert err.count("\n") == 1
 
