@@ -29,7 +29,7 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.lake.holdings import files_at, tables
 from supervisor.lake.tables import Lake
 from supervisor.model.status import SupervisorStatus
-from supervisor.services.sql_live import Asker, held_rows, snapshot
+from supervisor.services.sql_live import Asker, held_rows, snapshot, with_held
 from supervisor.services.sql_tables import (
     INFO_SCHEMAS,
     SYS_SCHEMAS,
@@ -40,7 +40,6 @@ from supervisor.services.sql_tables import (
 from supervisor.services.status import states
 from supervisor.services.tasks import status_of
 from supervisor.sql.dialect import DRUID, INFORMATION_SCHEMA, SYS, TableRef
-from supervisor.sql.engine import WithHeld
 from supervisor.sql.errors import forbidden, invalid
 from tasks.storage import Storage
 
@@ -62,6 +61,7 @@ class Catalog:
         self.session, self.lake, self.storage = session, lake, storage
         self.readable, self.status, self.now = readable, status, now
         self._tables: dict[str, str] | None = None
+        self._streaming: set[str] | None = None
         self.asker = asker  # how running tasks are asked for their rows (None: published only)
         self.tolerant = False  # the query's last try: a publish under it lacks, not a retry
         self.lacking: list[dict[str, Any]] = []  # the task groups whose rows are not read
@@ -73,12 +73,21 @@ class Catalog:
             self._tables = tables(self.session)
         return self._tables
 
+    @property
+    def streaming(self) -> set[str]:
+        """The datasources of supervisors, whose tasks may hold rows before a first publish
+        (none when held rows are not read)."""
+        if self._streaming is None:
+            specs = SpecRepository(self.session).all_active() if self.asker is not None else []
+            self._streaming = {row.datasource for row in specs}
+        return self._streaming
+
     def check(self, ref: TableRef) -> None:
         """The identity may name this table (a 403 first, then a 400 for one not found)."""
         if ref.schema == DRUID:
             if not self.readable(ref.name):
                 raise forbidden(f"Unauthorized: may not READ DATASOURCE '{ref.name}'")
-            if ref.name not in self.locations:
+            if ref.name not in self.locations and ref.name not in self.streaming:
                 raise invalid(f"Object '{ref.name}' not found within 'druid'")
         elif ref.schema == SYS and ref.name not in SYS_SCHEMAS:
             raise invalid(f"Object '{ref.name}' not found within 'sys'")
@@ -98,32 +107,33 @@ class Catalog:
 
     def datasource(self, name: str) -> Any:
         """The table's published files, and with an `asker` the rows its running tasks hold
-        past the offsets committed with them (read together: sql_live.py)."""
+        past the offsets committed with them (read together: sql_live.py). A datasource whose
+        first publish is still to come is the rows its tasks hold."""
         found = snapshot(self.session, name) if self.asker is not None else None
-        location = (found.location if found else None) or self.locations[name]
-        table = self.lake.catalog.table_at(self.lake.identifier(name), location)
-        paths = sorted(files_at(self.lake, name, location))
-        local = [self.storage.fs_path(path).removeprefix("file://") for path in paths]
-        schema = table.schema().as_arrow()
-        published = pads.dataset(
-            local, schema=schema, format="parquet", filesystem=self.storage.filesystem()
-        )
+        location = found.location if found is not None else self.locations.get(name)
+        published, schema = None, None
+        if location is not None:
+            table = self.lake.catalog.table_at(self.lake.identifier(name), location)
+            paths = sorted(files_at(self.lake, name, location))
+            local = [self.storage.fs_path(path).removeprefix("file://") for path in paths]
+            schema = table.schema().as_arrow()
+            published = pads.dataset(
+                local, schema=schema, format="parquet", filesystem=self.storage.filesystem()
+            )
         if found is None or self.asker is None:
             return published
         live = held_rows(
             self.session, name, found.committed, self.storage, self.asker, self.tolerant
         )
         self.lacking += [{"dataSource": name, **group} for group in live.lacking]
-        if not live.files:
-            return published
-        # a persist's __time is milliseconds since the epoch (the view makes it a timestamp)
-        held_schema = pa.schema(
-            [pa.field("__time", pa.int64()) if f.name == "__time" else f for f in schema]
-        )
-        held = pads.dataset(
-            live.files, schema=held_schema, format="parquet", filesystem=self.storage.filesystem()
-        )
-        return WithHeld(published, held, schema.names)
+        if live.files:
+            return with_held(published, schema, live.files, self.storage.filesystem())
+        if published is None:
+            raise invalid(
+                f"Object '{name}' not found within 'druid' (nothing published, and its tasks"
+                " hold no rows yet)"
+            )
+        return published
 
     def columns(self, name: str) -> list[tuple[str, str, bool]]:
         """The datasource's columns: name, SQL type, nullable."""

@@ -33,13 +33,15 @@ class Result:
 
 @dataclass
 class WithHeld:
-    """A datasource read as one table: its published files and the rows its running tasks
-    hold (supervisor/services/sql_live.py), whose `__time` is milliseconds since the epoch
-    and whose columns are named `columns`, the table's, in its order."""
+    """A datasource read as one table: its published files (None before its first publish)
+    and the rows its running tasks hold (supervisor/services/sql_live.py), whose `__time` is
+    milliseconds since the epoch. Its columns are the table's, in its order, then `extra`:
+    those only the held rows have (null in the published ones)."""
 
     published: Any
     held: Any
     columns: list[str]
+    extra: list[str]
 
     def view(self, name: str) -> str:
         """The query's table as a view of the two, made on the query's own connection."""
@@ -47,12 +49,14 @@ class WithHeld:
             'timezone(\'UTC\', epoch_ms("__time")) AS "__time"'
             if column == "__time"
             else _quoted(column)
-            for column in self.columns
+            for column in self.columns + self.extra
         ]
-        return (
-            f"CREATE TEMP VIEW {_quoted(name)} AS SELECT * FROM {_quoted(name + '_published')}"
-            f" UNION ALL SELECT {', '.join(held)} FROM {_quoted(name + '_held')}"
-        )
+        parts = [f"SELECT {', '.join(held)} FROM {_quoted(name + '_held')}"]
+        if self.published is not None:
+            published = [_quoted(c) for c in self.columns]
+            published += [f"NULL AS {_quoted(c)}" for c in self.extra]
+            parts.insert(0, f"SELECT {', '.join(published)} FROM {_quoted(name + '_published')}")
+        return f"CREATE TEMP VIEW {_quoted(name)} AS {' UNION ALL '.join(parts)}"
 
 
 def _quoted(name: str) -> str:
@@ -145,7 +149,8 @@ class SqlEngine:
             cursor.execute(f"SET TimeZone = '{session.name}'")
             for name, source in sources.items():
                 if isinstance(source, WithHeld):
-                    cursor.register(f"{name}_published", source.published)
+                    if source.published is not None:
+                        cursor.register(f"{name}_published", source.published)
                     cursor.register(f"{name}_held", source.held)
                     cursor.execute(source.view(name))
                 else:

@@ -268,7 +268,8 @@ def _live_records(start: int, count: int) -> list[tuple[None, bytes]]:
 
 
 def _count(api: httpx.Client, table: str) -> int | None:
-    """COUNT(*) through the SQL API; None while the datasource has no table yet."""
+    """COUNT(*) through the SQL API; None while the datasource is not found (nothing published
+    and no rows held yet)."""
     answer = api.post(SQL, json={"query": f"SELECT COUNT(*) AS n FROM {table}"})
     if answer.status_code == 400 and "not found" in answer.text:
         return None
@@ -281,7 +282,8 @@ def _exactly_once_while_rolling_over(
 ) -> None:
     """A producer at a steady rate, task groups rolling over every 20 s: COUNT(*) polled every
     200 ms never falls and never passes the records sent, and equals them once the producer
-    stops and the tasks catch up. Some answers count rows no publish had yet committed."""
+    stops and the tasks catch up. Some answers count rows no publish had yet committed; the
+    first comes before the datasource's first publish, from the rows its tasks hold."""
     topic = f"live-{tmp_path.name[-12:].replace('_', '-')}"
     create_topic(kafka.bootstrap_servers, topic, 2)
     spec = words_spec("live", topic, kafka.bootstrap_servers)
@@ -306,7 +308,9 @@ def _exactly_once_while_rolling_over(
         feeding = threading.Thread(target=producer, name="producer", daemon=True)
         feeding.start()
         try:
-            wait_for(lambda: _count(api, "live") is not None, 240, "the first publish")
+            wait_for(lambda: _count(api, "live") is not None, 240, "the first rows held")
+            # before the first publish (20 s after the tasks start): the rows the tasks hold
+            assert _published(service) == 0, "the first answer came only after a publish"
             last, ahead, began = 0, 0, time.monotonic()
             while time.monotonic() - began < 45:
                 polled = time.monotonic()

@@ -410,3 +410,50 @@ def test_an_answer_past_its_size_is_a_400() -> None:
     with pytest.raises(SqlError) as caught:
         _bounded(iter(["x" * 2**20, "y"]), 2**20)
     assert caught.value.status == 400 and "longer than 1 MiB" in caught.value.message
+
+
+def _persist(path: Path, millis: list[int], **columns: list[Any]) -> str:
+    """A task's persist file: `__time` in milliseconds since the epoch."""
+    pq.write_table(pa.table({"__time": pa.array(millis, pa.int64()), **columns}), path)
+    return str(path)
+
+
+def test_held_rows_alone_and_a_column_only_they_have(engine: SqlEngine, tmp_path: Path) -> None:
+    """Before a first publish a datasource is its held rows (their columns, __time a
+    timestamp); after it, a dimension discovered since is a column, null in published rows."""
+    from pyarrow import fs
+
+    from supervisor.services.sql_live import with_held
+
+    hour = 1_467_000_000_000  # 2016-06-27T04:00:00Z
+    first = _persist(tmp_path / "a.parquet", [hour, hour + 1], channel=["a", "b"])
+    second = _persist(
+        tmp_path / "b.parquet", [hour + 2], channel=["a"], page=["P"], added__time_of=[hour]
+    )
+    local = fs.LocalFileSystem()
+    alone = with_held(None, None, [first, second], local)
+    assert alone.columns == ["__time", "channel", "page"] and alone.extra == []
+    query = 'SELECT MIN(__time) AS t, COUNT(*) AS n, COUNT(page) AS p FROM "wiki"'
+    found = translate(statements(query)[1], zone("UTC"))
+    with engine.admit():
+        result = engine.run("held-alone", found.sql, dict.fromkeys(found.tables, alone), zone("UTC"), 9000, 9)
+    assert result.rows == [(datetime(2016, 6, 27, 4, 0, tzinfo=UTC), 3, 1)]
+
+    pq.write_table(
+        pa.table(
+            {
+                "__time": pa.array([datetime(2016, 6, 27, tzinfo=UTC)], SCHEMA.field(0).type),
+                "channel": ["z"],
+                "added": [5],
+            }
+        ),
+        tmp_path / "pub.parquet",
+    )
+    published = pads.dataset([str(tmp_path / "pub.parquet")], schema=SCHEMA, format="parquet")
+    both = with_held(published, SCHEMA, [first, second], local)
+    assert both.columns == ["__time", "channel", "added"] and both.extra == ["page"]
+    query = 'SELECT channel, page, added FROM "wiki" ORDER BY __time'
+    found = translate(statements(query)[1], zone("UTC"))
+    with engine.admit():
+        result = engine.run("held-both", found.sql, dict.fromkeys(found.tables, both), zone("UTC"), 9000, 9)
+    assert result.rows == [("z", None, 5), ("a", None, None), ("b", None, None), ("a", "P", None)]
