@@ -436,7 +436,9 @@ def test_held_rows_alone_and_a_column_only_they_have(engine: SqlEngine, tmp_path
     query = 'SELECT MIN(__time) AS t, COUNT(*) AS n, COUNT(page) AS p FROM "wiki"'
     found = translate(statements(query)[1], zone("UTC"))
     with engine.admit():
-        result = engine.run("held-alone", found.sql, dict.fromkeys(found.tables, alone), zone("UTC"), 9000, 9)
+        result = engine.run(
+            "held-alone", found.sql, dict.fromkeys(found.tables, alone), zone("UTC"), 9000, 9
+        )
     assert result.rows == [(datetime(2016, 6, 27, 4, 0, tzinfo=UTC), 3, 1)]
 
     pq.write_table(
@@ -455,5 +457,7 @@ def test_held_rows_alone_and_a_column_only_they_have(engine: SqlEngine, tmp_path
     query = 'SELECT channel, page, added FROM "wiki" ORDER BY __time'
     found = translate(statements(query)[1], zone("UTC"))
     with engine.admit():
-        result = engine.run("held-both", found.sql, dict.fromkeys(found.tables, both), zone("UTC"), 9000, 9)
+        result = engine.run(
+            "held-both", found.sql, dict.fromkeys(found.tables, both), zone("UTC"), 9000, 9
+        )
     assert result.rows == [("z", None, 5), ("a", None, None), ("b", None, None), ("a", "P", None)]
