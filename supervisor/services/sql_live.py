@@ -233,10 +233,8 @@ def with_held(
         for item in pq.read_schema(path, filesystem=filesystem):
             if not item.name.endswith(TIME_SUFFIX):  # a first/last aggregator's own column
                 found.setdefault(item.name, item.type)
-    known = list(schema) if schema is not None else []
+    known = list(schema) if schema is not None else [pa.field(n, k) for n, k in found.items()]
     fields = [pa.field("__time", pa.int64()) if f.name == "__time" else f for f in known]
-    if schema is None:
-        fields = [pa.field(name, kind) for name, kind in found.items()]
     names = [f.name for f in fields]
     extra = [pa.field(name, kind) for name, kind in found.items() if name not in names]
     held = pads.dataset(
