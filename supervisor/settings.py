@@ -150,6 +150,8 @@ class Settings(BaseSettings):
     # each task group asked, for at most this long; sql_live.py); off: published rows only.
     sql_live_rows: bool = True
     sql_live_timeout_ms: int = Field(default=2_000, ge=50, le=60_000)
+    # the held files the SQL API keeps in memory once read, in MB (sql_held.py); 0: none
+    sql_held_cache_mb: int = Field(default=256, ge=0, le=1_048_576)
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

@@ -36,6 +36,9 @@ TOKEN_HEADER = "X-Sluicegate-Task-Token"
 # from an epoch older than the newest they have seen)
 EPOCH_HEADER = "X-Sluicegate-Leader-Epoch"
 LEADER_HEADER = "X-Sluicegate-Leader-Url"  # and its URL: where the task publishes from then on
+# a first/last aggregator's own column in a persist (the time of its value; the overlord's
+# SQL API leaves it out of the held rows it reads)
+TIME_SUFFIX = "__time_of"
 
 
 class TaskState(StrEnum):

@@ -21,6 +21,7 @@ from supervisor.services import lookups
 from supervisor.services.authentication import Authenticator
 from supervisor.services.leadership import Leadership
 from supervisor.services.metrics import Metrics
+from supervisor.services.sql_held import HeldFiles
 from supervisor.services.task_life import Unsettled
 from supervisor.settings import Settings
 from supervisor.sql.engine import SqlEngine
@@ -46,6 +47,7 @@ class AppContext:
     authenticator: Authenticator | None = None  # with authentication on, once started
     lake: Lake | None = None  # the datasources' Iceberg tables, once started
     sql_engine: SqlEngine | None = None  # the SQL API's DuckDB, from its first query
+    held_files: HeldFiles | None = None  # the held rows' files it keeps read, from then
     # the datasources a supervisor has had, and a task's, for the routes' permission checks
     # (a supervisor's kept OWNERS_S, dropped when it is submitted here; a task's never change)
     owners: Lru[str, tuple[tuple[str, ...], float]] = field(

@@ -22,6 +22,7 @@ from supervisor.errors import DomainError
 from supervisor.model.access import Action, ResourceType
 from supervisor.services import sql as service
 from supervisor.services.sql_catalog import Catalog
+from supervisor.services.sql_held import HeldFiles
 from supervisor.services.sql_live import ask
 from supervisor.sql.engine import SqlEngine
 from supervisor.sql.errors import SqlError
@@ -74,6 +75,13 @@ def engine_of(app: AppContext) -> SqlEngine:
     return app.sql_engine
 
 
+def held_files_of(app: AppContext) -> HeldFiles:
+    """The held files the service keeps read (sql_held.py), made at its first query."""
+    if app.held_files is None:
+        app.held_files = HeldFiles(app.settings.sql_held_cache_mb * 1024 * 1024)
+    return app.held_files
+
+
 def _error(exc: SqlError, query_id: str | None = None) -> JSONResponse:
     headers = {"X-Druid-SQL-Query-Id": query_id} if query_id else None
     return JSONResponse(status_code=exc.status, content=exc.body(), headers=headers)
@@ -93,9 +101,10 @@ async def _query(request: Request) -> Response:
     settings = app.settings
     lake, storage = app.tables, settings.storage()
     asker = ask(settings.sql_live_timeout_ms / 1000) if settings.sql_live_rows else None
+    held_files = held_files_of(app)
 
     def catalog(session: Session) -> Catalog:
-        return Catalog(session, lake, storage, readable, status_of(session), now, asker)
+        return Catalog(session, lake, storage, readable, status_of(session), now, asker, held_files)
 
     try:
         answer = await run_in_threadpool(

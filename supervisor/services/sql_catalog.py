@@ -29,7 +29,8 @@ from supervisor.db.tasks import TaskRepository
 from supervisor.lake.holdings import files_at, tables
 from supervisor.lake.tables import Lake
 from supervisor.model.status import SupervisorStatus
-from supervisor.services.sql_live import Asker, held_rows, snapshot, with_held
+from supervisor.services.sql_held import HeldFiles, with_held
+from supervisor.services.sql_live import Asker, held_rows, snapshot
 from supervisor.services.sql_tables import (
     INFO_SCHEMAS,
     SYS_SCHEMAS,
@@ -57,12 +58,14 @@ class Catalog:
         status: Callable[[str], SupervisorStatus | None],
         now: datetime,
         asker: Asker | None = None,
+        kept: HeldFiles | None = None,
     ) -> None:
         self.session, self.lake, self.storage = session, lake, storage
         self.readable, self.status, self.now = readable, status, now
         self._tables: dict[str, str] | None = None
         self._streaming: set[str] | None = None
         self.asker = asker  # how running tasks are asked for their rows (None: published only)
+        self.kept = kept  # the held files read into memory by earlier queries (sql_held.py)
         self.tolerant = False  # the query's last try: a publish under it lacks, not a retry
         self.lacking: list[dict[str, Any]] = []  # the task groups whose rows are not read
 
@@ -127,7 +130,14 @@ class Catalog:
         )
         self.lacking += [{"dataSource": name, **group} for group in live.lacking]
         if live.files:
-            return with_held(published, schema, live.files, self.storage.filesystem())
+            return with_held(
+                published,
+                schema,
+                live.files,
+                self.storage.filesystem(),
+                self.kept,
+                local=not self.storage.is_s3,
+            )
         if published is None:
             raise invalid(
                 f"Object '{name}' not found within 'druid' (nothing published, and its tasks"

@@ -23,9 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.dataset as pads
-import pyarrow.parquet as pq
 from sqlalchemy import and_, select, union_all
 from sqlalchemy.orm import Session
 
@@ -35,14 +32,12 @@ from supervisor.db.models import CommittedOffsetsRow, IcebergTableRow, TaskRow
 from supervisor.db.tasks import TaskRepository, start_of
 from supervisor.lake.catalog import NAMESPACE
 from supervisor.lake.tables import CATALOG
-from supervisor.sql.engine import WithHeld
 from supervisor.sql.errors import SqlError
 from tasks.protocol import TaskStatusCode
 from tasks.storage import Storage
 
 KAFKA_TASK = "index_kafka"
 MAX_GROUPS_AT_ONCE = 8
-TIME_SUFFIX = "__time_of"  # a first/last aggregator's own column (tasks/rows/aggregators.py)
 
 
 class Stale(SqlError):
@@ -219,25 +214,3 @@ def _reachable_files(answer: HeldRows, storage: Storage) -> list[str] | None:
 
 def _lacks(task: TaskRow, reason: str) -> dict[str, Any]:
     return {"supervisor": task.supervisor_id, "groupId": task.group_id, "reason": reason}
-
-
-def with_held(
-    published: Any, schema: pa.Schema | None, files: list[str], filesystem: Any
-) -> WithHeld:
-    """The published dataset (with the table's `schema`; None before a first publish) and the
-    held files as one table: the table's columns, then those only the persists have (a
-    dimension discovered since the last publish), each with the type it first has. A
-    persist's `__time` is milliseconds since the epoch (the view makes it a timestamp)."""
-    found: dict[str, pa.DataType] = {"__time": pa.int64()}
-    for path in files:
-        for item in pq.read_schema(path, filesystem=filesystem):
-            if not item.name.endswith(TIME_SUFFIX):  # a first/last aggregator's own column
-                found.setdefault(item.name, item.type)
-    known = list(schema) if schema is not None else [pa.field(n, k) for n, k in found.items()]
-    fields = [pa.field("__time", pa.int64()) if f.name == "__time" else f for f in known]
-    names = [f.name for f in fields]
-    extra = [pa.field(name, kind) for name, kind in found.items() if name not in names]
-    held = pads.dataset(
-        files, schema=pa.schema(fields + extra), format="parquet", filesystem=filesystem
-    )
-    return WithHeld(published, held, names, [f.name for f in extra])

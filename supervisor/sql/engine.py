@@ -39,19 +39,29 @@ class WithHeld:
     those only the held rows have (null in the published ones)."""
 
     published: Any
-    held: Any
+    held: list[Any]  # an Arrow table of those read into memory, a dataset of those on disk
     columns: list[str]
     extra: list[str]
 
+    def sources(self, name: str) -> dict[str, Any]:
+        """What the view reads, by the names it gives them."""
+        found = {f"{name}_held{i}": source for i, source in enumerate(self.held)}
+        if self.published is not None:
+            found[f"{name}_published"] = self.published
+        return found
+
     def view(self, name: str) -> str:
-        """The query's table as a view of the two, made on the query's own connection."""
+        """The query's table as a view of them, made on the query's own connection."""
         held = [
             'timezone(\'UTC\', epoch_ms("__time")) AS "__time"'
             if column == "__time"
             else _quoted(column)
             for column in self.columns + self.extra
         ]
-        parts = [f"SELECT {', '.join(held)} FROM {_quoted(name + '_held')}"]
+        parts = [
+            f"SELECT {', '.join(held)} FROM {_quoted(f'{name}_held{i}')}"
+            for i in range(len(self.held))
+        ]
         if self.published is not None:
             published = [_quoted(c) for c in self.columns]
             published += [f"NULL AS {_quoted(c)}" for c in self.extra]
@@ -149,9 +159,8 @@ class SqlEngine:
             cursor.execute(f"SET TimeZone = '{session.name}'")
             for name, source in sources.items():
                 if isinstance(source, WithHeld):
-                    if source.published is not None:
-                        cursor.register(f"{name}_published", source.published)
-                    cursor.register(f"{name}_held", source.held)
+                    for part, read in source.sources(name).items():
+                        cursor.register(part, read)
                     cursor.execute(source.view(name))
                 else:
                     cursor.register(name, source)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tasks.protocol import TIME_SUFFIX
 from tasks.rows.columns import col
 from tasks.spec.data_schema import Aggregator
 
@@ -19,8 +20,6 @@ SUPPORTED = (
     }
     | {"stringFirst", "stringLast"}
 )
-
-TIME_SUFFIX = "__time_of"
 
 
 def value_type(metric: Aggregator) -> str:

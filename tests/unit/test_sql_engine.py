@@ -423,7 +423,7 @@ def test_held_rows_alone_and_a_column_only_they_have(engine: SqlEngine, tmp_path
     timestamp); after it, a dimension discovered since is a column, null in published rows."""
     from pyarrow import fs
 
-    from supervisor.services.sql_live import with_held
+    from supervisor.services.sql_held import with_held
 
     hour = 1_467_000_000_000  # 2016-06-27T04:00:00Z
     first = _persist(tmp_path / "a.parquet", [hour, hour + 1], channel=["a", "b"])
@@ -461,3 +461,52 @@ def test_held_rows_alone_and_a_column_only_they_have(engine: SqlEngine, tmp_path
             "held-both", found.sql, dict.fromkeys(found.tables, both), zone("UTC"), 9000, 9
         )
     assert result.rows == [("z", None, 5), ("a", None, None), ("b", None, None), ("a", "P", None)]
+
+
+def test_held_files_kept_in_memory_and_read_again_when_rewritten(
+    engine: SqlEngine, tmp_path: Path
+) -> None:
+    """Held files read once are kept (a poll reads only new persists), up to the bound, the
+    rest scanned from disk in the same answer; a file written again under its name is read
+    again, and one deleted since the task's answer is a 503 to try again."""
+    import os
+
+    from pyarrow import fs
+
+    from supervisor.services.sql_held import HeldFiles, with_held
+
+    hour = 1_467_000_000_000
+    paths = [
+        _persist(tmp_path / f"{i}.parquet", [hour + i], channel=[f"c{i}"], added=[i])
+        for i in range(6)
+    ]
+    local = fs.LocalFileSystem()
+    one = pq.read_table(paths[0]).nbytes
+    kept = HeldFiles(one * 3)  # room for three of the six
+    query = 'SELECT COUNT(*) AS n, SUM(added) AS s, MAX(channel) AS c FROM "wiki"'
+    found = translate(statements(query)[1], zone("UTC"))
+
+    def answer(name: str, files: list[str]) -> list[tuple[Any, ...]]:
+        source = with_held(None, None, files, local, kept)
+        with engine.admit():
+            return engine.run(
+                name, found.sql, dict.fromkeys(found.tables, source), zone("UTC"), 9000, 9
+            ).rows
+
+    assert answer("kept-1", paths) == [(6, 15, "c5")]
+    read = kept.read(paths, local, True)
+    assert len(read.tables) == 3 and read.on_disk == paths[3:]
+    assert answer("kept-2", paths) == [(6, 15, "c5")]  # three from memory, three from disk
+
+    stat = os.stat(paths[0])
+    _persist(tmp_path / "0.parquet", [hour], channel=["z"], added=[100])
+    os.utime(paths[0], ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert answer("kept-3", paths) == [(6, 115, "z")]
+
+    odd = _persist(tmp_path / "odd.parquet", [hour], channel=[7], added=[1])  # a long here
+    assert answer("kept-odd", [paths[1], odd]) == [(2, 2, "c1")]
+
+    os.remove(paths[5])
+    with pytest.raises(SqlError) as gone:
+        answer("kept-4", paths)
+    assert gone.value.status == 503 and "5.parquet is gone" in str(gone.value.body())
