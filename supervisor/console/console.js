@@ -317,8 +317,12 @@ async function render() {
   const hash = window.location.hash || "#/";
   const view = document.getElementById("view");
   let content;
+  if (hash === "#/query" && document.getElementById("sql")) return; // built once (query.js)
   try {
-    if (hash.startsWith("#/supervisors/")) {
+    if (hash === "#/query") {
+      await api(SUPERVISORS); // logged in first
+      content = queryView();
+    } else if (hash.startsWith("#/supervisors/")) {
       content = await supervisorView(decodeURIComponent(hash.slice("#/supervisors/".length)));
     } else if (hash === "#/segments") {
       content = await segmentsView();

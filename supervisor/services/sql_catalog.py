@@ -36,12 +36,13 @@ from supervisor.services.sql_tables import (
     SYS_SCHEMAS,
     column_row,
     sql_type_of,
+    sql_type_of_arrow,
     table_row,
 )
 from supervisor.services.status import states
 from supervisor.services.tasks import status_of
 from supervisor.sql.dialect import DRUID, INFORMATION_SCHEMA, SYS, TableRef
-from supervisor.sql.errors import forbidden, invalid
+from supervisor.sql.errors import SqlError, forbidden, invalid
 from tasks.storage import Storage
 
 
@@ -64,6 +65,7 @@ class Catalog:
         self.readable, self.status, self.now = readable, status, now
         self._tables: dict[str, str] | None = None
         self._streaming: set[str] | None = None
+        self._held_shapes: dict[str, list[tuple[str, str, bool]]] | None = None
         self.asker = asker  # how running tasks are asked for their rows (None: published only)
         self.kept = kept  # the held files read into memory by earlier queries (sql_held.py)
         self.tolerant = False  # the query's last try: a publish under it lacks, not a retry
@@ -252,8 +254,36 @@ class Catalog:
             for schema in (DRUID, INFORMATION_SCHEMA, SYS)
         ]
 
+    def _held_only(self) -> dict[str, list[tuple[str, str, bool]]]:
+        """The readable datasources before their first publish whose tasks hold rows, with
+        the columns they have (as a query reads them), for INFORMATION_SCHEMA."""
+        if self._held_shapes is None:
+            self._held_shapes = {}
+            for name in sorted(self.streaming - set(self.locations)):
+                if not self.readable(name):
+                    continue
+                try:
+                    source = self.datasource(name)
+                except SqlError as exc:
+                    if exc.status != 400:  # (no rows held yet); a publish under it: again
+                        raise
+                    continue
+                schema = source.held[0].schema
+                self._held_shapes[name] = [
+                    (
+                        column,
+                        "TIMESTAMP"
+                        if column == "__time"
+                        else sql_type_of_arrow(schema.field(column).type),
+                        column != "__time",
+                    )
+                    for column in source.columns + source.extra
+                ]
+        return self._held_shapes
+
     def _info_tables(self) -> list[dict[str, Any]]:
-        rows = [table_row(DRUID, name, "TABLE") for name in self._readable_datasources()]
+        names = self._readable_datasources() + list(self._held_only())
+        rows = [table_row(DRUID, name, "TABLE") for name in sorted(names)]
         rows += [table_row(INFORMATION_SCHEMA, name, "SYSTEM_TABLE") for name in INFO_SCHEMAS]
         rows += [table_row(SYS, name, "SYSTEM_TABLE") for name in SYS_SCHEMAS]
         return rows
@@ -262,6 +292,9 @@ class Catalog:
         rows: list[dict[str, Any]] = []
         for name in self._readable_datasources():
             for position, (column, kind, nullable) in enumerate(self.columns(name), start=1):
+                rows.append(column_row(DRUID, name, column, position, kind, nullable))
+        for name, shape in self._held_only().items():
+            for position, (column, kind, nullable) in enumerate(shape, start=1):
                 rows.append(column_row(DRUID, name, column, position, kind, nullable))
         for schema, shapes in ((INFORMATION_SCHEMA, INFO_SCHEMAS), (SYS, SYS_SCHEMAS)):
             for name, shape in shapes.items():

@@ -152,6 +152,27 @@ def sql_type_of(kind: ice.IcebergType) -> str:
     return "ARRAY" if isinstance(kind, ice.ListType) else "OTHER"
 
 
+def sql_type_of_arrow(kind: pa.DataType) -> str:
+    """Druid's SQL type of a column of the rows tasks hold (a persist's Arrow type)."""
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMP"
+    if pa.types.is_int64(kind):
+        return "BIGINT"
+    if pa.types.is_integer(kind):
+        return "INTEGER"
+    if pa.types.is_float64(kind) or pa.types.is_decimal(kind):
+        return "DOUBLE"
+    if pa.types.is_floating(kind):
+        return "FLOAT"
+    if pa.types.is_boolean(kind):
+        return "BOOLEAN"
+    if pa.types.is_date(kind):
+        return "DATE"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "VARCHAR"
+    return "ARRAY" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else "OTHER"
+
+
 def table_row(schema: str, name: str, kind: str) -> dict[str, Any]:
     return {
         "TABLE_CATALOG": DRUID,

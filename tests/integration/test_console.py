@@ -1,6 +1,7 @@
 """The web console in a real browser (Debian's headless Chromium, driven by its chromedriver)
 against a service running a real supervisor: it lists the supervisor with its state and lag,
-shows its task groups, suspends and resumes it through the buttons, and saves a screenshot."""
+shows its task groups, answers Druid SQL in its query view, suspends and resumes it through the
+buttons, and saves a screenshot."""
 
 from __future__ import annotations
 
@@ -50,6 +51,14 @@ def click(driver: webdriver.Chrome, by: str, value: str) -> None:
     raise AssertionError(f"could not click {value}")
 
 
+def run_sql(driver: webdriver.Chrome, query: str) -> None:
+    """Type a query into the query view and run it by its button."""
+    box = driver.find_element(By.ID, "sql")
+    box.clear()
+    box.send_keys(query)
+    driver.find_element(By.ID, "run").click()
+
+
 def test_console_shows_and_controls_a_supervisor(
     kafka: LocalKafka, engine: Any, browser: webdriver.Chrome, tmp_path: Path
 ) -> None:
@@ -89,6 +98,21 @@ def test_console_shows_and_controls_a_supervisor(
     wait_for(lambda: text_of(browser, "#lag") == "0", 120, "the console's lag to reach 0")
     browser.save_screenshot(str(tmp_path / "console-supervisor.png"))
     assert (tmp_path / "console-supervisor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # the query view: the rows the task holds (nothing is published yet), then Druid's error
+    browser.get(f"{service.url}/console/#/query")
+    wait_for(lambda: browser.find_elements(By.ID, "sql"), 30, "the query view")
+    assert api.get("/druid/coordinator/v1/metadata/datasources").json() == []
+    run_sql(browser, 'SELECT COUNT(*) AS n, COUNT(DISTINCT word) AS words FROM "words"')
+    wait_for(lambda: "row in" in text_of(browser, "#query-status"), 60, "the query's answer")
+    assert text_of(browser, "#results").split("\n") == ["n\twords", "50\t50"]
+    run_sql(browser, "SELECT nope FROM words")
+    wait_for(lambda: text_of(browser, "#query-error"), 60, "the query's error")
+    assert text_of(browser, "#query-error").startswith("400: "), text_of(browser, "#query-error")
+    assert "nope" in text_of(browser, "#query-error")
+    browser.save_screenshot(str(tmp_path / "console-query.png"))
+    browser.get(f"{service.url}/console/#/supervisors/words")
+    wait_for(lambda: browser.find_elements(By.ID, "suspend"), 30, "the supervisor's page again")
 
     click(browser, By.ID, "suspend")
     browser.switch_to.alert.accept()  # the confirmation
