@@ -57,6 +57,42 @@ def data_schema(datasource: str = "wiki") -> dict[str, Any]:
     }
 
 
+def edits_spec(
+    datasource: str,
+    topic: str,
+    bootstrap: str,
+    replicas: int = 1,
+    batch: int | None = None,
+    rollup: bool = True,
+) -> dict[str, Any]:
+    """A supervisor of the edits on `topic` from the earliest offset, one task group whose
+    tasks run an hour (a run ends with a suspend or terminate, not a rollover), observed every
+    second; `batch` its maxRowsInMemory; without `rollup`, every record a row."""
+    schema = data_schema(datasource)
+    if not rollup:
+        schema["granularitySpec"].update({"rollup": False, "queryGranularity": "NONE"})
+    tuning: dict[str, Any] = {"type": "kafka"}
+    if batch is not None:
+        tuning["maxRowsInMemory"] = batch
+    return {
+        "type": "kafka",
+        "spec": {
+            "dataSchema": schema,
+            "ioConfig": {
+                "topic": topic,
+                "consumerProperties": {"bootstrap.servers": bootstrap},
+                "inputFormat": {"type": "json"},
+                "useEarliestOffset": True,
+                "taskCount": 1,
+                "replicas": replicas,
+                "taskDuration": "PT1H",
+                "period": "PT1S",
+            },
+            "tuningConfig": tuning,
+        },
+    }
+
+
 def produce_edits(bootstrap: str, topic: str, records: int, seed: int = 42) -> dict[int, int]:
     """Create `topic` with PARTITIONS partitions, fill it round-robin with `records` edits and
     return each partition's end offset."""

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench.common import CHANNELS, data_schema, produce_edits, write_results  # noqa: E402
+from bench.common import CHANNELS, edits_spec, produce_edits, write_results  # noqa: E402
 from bench.live import BASE, Producer, running  # noqa: E402
 from supervisor.testkit.waits import median, percentile  # noqa: E402
 
@@ -67,27 +67,6 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     ),
     "sys_supervisors": ("SELECT supervisor_id, state, healthy FROM sys.supervisors", None),
 }
-
-
-def spec(bootstrap: str) -> dict[str, Any]:
-    schema = data_schema(DATASOURCE)
-    schema["granularitySpec"].update({"rollup": False, "queryGranularity": "NONE"})
-    return {
-        "type": "kafka",
-        "spec": {
-            "dataSchema": schema,
-            "ioConfig": {
-                "topic": TOPIC,
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-                "useEarliestOffset": True,
-                "taskCount": 1,
-                "taskDuration": "PT1H",
-                "period": "PT1S",
-            },
-            "tuningConfig": {"type": "kafka"},
-        },
-    }
 
 
 def live_edit(n: int, now: float) -> bytes:
@@ -204,7 +183,9 @@ def main() -> None:
         produced_s = time.monotonic() - began
         print(f"{args.rows} edits produced in {produced_s:.1f} s", flush=True)
         with httpx.Client(base_url=stack.url, timeout=300) as api:
-            api.post(BASE, json=spec(stack.bootstrap)).raise_for_status()
+            api.post(
+                BASE, json=edits_spec(DATASOURCE, TOPIC, stack.bootstrap, rollup=False)
+            ).raise_for_status()
             published_s = publish_backlog(api, args.rows, end)
             print(f"read and published in {published_s:.1f} s", flush=True)
             producer = Producer(stack.bootstrap, TOPIC, args.live_rate, live_edit).start()

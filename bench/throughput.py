@@ -78,7 +78,7 @@ from sqlalchemy import select  # noqa: E402
 
 from bench.common import (  # noqa: E402
     PARTITIONS,
-    data_schema,
+    edits_spec,
     parquet_files,
     produce_edits,
     rolled_up_events,
@@ -214,28 +214,6 @@ def run_baseline(
     }
 
 
-def supervisor_spec(datasource: str, bootstrap: str, replicas: int, batch: int) -> dict[str, Any]:
-    return {
-        "type": "kafka",
-        "spec": {
-            "dataSchema": data_schema(datasource),
-            "ioConfig": {
-                "topic": TOPIC,
-                "consumerProperties": {"bootstrap.servers": bootstrap},
-                "inputFormat": {"type": "json"},
-                "useEarliestOffset": True,
-                "taskCount": 1,
-                "replicas": replicas,
-                # long enough not to roll over during the run; the run ends with a suspend
-                "taskDuration": "PT1H",
-                # observe the tasks every second, so the status shows when they caught up
-                "period": "PT1S",
-            },
-            "tuningConfig": {"type": "kafka", "maxRowsInMemory": batch},
-        },
-    }
-
-
 def run_sluicegate(
     api: httpx.Client,
     stack: Stack,
@@ -249,7 +227,7 @@ def run_sluicegate(
     with CpuMeter(own=True) as cpu:
         posted_at = datetime.now(UTC)
         began = time.perf_counter()
-        spec = supervisor_spec(datasource, stack.bootstrap, replicas, args.batch)
+        spec = edits_spec(datasource, TOPIC, stack.bootstrap, replicas, args.batch)
         api.post(BASE, json=spec).raise_for_status()
         caught_up = await_committed(api, args, datasource, end, began)
         durable = time.perf_counter()

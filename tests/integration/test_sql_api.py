@@ -309,8 +309,27 @@ def _exactly_once_while_rolling_over(
         feeding.start()
         try:
             wait_for(lambda: _count(api, "live") is not None, 240, "the first rows held")
-            # before the first publish (20 s after the tasks start): the rows the tasks hold
+            # before the first publish (20 s after the tasks start): the rows the tasks hold,
+            # in INFORMATION_SCHEMA too (as Superset lists tables and their columns)
+            tables = api.post(
+                SQL,
+                json={
+                    "query": "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES"
+                    " WHERE TABLE_SCHEMA = 'druid'"
+                },
+            )
+            columns = api.post(
+                SQL,
+                json={
+                    "query": "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS"
+                    " WHERE TABLE_NAME = 'live'",
+                    "resultFormat": "array",
+                },
+            )
             assert _published(service) == 0, "the first answer came only after a publish"
+            assert tables.json() == [{"TABLE_NAME": "live"}], tables.text
+            found = dict(map(tuple, columns.json()))
+            assert found["__time"] == "TIMESTAMP" and found["word"] == found["channel"] == "VARCHAR"
             last, ahead, began = 0, 0, time.monotonic()
             while time.monotonic() - began < 45:
                 polled = time.monotonic()
