@@ -152,6 +152,9 @@ class Settings(BaseSettings):
     sql_live_timeout_ms: int = Field(default=2_000, ge=50, le=60_000)
     # the held files the SQL API keeps in memory once read, in MB (sql_held.py); 0: none
     sql_held_cache_mb: int = Field(default=256, ge=0, le=1_048_576)
+    # fetch held files in task hosts' work directories from their tasks (Arrow, over the chat
+    # API) even when this machine can read them (as it must when they are on another's disk)
+    sql_held_over_chat: bool = False
     # The leader lease on the metadata DB: renewed every third of this; an overlord that dies
     # without giving it back holds up the next one this long at most.
     lease_s: float = Field(default=10.0, ge=1.0, le=300.0)

@@ -21,9 +21,9 @@ from supervisor.api.context import AppContext, context
 from supervisor.errors import DomainError
 from supervisor.model.access import Action, ResourceType
 from supervisor.services import sql as service
-from supervisor.services.sql_catalog import Catalog
+from supervisor.services.sql_catalog import Catalog, LiveReads
 from supervisor.services.sql_held import HeldFiles
-from supervisor.services.sql_live import ask
+from supervisor.services.sql_live import ask, fetch
 from supervisor.sql.engine import SqlEngine
 from supervisor.sql.errors import SqlError
 from supervisor.sql.results import FORMATS
@@ -100,11 +100,15 @@ async def _query(request: Request) -> Response:
     now = app.clock()
     settings = app.settings
     lake, storage = app.tables, settings.storage()
-    asker = ask(settings.sql_live_timeout_ms / 1000) if settings.sql_live_rows else None
-    held_files = held_files_of(app)
+    timeout_s = settings.sql_live_timeout_ms / 1000
+    live = (
+        LiveReads(ask(timeout_s), fetch(timeout_s), held_files_of(app), settings.sql_held_over_chat)
+        if settings.sql_live_rows
+        else None
+    )
 
     def catalog(session: Session) -> Catalog:
-        return Catalog(session, lake, storage, readable, status_of(session), now, asker, held_files)
+        return Catalog(session, lake, storage, readable, status_of(session), now, live)
 
     try:
         answer = await run_in_threadpool(

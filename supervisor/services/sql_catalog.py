@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,14 +24,16 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 from sqlalchemy.orm import Session
 
+from supervisor.clients.task_api import TaskApiError
 from supervisor.clock import druid_timestamp
+from supervisor.db.models import TaskRow
 from supervisor.db.repositories import SegmentRepository, SpecRepository
 from supervisor.db.tasks import TaskRepository
 from supervisor.lake.holdings import files_at, tables
 from supervisor.lake.tables import Lake
 from supervisor.model.status import SupervisorStatus
 from supervisor.services.sql_held import HeldFiles, with_held
-from supervisor.services.sql_live import Asker, held_rows, snapshot
+from supervisor.services.sql_live import Asker, Fetcher, Stale, held_rows, lacks, snapshot
 from supervisor.services.sql_tables import (
     INFO_SCHEMAS,
     SYS_SCHEMAS,
@@ -46,6 +49,16 @@ from supervisor.sql.errors import SqlError, forbidden, invalid
 from tasks.storage import Storage
 
 
+@dataclass
+class LiveReads:
+    """How a query reads the rows running tasks hold (sql_live.py, sql_held.py)."""
+
+    asker: Asker  # a task asked which files hold its rows
+    fetcher: Fetcher | None = None  # a file fetched from its task (None: such groups lack)
+    kept: HeldFiles | None = None  # the held files read into memory by earlier queries
+    over_chat: bool = False  # fetch files in work directories even when this machine has them
+
+
 class Catalog:
     """What one query's tables are, read on its session for the identity `readable` says
     may read a datasource."""
@@ -58,16 +71,14 @@ class Catalog:
         readable: Callable[[str], bool],
         status: Callable[[str], SupervisorStatus | None],
         now: datetime,
-        asker: Asker | None = None,
-        kept: HeldFiles | None = None,
+        live: LiveReads | None = None,
     ) -> None:
         self.session, self.lake, self.storage = session, lake, storage
         self.readable, self.status, self.now = readable, status, now
         self._tables: dict[str, str] | None = None
         self._streaming: set[str] | None = None
         self._held_shapes: dict[str, list[tuple[str, str, bool]]] | None = None
-        self.asker = asker  # how running tasks are asked for their rows (None: published only)
-        self.kept = kept  # the held files read into memory by earlier queries (sql_held.py)
+        self.live = live  # how running tasks' rows are read (None: published rows only)
         self.tolerant = False  # the query's last try: a publish under it lacks, not a retry
         self.lacking: list[dict[str, Any]] = []  # the task groups whose rows are not read
 
@@ -83,7 +94,7 @@ class Catalog:
         """The datasources of supervisors, whose tasks may hold rows before a first publish
         (none when held rows are not read)."""
         if self._streaming is None:
-            specs = SpecRepository(self.session).all_active() if self.asker is not None else []
+            specs = SpecRepository(self.session).all_active() if self.live is not None else []
             self._streaming = {row.datasource for row in specs}
         return self._streaming
 
@@ -114,7 +125,7 @@ class Catalog:
         """The table's published files, and with an `asker` the rows its running tasks hold
         past the offsets committed with them (read together: sql_live.py). A datasource whose
         first publish is still to come is the rows its tasks hold."""
-        found = snapshot(self.session, name) if self.asker is not None else None
+        found = snapshot(self.session, name) if self.live is not None else None
         location = found.location if found is not None else self.locations.get(name)
         published, schema = None, None
         if location is not None:
@@ -125,20 +136,32 @@ class Catalog:
             published = pads.dataset(
                 local, schema=schema, format="parquet", filesystem=self.storage.filesystem()
             )
-        if found is None or self.asker is None:
+        if found is None or self.live is None:
             return published
         live = held_rows(
-            self.session, name, found.committed, self.storage, self.asker, self.tolerant
+            self.session,
+            name,
+            found.committed,
+            self.storage,
+            self.live.asker,
+            self.tolerant,
+            self.live.over_chat,
         )
         self.lacking += [{"dataSource": name, **group} for group in live.lacking]
-        if live.files:
+        fetched = [
+            rows
+            for task, files in live.remote
+            if (rows := self._fetched(name, task, files)) is not None
+        ]
+        if live.files or fetched:
             return with_held(
                 published,
                 schema,
                 live.files,
                 self.storage.filesystem(),
-                self.kept,
+                self.live.kept,
                 local=not self.storage.is_s3,
+                fetched=fetched,
             )
         if published is None:
             raise invalid(
@@ -146,6 +169,24 @@ class Catalog:
                 " hold no rows yet)"
             )
         return published
+
+    def _fetched(self, name: str, task: TaskRow, files: list[str]) -> pa.Table | None:
+        """A task group's held rows from its task (its files are on another machine's disk);
+        None when they cannot be (the group is then named lacking). A 409 is a publish since
+        the committed offsets were read: the query reads again, unless this is its last try."""
+        assert self.live is not None
+        fetcher = self.live.fetcher
+        reason = "its persists are on its task host's disk"
+        if fetcher is not None:
+            try:
+                kept = self.live.kept or HeldFiles(0)
+                return kept.fetched(task.id, files, lambda path: fetcher(task, path))
+            except TaskApiError as exc:
+                if exc.status_code == 409 and not self.tolerant:
+                    raise Stale(str(exc)) from None
+                reason = f"its persists could not be fetched: {exc}"
+        self.lacking.append({"dataSource": name, **lacks(task, reason)})
+        return None
 
     def columns(self, name: str) -> list[tuple[str, str, bool]]:
         """The datasource's columns: name, SQL type, nullable."""

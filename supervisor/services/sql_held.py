@@ -5,16 +5,19 @@ A task writes a persist per micro-batch, so a datasource's held rows are many sm
 and a query that opens each of them again pays a footer read and a scan set-up per file: at
 a few hundred files that is most of a query's time, and it grows with the held rows until a
 publish. The overlord therefore keeps the held files it has read in memory, as Arrow tables,
-up to `SQL_HELD_CACHE_MB`: a poll reads only the persists written since the last one. The
-rest (past that bound) is read from its files by each query, as before.
+up to `SQL_HELD_CACHE_MB`: a poll reads only the persists written since the last one. Past
+that bound, each query scans the rest in their files.
 
-A persist's file is written whole before its task lists it and is not changed after, but a
-task restored from its checkpoint may write a persist of the same name again, so a file is
-known by its path, size and modification time in nanoseconds. Only files on this machine's
-disk are kept: in S3 a stat costs a request, and its time is in seconds."""
+A persist's file is written whole before its task lists it, under a name no other persist has
+(its task's id, sequence and count), and never changed; still, a file read here is known by what
+it is, its path, size and modification time in nanoseconds, as a cache that outlives files
+should. Files in S3 are scanned in place each time (a stat costs a request there, and its time
+is in seconds). Files on another machine's disk are fetched from their task as Arrow, kept by
+task and path."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +84,26 @@ class HeldFiles:
             tables.append(entry[0])
         return Read(tables, on_disk)
 
+    def fetched(self, task_id: str, files: list[str], get: Callable[[str], bytes]) -> pa.Table:
+        """A task's held files, from memory or fetched from it (`get`: a file's Arrow stream),
+        as one table; kept within the capacity as the files read here are."""
+        tables = []
+        for path in files:
+            key = (f"{task_id}:{path}", 0, 0)  # a task's persists are written once, by name
+            entry = self._kept.get(key)
+            if entry is None:
+                try:
+                    table = pa.ipc.open_stream(get(path)).read_all()
+                except pa.ArrowInvalid as exc:
+                    raise SqlError(
+                        503, "unavailable", "RUNTIME_FAILURE", f"{path}: not an Arrow stream: {exc}"
+                    ) from None
+                entry = (table, table.nbytes)
+                if self.capacity > 0:
+                    self._kept.put(key, entry, entry[1])
+            tables.append(entry[0])
+        return pa.concat_tables(tables, promote_options="permissive")
+
 
 def _read(path: str, filesystem: Any) -> pa.Table:
     try:
@@ -96,13 +119,16 @@ def with_held(
     filesystem: Any,
     kept: HeldFiles | None = None,
     local: bool = True,
+    fetched: list[pa.Table] | None = None,
 ) -> WithHeld:
     """The published dataset (with the table's `schema`; None before a first publish) and the
     held files as one table: the table's columns, then those only the persists have (a
     dimension discovered since the last publish), each with the type it first has. A
     persist's `__time` is milliseconds since the epoch (the view makes it a timestamp). With
-    `kept`, the files it holds (or can) are read from memory (`local`: files on this disk)."""
+    `kept`, the files it holds (or can) are read from memory (`local`: files on this disk);
+    `fetched`, the held rows fetched from their tasks."""
     read = (kept or HeldFiles(0)).read(files, filesystem, local)
+    read.tables += fetched or []
     found: dict[str, pa.DataType] = {"__time": pa.int64()}
     schemas = [table.schema for table in read.tables]
     schemas += [pq.read_schema(path, filesystem=filesystem) for path in read.on_disk]

@@ -59,6 +59,9 @@ class Live:
     rows are not among them (each {supervisor, groupId, reason})."""
 
     files: list[str] = field(default_factory=list)  # read with deep storage's file system
+    # those on a task host's disk this overlord does not read (or, over_chat, any host's):
+    # each task's, fetched from it
+    remote: list[tuple[TaskRow, list[str]]] = field(default_factory=list)
     lacking: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -97,6 +100,7 @@ def snapshot(session: Session, datasource: str) -> Snapshot:
 
 
 Asker = Callable[[TaskRow, dict[str, int]], HeldRows]
+Fetcher = Callable[[TaskRow, str], bytes]  # a held file, from its task, as an Arrow stream
 
 
 def ask(timeout_s: float) -> Asker:
@@ -106,6 +110,13 @@ def ask(timeout_s: float) -> Asker:
     return held
 
 
+def fetch(timeout_s: float) -> Fetcher:
+    def held_file(task: TaskRow, path: str) -> bytes:
+        return TaskApiClient.for_task(task, timeout=timeout_s).held_file(path)
+
+    return held_file
+
+
 def held_rows(
     session: Session,
     datasource: str,
@@ -113,10 +124,12 @@ def held_rows(
     storage: Storage,
     asker: Asker,
     tolerant: bool,
+    over_chat: bool = False,
 ) -> Live:
     """The rows the datasource's running tasks hold past `committed`. A publish under the
     read is `Stale`, unless `tolerant` (the query's last try): then the groups it touched are
-    named lacking."""
+    named lacking. Files in a task's work directory are read here when this machine has
+    them, else (or always, `over_chat`) fetched from the task."""
     tasks = TaskRepository(session).find(
         (TaskStatusCode.RUNNING,), datasource, None, task_type=KAFKA_TASK
     )
@@ -142,18 +155,17 @@ def held_rows(
         if answer is None:
             if stale and not tolerant:
                 raise Stale(reason)
-            live.lacking.append(_lacks(task, reason))
+            live.lacking.append(lacks(task, reason))
             continue
         by_supervisor.setdefault(str(task.supervisor_id), []).append((task, answer))
     for supervisor, held in by_supervisor.items():
         covering, bad = _covering(held, committed.get(supervisor, {}), tolerant)
-        live.lacking += [_lacks(task, "its offsets do not follow the committed") for task in bad]
+        live.lacking += [lacks(task, "its offsets do not follow the committed") for task in bad]
         for task, answer in covering:
-            files = _reachable_files(answer, storage)
-            if files is None:
-                live.lacking.append(_lacks(task, "its persists are on its task host's disk"))
-                continue
-            live.files.extend(files)
+            if _reachable(answer, storage, over_chat):
+                live.files.extend(answer.files)
+            else:
+                live.remote.append((task, list(answer.files)))
     return live
 
 
@@ -201,16 +213,14 @@ def _covering(
     )
 
 
-def _reachable_files(answer: HeldRows, storage: Storage) -> list[str] | None:
-    """The files, which this overlord reads with deep storage's file system: in deep storage,
+def _reachable(answer: HeldRows, storage: Storage, over_chat: bool) -> bool:
+    """Whether this overlord reads the files with deep storage's file system: in deep storage,
     or in a work directory on this machine (deep storage is local then: a task's persists go to
-    deep storage when it is S3); None when they are on another machine's disk."""
+    deep storage when it is S3), unless told to fetch those from their tasks (`over_chat`)."""
     if answer.where == "deep" or not answer.files:
-        return list(answer.files)
-    if storage.is_s3 or not Path(answer.files[0]).is_file():
-        return None
-    return list(answer.files)
+        return True
+    return not (over_chat or storage.is_s3 or not Path(answer.files[0]).is_file())
 
 
-def _lacks(task: TaskRow, reason: str) -> dict[str, Any]:
+def lacks(task: TaskRow, reason: str) -> dict[str, Any]:
     return {"supervisor": task.supervisor_id, "groupId": task.group_id, "reason": reason}

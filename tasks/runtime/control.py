@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from tasks.partitions import offsets_from_json, offsets_json
 from tasks.protocol import EPOCH_HEADER, LEADER_HEADER, TOKEN_HEADER
@@ -29,6 +29,7 @@ from tasks.runtime.indexer_state import ControlError
 
 log = logging.getLogger(__name__)
 PAUSE_WAIT_SECONDS = 2.0
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 class EpochFence:
@@ -186,6 +187,17 @@ def held_rows(indexer: Task, since: str = Query("{}", max_length=100_000)) -> di
         raise ControlError(400, "since is a JSON map of partition to offset") from None
     try:
         return indexer.held(offsets)
+    except Gone as exc:
+        raise ControlError(409, str(exc)) from None
+
+
+@CHAT.get("/rows/held/file")
+def held_file(indexer: Task, path: str = Query(..., max_length=4096)) -> Response:
+    """One of the files `rows/held` named, as an Arrow IPC stream: for an overlord on another
+    machine than this task's work directory. 409 when it is not a file of the rows held now
+    (published since: read again)."""
+    try:
+        return Response(indexer.held_file(path), media_type=ARROW_STREAM)
     except Gone as exc:
         raise ControlError(409, str(exc)) from None
 

@@ -77,3 +77,12 @@ def files_of(persists: list[str], listing: Callable[[str], list[str]]) -> list[s
 def _hidden(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return name.startswith(("_", "."))
+
+
+def one_of(persists: list[str], path: str) -> str:
+    """`path`, if it is a Parquet file of one of the persists (a `Gone` if not: published
+    since, or never one). What the task serves its overlord by path, and nothing else."""
+    folder, _, name = path.rpartition("/")
+    if not name.endswith(".parquet") or _hidden(path) or folder not in set(persists):
+        raise Gone(f"{name or path} is not a file of the rows this task holds")
+    return path

@@ -10,9 +10,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from tasks.partitions import Offsets, offsets_json, sorted_keys
 from tasks.protocol import TaskState
-from tasks.runtime.held import files_of, held_since
+from tasks.runtime.held import Gone, files_of, held_since, one_of
 from tasks.runtime.indexer_state import ControlError, IndexerState
 from tasks.runtime.rates import MovingRates
 from tasks.runtime.sequences import Sequence
@@ -152,6 +155,21 @@ class IndexerControls:
         storage = self.storage if self.shared_persists else LOCAL
         files = files_of(found.persists, storage.files)
         return found.as_json(files, "deep" if self.shared_persists else "local")
+
+    def held_file(self, path: str) -> bytes:
+        """A file of the rows held, by the path `held` gave, as an Arrow IPC stream (for an
+        overlord that cannot read this host's work directory); `Gone` if it is not one now."""
+        with self.lock:
+            persists = [persist for sequence in self.sequences for persist in sequence.persists]
+        storage = self.storage if self.shared_persists else LOCAL
+        try:
+            table = pq.read_table(one_of(persists, path), filesystem=storage.filesystem())
+        except FileNotFoundError:
+            raise Gone(f"{path.rsplit('/', 1)[-1]} is gone: its rows are published") from None
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return bytes(sink.getvalue())
 
     def stop(self) -> None:
         """Graceful stop: finish the batch in flight, then publish what was read and exit."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.runtime.held import Gone, files_of, held_since
+from tasks.runtime.held import Gone, files_of, held_since, one_of
 from tasks.runtime.sequences import Sequence
 from tasks.storage import LOCAL
 
@@ -54,3 +54,22 @@ def test_a_persist_without_files_is_gone_and_hidden_files_are_left_out(tmp_path:
     assert files_of([str(first)], LOCAL.files) == [str(first / "part-0.parquet")]
     with pytest.raises(Gone):
         files_of([str(first), str(second)], LOCAL.files)
+
+
+def test_only_a_parquet_file_of_a_held_persist_is_served_by_path() -> None:
+    """What the chat API gives by path (rows/held/file) is a file of a persist held now,
+    never another file: a path out of a persist, a hidden file, or a published persist's."""
+    persists = ["/w/persists/0001-000001", "/w/persists/0001-000002"]
+    assert one_of(persists, "/w/persists/0001-000002/part-0.parquet").endswith("part-0.parquet")
+    for path in (
+        "/w/persists/0001-000002/../../../etc/passwd.parquet",
+        "/w/persists/0001-000002/sub/part-0.parquet",
+        "/w/persists/0001-000002/_SUCCESS",
+        "/w/persists/0001-000002/.part-0.parquet.crc",
+        "/w/persists/0001-000002/part-0.txt",
+        "/w/persists/0000-000009/part-0.parquet",
+        "/etc/passwd",
+        "",
+    ):
+        with pytest.raises(Gone):
+            one_of(persists, path)
