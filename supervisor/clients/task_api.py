@@ -22,13 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from supervisor.clients.held import HeldRows
 from supervisor.lru import Lru
 from supervisor.model.fence import Leader
-from tasks.protocol import (
-    EPOCH_HEADER,
-    LEADER_HEADER,
-    TOKEN_HEADER,
-    TaskMetrics,
-    TaskStatusCode,
-)
+from tasks.protocol import EPOCH_HEADER, LEADER_HEADER, TOKEN_HEADER, TaskMetrics, TaskStatusCode
 
 # An idle connection is closed after this: under the 5 s keep-alive of the tasks' servers
 # (uvicorn's default), so no request is sent on a connection the task is closing.
@@ -317,12 +311,11 @@ class TaskApiClient:
     def held_rows(self, since: Mapping[str, int]) -> HeldRows:
         """The files of the rows the task holds past the committed offsets `since`, and the
         offsets they cover (a 409 TaskApiError: a publish moved past `since`)."""
-        params = {"since": json.dumps(dict(since))}
-        return _answer(self._call("GET", "/rows/held", params=params).content, _HELD)
+        held = self._call("GET", "/rows/held", params={"since": json.dumps(dict(since))})
+        return _answer(held.content, _HELD)
 
     def held_file(self, path: str) -> bytes:
-        """One file of those `held_rows` named, as an Arrow IPC stream (a 409 TaskApiError: it
-        is not held now, published since)."""
+        """A file `held_rows` named, as an Arrow IPC stream (a 409: published since)."""
         return self._call("GET", "/rows/held/file", params={"path": path}).content
 
     # ---- HTTP ---------------------------------------------------------------------------
@@ -388,9 +381,8 @@ def _answer(content: bytes, adapter: TypeAdapter[T]) -> T:
     try:
         return adapter.validate_json(content)
     except ValidationError as exc:
-        raise TaskApiError(
-            None, f"the task answered what the protocol does not allow: {exc}"
-        ) from None
+        message = f"the task answered what the protocol does not allow: {exc}"
+        raise TaskApiError(None, message) from None
 
 
 def _error_message(response: httpx.Response) -> str:
