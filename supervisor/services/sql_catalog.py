@@ -133,9 +133,7 @@ class Catalog:
             paths = sorted(files_at(self.lake, name, location))
             local = [self.storage.fs_path(path).removeprefix("file://") for path in paths]
             schema = table.schema().as_arrow()
-            published = pads.dataset(
-                local, schema=schema, format="parquet", filesystem=self.storage.filesystem()
-            )
+            published = scanned(local, schema, self.storage.filesystem())
         if found is None or self.live is None:
             return published
         live = held_rows(
@@ -343,3 +341,25 @@ class Catalog:
                     kind = "BIGINT" if pa.types.is_integer(item.type) else "VARCHAR"
                     rows.append(column_row(schema, name, item.name, position, kind, True))
         return rows
+
+
+def scanned(paths: list[str], schema: pa.Schema, filesystem: Any) -> Any:
+    """The published files as DuckDB scans them: with the table's schema, string columns read
+    as dictionaries (as Druid keeps its string dimensions). DuckDB takes a dictionary column
+    as VARCHAR; it groups and filters one several times faster than a column of strings."""
+    strings = [
+        f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+    ]
+    shaped = pa.schema(
+        [
+            pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in strings else f
+            for f in schema
+        ]
+    )
+    options = pads.ParquetReadOptions(dictionary_columns=strings)
+    return pads.dataset(
+        paths,
+        schema=shaped,
+        format=pads.ParquetFileFormat(read_options=options),
+        filesystem=filesystem,
+    )

@@ -21,6 +21,14 @@ MACROS = (
     "CREATE MACRO sg_ceil(ts, width, origin, zone) AS"
     " CASE WHEN sg_floor(ts, width, origin, zone) = ts THEN ts"
     " ELSE timezone(zone, time_bucket(width, timezone(zone, ts), origin) + width) END",
+    # the same in UTC, for a width and origin of whole seconds (in microseconds here): integer
+    # arithmetic on the epoch, several times faster than the zone conversions above
+    "CREATE MACRO sg_floor_utc(ts, width, origin) AS to_timestamp(("
+    " epoch_us(ts) - (((epoch_us(ts) - origin) % width) + width) % width) // 1000000)",
+    "CREATE MACRO sg_ceil_utc(ts, width, origin) AS"
+    " CASE WHEN sg_floor_utc(ts, width, origin) = ts THEN ts"
+    " ELSE to_timestamp((epoch_us(ts) - (((epoch_us(ts) - origin) % width) + width) % width"
+    " + width) // 1000000) END",
     # an instant's offset from UTC in `zone`: +08:00 (colon) or +0800, Z for none
     "CREATE MACRO sg_offset(ts, zone, colon) AS CASE"
     " WHEN epoch(timezone(zone, ts)) = epoch(ts) THEN 'Z' ELSE"
@@ -85,16 +93,44 @@ def _origin(args: list[exp.Expr], index: int, week: bool) -> exp.Expr:
     )
 
 
+UTC_NAMES = {"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z"}
+SECONDS = {"week": 604_800, "day": 86_400, "hour": 3_600, "minute": 60, "second": 1}
+
+
 def time_floor(args: list[exp.Expr], session: Zone, ceil: bool = False) -> exp.Expr:
     name = "TIME_CEIL" if ceil else "TIME_FLOOR"
     arity(name, args, 2, 4)
     width, week = period(_text(args[1], f"{name}'s period"))
+    where = _zone_arg(args, 3, session)
+    if len(args) < 3 or isinstance(args[2], exp.Null):  # from the epoch (a Monday for P1W)
+        fast = _in_utc(args[0], width, 4 * 86_400 if week else 0, where, ceil)
+        if fast is not None:
+            return fast
     return call(
-        "sg_ceil" if ceil else "sg_floor",
-        args[0],
-        _interval(width),
-        _origin(args, 2, week),
-        _zone_arg(args, 3, session),
+        "sg_ceil" if ceil else "sg_floor", args[0], _interval(width), _origin(args, 2, week), where
+    )
+
+
+def _in_utc(
+    instant: exp.Expr, width: str, origin_s: int, where: exp.Expr, ceil: bool
+) -> exp.Expr | None:
+    """The floor (or ceiling) by epoch arithmetic, when the zone is UTC and the width whole
+    seconds of fixed length (no months or years); None otherwise."""
+    if where.name not in UTC_NAMES:
+        return None
+    total = 0
+    for value, unit in zip(width.split()[::2], width.split()[1::2], strict=True):
+        unit = unit.removesuffix("s")
+        if unit not in SECONDS or not value.isdigit():
+            return None
+        total += int(value) * SECONDS[unit]
+    if total <= 0:
+        return None
+    return call(
+        "sg_ceil_utc" if ceil else "sg_floor_utc",
+        instant,
+        exp.Literal.number(total * 1_000_000),
+        exp.Literal.number(origin_s * 1_000_000),
     )
 
 
@@ -104,17 +140,21 @@ def floor_to(node: exp.Floor | exp.Ceil, session: Zone) -> exp.Expr:
     if unit not in UNITS - {"MILLISECOND"}:
         raise unsupported(f"FLOOR/CEIL TO {unit}: the units are {', '.join(sorted(UNITS))}")
     width = _width(unit)
+    where = exp.Literal.string(session.name)
+    fast = _in_utc(node.this, width, 4 * 86_400 if unit == "WEEK" else 0, where, ceil_of(node))
+    if fast is not None:
+        return fast
     origin = exp.cast(
         exp.Literal.string("1970-01-05" if unit == "WEEK" else "1970-01-01"),
         exp.DataType.build("TIMESTAMP"),
     )
     return call(
-        "sg_ceil" if isinstance(node, exp.Ceil) else "sg_floor",
-        node.this,
-        _interval(width),
-        origin,
-        exp.Literal.string(session.name),
+        "sg_ceil" if ceil_of(node) else "sg_floor", node.this, _interval(width), origin, where
     )
+
+
+def ceil_of(node: exp.Floor | exp.Ceil) -> bool:
+    return isinstance(node, exp.Ceil)
 
 
 def _unit(node: exp.Expr, name: str) -> str:

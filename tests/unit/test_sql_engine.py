@@ -510,3 +510,41 @@ def test_held_files_kept_in_memory_and_read_again_when_rewritten(
     with pytest.raises(SqlError) as gone:
         answer("kept-4", paths)
     assert gone.value.status == 503 and "5.parquet is gone" in str(gone.value.body())
+
+
+def test_utc_floors_by_epoch_arithmetic_agree_with_the_zone_conversions() -> None:
+    """In UTC a floor or ceiling of whole seconds is integer arithmetic on the epoch (the
+    fast path); it gives what the zone conversions give, before 1970 and on a boundary too."""
+    import duckdb
+
+    from supervisor.sql.time_functions import MACROS
+
+    db = duckdb.connect()
+    for macro in MACROS:
+        db.execute(macro)
+    db.execute("SET TimeZone = 'UTC'")
+    instants = (
+        "1969-12-31 23:59:59.5+00",
+        "1969-03-02 10:11:12.345678+00",
+        "1970-01-01 00:00:00+00",
+        "2016-06-27 00:30:00+00",
+        "2016-06-27 01:00:00+00",
+        "2026-11-29 23:59:59.999+00",
+    )
+    for period in ("PT1S", "PT1M", "PT15M", "PT1H", "PT6H", "P1D", "P3D", "P1W"):
+        for kind in ("TIME_FLOOR", "TIME_CEIL"):
+            fast = translate(statements(f"SELECT {kind}(t, '{period}') FROM x")[1], zone("UTC"))
+            slow = translate(
+                statements(f"SELECT {kind}(t, '{period}', NULL, 'Asia/Kolkata') FROM x")[1],
+                zone("UTC"),
+            )
+            assert "_UTC(" in fast.sql and "_UTC(" not in slow.sql
+            for instant in instants:
+                values = f"(SELECT TIMESTAMPTZ '{instant}' AS t)"
+                got = db.execute(fast.sql.replace('"sg_t0"', values)).fetchone()
+                want = db.execute(
+                    slow.sql.replace('"sg_t0"', values).replace("'Asia/Kolkata'", "'UTC'")
+                ).fetchone()
+                assert got == want, (kind, period, instant, got, want)
+    floor_day = translate(statements("SELECT FLOOR(t TO DAY) FROM x")[1], zone("UTC"))
+    assert "SG_FLOOR_UTC(t, 86400000000, 0)" in floor_day.sql
