@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg import types as ice
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from supervisor.sql.dialect import DRUID
 
@@ -132,28 +133,12 @@ INFO_SCHEMAS = {
 
 
 def sql_type_of(kind: ice.IcebergType) -> str:
-    """Druid's SQL type of an Iceberg column type."""
-    if isinstance(kind, (ice.TimestamptzType, ice.TimestampType)):
-        return "TIMESTAMP"
-    if isinstance(kind, ice.LongType):
-        return "BIGINT"
-    if isinstance(kind, ice.IntegerType):
-        return "INTEGER"
-    if isinstance(kind, (ice.DoubleType, ice.DecimalType)):
-        return "DOUBLE"
-    if isinstance(kind, ice.FloatType):
-        return "FLOAT"
-    if isinstance(kind, ice.BooleanType):
-        return "BOOLEAN"
-    if isinstance(kind, ice.DateType):
-        return "DATE"
-    if isinstance(kind, ice.StringType):
-        return "VARCHAR"
-    return "ARRAY" if isinstance(kind, ice.ListType) else "OTHER"
+    """Druid's SQL type of an Iceberg column type (as the Arrow type it reads as)."""
+    return sql_type_of_arrow(schema_to_pyarrow(kind))
 
 
 def sql_type_of_arrow(kind: pa.DataType) -> str:
-    """Druid's SQL type of a column of the rows tasks hold (a persist's Arrow type)."""
+    """Druid's SQL type of an Arrow column type (a persist's, or a table column's)."""
     if pa.types.is_timestamp(kind):
         return "TIMESTAMP"
     if pa.types.is_int64(kind):
