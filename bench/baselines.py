@@ -4,7 +4,8 @@ starts its SparkSession from cold, as a Sluicegate task does:
 - limit: one Spark batch job over the whole offset range (read, parse, roll up, write);
 - streaming: Spark Structured Streaming with the Kafka source from the earliest offsets,
   maxOffsetsPerTrigger records a batch, writing each batch's rollup to Parquet with
-  foreachBatch and a checkpoint, until everything available is written (Trigger.AvailableNow).
+  foreachBatch and a checkpoint, until everything available is written (Trigger.AvailableNow);
+- parts: no Spark at all, the machine's own libraries in two processes (bench/parts.py).
 
     .venv/bin/python bench/baselines.py limit --bootstrap HOST:PORT --topic T \
         --end '{"0": 250, ...}' --out DIR
@@ -66,7 +67,7 @@ def streaming_job(
 def main() -> None:
     began = time.perf_counter()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("job", choices=("limit", "streaming"))
+    parser.add_argument("job", choices=("limit", "streaming", "parts"))
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--end", required=True, help="end offsets as JSON: partition -> offset")
@@ -76,6 +77,13 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--jar-cache", type=Path, required=True)
     args = parser.parse_args()
+    end = {int(p): int(o) for p, o in json.loads(args.end).items()}
+    if args.job == "parts":
+        from bench.parts import run
+
+        phases = run(args.bootstrap, args.topic, end, args.out)
+        print("DURABLE " + json.dumps(phases), flush=True)
+        return
 
     from tasks.spark.session import build_session, cluster_conf
 
@@ -85,7 +93,6 @@ def main() -> None:
         args.jar_cache, master=args.master, app_name=f"bench-{args.job}", conf=conf
     )
     started = time.perf_counter()
-    end = {int(p): int(o) for p, o in json.loads(args.end).items()}
     phases: dict[str, Any] = {"session_s": round(started - began, 2)}
     if args.job == "limit":
         limit_job(spark, args.bootstrap, args.topic, end, args.out)
