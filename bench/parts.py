@@ -7,8 +7,10 @@ the end offsets with librdkafka (read_committed, as a task reads), parsing each 
 values with Arrow's JSON reader (the dataSchema's columns, timestamps as the reader parses
 them), rolling them all up with one Arrow group-by (minute query granularity, a count and two
 long sums) and writing one Parquet file per hour segment. (Rolling each chunk up as it came,
-then the partial rollups once more, took longer: these edits hardly roll up.) The output holds the rollup of the dataSchema in bench/common.py, so the same
-check applies: its count metric sums to the records read.
+then the partial rollups once more, took longer: these edits hardly roll up.)
+
+The output holds the rollup of the dataSchema in bench/common.py, so the same check applies:
+its count metric sums to the records read.
 
 Run by bench/baselines.py (`parts`), which times it from its own start as the other
 contenders are timed.

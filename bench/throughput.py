@@ -37,7 +37,9 @@ Every contender's output is checked: the sum of its rollup's count metric must e
 `--rounds` (3) runs every contender that many times, interleaved (limit, Structured Streaming,
 the parts, replicas 1, replicas 2, then again); the table and the RATIO line use each
 contender's median round (of an even number, the faster of the two middle ones), the JSON
-holds every round. One round each is not a measurement on a shared 2-core machine. Next to the wall time it shows the CPU seconds of the contender's processes
+holds every round. One round each is not a measurement on a shared 2-core machine.
+
+Next to the wall time the table shows the CPU seconds of the contender's processes
 (sampled from /proc; for Sluicegate the task processes and this process, the service): a
 figure that moves less than wall time when something else shares the machine.
 
