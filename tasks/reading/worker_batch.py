@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from tasks import granularity
-from tasks.reading import direct_read, python_worker
+from tasks.reading import arrow_rows, direct_read, python_worker
 from tasks.rows.json_values import CONVERT, GiveUp, time_reader
 from tasks.storage import LOCAL, Storage
 
@@ -110,6 +110,7 @@ class WorkerPlan:
     persist_path: str
     max_samples: int
     storage: Storage = LOCAL  # where persist_path is
+    arrow: bool = True  # chunks Arrow reads as the loop does are read by Arrow (arrow_rows.py)
 
 
 def worker_function(
@@ -163,13 +164,15 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
 
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
     read_time = time_reader(work.time_format)
-    fields = [(name, CONVERT[kind]) for name, kind in work.dimensions]
-    fields += [(m.field, CONVERT[m.kind]) for m in work.metrics if m.field is not None]
     rows: list[list[Any]] = []  # each row's field values, then its time
     counts = {"processed": 0, "unparseable": 0, "thrownAway": 0, "processedBytes": 0}
     samples: list[dict[str, Any]] = []
     query, low, high = work.query_ms, work.min_ms, work.max_ms
     column = work.time_column
+    typed = _typed(work)
+    fields = [(name, CONVERT[kind]) for name, kind in typed]
+    fast = arrow_rows.arrow_plan(column, work.time_format, typed) if work.arrow else None
+    chunks: list[list[Any]] = []  # the fast path's columns, chunk by chunk
 
     def unparseable(batch: Any, index: int, raw: bytes | None, message: str) -> None:
         """Count the row; keep it as a sample while it is among the first by partition and
@@ -193,6 +196,12 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         values = batch.column(0)
         counts["processedBytes"] += pc.sum(pc.binary_length(values)).as_py() or 0
+        if fast is not None and (chunk := arrow_rows.read_chunk(fast, values)) is not None:
+            for index in chunk.untimed:
+                message = f"Timestamp[{column}=null] is unparseable"
+                unparseable(batch, index, values[index].as_py(), message)
+            chunks.append(_kept(chunk, low, high, query, counts))
+            continue
         for index, raw in enumerate(values.to_pylist()):
             if raw is None or not raw.lstrip(b" ").startswith(b"{"):
                 unparseable(batch, index, raw, "Unable to parse row")
@@ -220,13 +229,59 @@ def _run(work: WorkerPlan, batches: Iterator[Any]) -> Iterator[Any]:
                 continue
             row.append(millis if query is None else millis // query * query)
             rows.append(row)
-    counts["processed"] = len(rows)
-    transposed = list(zip(*rows, strict=True)) if rows else [() for _ in range(len(fields) + 1)]
-    _write(work, [transposed[-1], *transposed[:-1]], len(rows))
+    columns = _columns(rows, chunks, typed)
+    counts["processed"] = len(columns[0])
+    _write(work, columns, counts["processed"])
     first_samples(samples, work.max_samples)
     yield pa.RecordBatch.from_pylist(
         [_result(ResultKind.STATS, **counts), *samples], schema=_result_schema()
     )
+
+
+def _typed(work: WorkerPlan) -> list[tuple[str, str]]:
+    """The fields a record's values are read from, with their Arrow types: the dimensions,
+    then the metrics' inputs."""
+    typed = [(name, kind) for name, kind in work.dimensions]
+    return typed + [(m.field, m.kind) for m in work.metrics if m.field is not None]
+
+
+def _columns(rows: list[list[Any]], chunks: list[list[Any]], typed: list[Any]) -> list[Any]:
+    """The loop's rows (each its fields, then its time) and the fast path's chunks as the
+    persist's columns: times, then the fields; Python sequences when there are no chunks."""
+    import pyarrow as pa
+
+    transposed = list(zip(*rows, strict=True)) if rows else [() for _ in range(len(typed) + 1)]
+    columns: list[Any] = [transposed[-1], *transposed[:-1]]
+    if not chunks:
+        return columns
+    types = [pa.int64(), *(getattr(pa, kind)() for _, kind in typed)]
+    return [
+        pa.chunked_array([*(c[i] for c in chunks), pa.array(columns[i], kind)], kind)
+        for i, kind in enumerate(types)
+    ]
+
+
+def _kept(
+    chunk: arrow_rows.Chunk, low: int | None, high: int | None, query: int | None, counts: Any
+) -> list[Any]:
+    """A fast chunk's columns without the rows outside [low, high] (counted thrown away), its
+    times floored to the query granularity, as the loop keeps them."""
+    import numpy as np
+    import pyarrow as pa
+
+    millis = chunk.columns[0]
+    keep = np.ones(len(millis), bool)
+    if low is not None:
+        keep &= millis >= low
+    if high is not None:
+        keep &= millis <= high
+    counts["thrownAway"] += int(len(keep) - keep.sum())
+    millis = millis[keep]
+    if query is not None:
+        millis = millis // query * query
+    mask = pa.array(keep)
+    fields = (column.filter(mask).combine_chunks() for column in chunk.columns[1:])
+    return [pa.array(millis, pa.int64()), *fields]
 
 
 def _cut_short(error: Any, raw: bytes) -> bool:
@@ -298,10 +353,14 @@ def persist_table(work: WorkerPlan, columns: list[Any], rows: int) -> Any:
     """Rows as columns ([times, dimensions..., metric inputs...]) -> the persist's table."""
     import pyarrow as pa
 
+    def column(index: int, kind: Any) -> Any:
+        values = columns[index] if columns else []
+        return values if isinstance(values, pa.ChunkedArray) else pa.array(values, kind)
+
     names = [name for name, _ in work.dimensions]
-    data: dict[str, Any] = {"__time": pa.array(columns[0] if columns else [], pa.int64())}
+    data: dict[str, Any] = {"__time": column(0, pa.int64())}
     for index, (name, kind) in enumerate(work.dimensions, 1):
-        data[name] = pa.array(columns[index] if columns else [], getattr(pa, kind)())
+        data[name] = column(index, getattr(pa, kind)())
     aggregations = []
     inputs = len(work.dimensions) + 1
     for metric in work.metrics:
@@ -310,7 +369,7 @@ def persist_table(work: WorkerPlan, columns: list[Any], rows: int) -> Any:
             aggregations.append((metric.name, "sum", metric.name))
             continue
         source = f"__in{inputs}"
-        data[source] = pa.array(columns[inputs] if columns else [], getattr(pa, metric.kind)())
+        data[source] = column(inputs, getattr(pa, metric.kind)())
         inputs += 1
         aggregations.append((source, metric.op, metric.name))
     table = pa.table(data)

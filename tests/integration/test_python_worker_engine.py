@@ -19,6 +19,15 @@ from tasks.spec.data_schema import DataSchema
 from tasks.spec.io_config import InputFormat
 
 KAFKA_SCHEMA = "key binary, value binary, topic string, partition int, offset long"
+# only text and long values: Arrow's reader reads their chunks (tasks/reading/arrow_rows.py)
+LONGS = {
+    "dimensionsSpec": {"dimensions": ["channel", "page", {"type": "long", "name": "n"}]},
+    "metricsSpec": [
+        {"type": "count", "name": "count"},
+        {"type": "longSum", "name": "added", "fieldName": "added"},
+        {"type": "longMin", "name": "least", "fieldName": "added"},
+    ],
+}
 WIKI = {
     "timestampSpec": {"column": "timestamp", "format": "iso"},
     "dimensionsSpec": {
@@ -138,6 +147,11 @@ def test_the_same_persist_as_the_spark_pipeline(spark: Any, tmp_path: Path) -> N
             {**WIKI, "timestampSpec": {"column": "t", "format": "millis"}},
             (1795334410000, 1795334420000),
         ),
+        ({**WIKI, **LONGS}, (None, None)),
+        (
+            {**WIKI, **LONGS, "timestampSpec": {"column": "t", "format": "millis"}},
+            (1795334410000, 1795334420000),
+        ),
         (
             {
                 **WIKI,
@@ -148,7 +162,14 @@ def test_the_same_persist_as_the_spark_pipeline(spark: Any, tmp_path: Path) -> N
             (None, None),
         ),
     ],
-    ids=["no-rollup", "no-metrics", "millis-window", "auto-double-dimension"],
+    ids=[
+        "no-rollup",
+        "no-metrics",
+        "millis-window",
+        "arrow-longs",
+        "arrow-longs-millis-window",
+        "auto-double-dimension",
+    ],
 )
 def test_the_same_persist_for_other_plans(
     spark: Any, tmp_path: Path, schema: dict[str, Any], window: tuple[int | None, int | None]
