@@ -364,6 +364,9 @@ class KafkaIndexer(IndexerControls):
             self._count("persistSeconds", self.last_batch_s)
             sequence.persists.append(persist)
             sequence.written_by.add(persisted.engine)
+            publisher = self.sequence_publisher
+            assert publisher is not None
+            publisher.persisted(sequence, persist, persisted.engine, result.stats.processed)
             sequence.rows += result.stats.processed + result.stats.processedWithError
             self.dimensions = result.dimensions
             self.state.stats.add(result.stats)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
+from tasks.output import staging
 from tasks.output.segments import SegmentContext
 from tasks.partitions import Offsets, offsets_json
 from tasks.protocol import (
@@ -92,6 +93,16 @@ class SequencePublisher:
         self.clock = clock
         self.sleep = sleep
         self.queue: queue.Queue[Sequence | None] = queue.Queue()
+        provenance = {
+            "sluicegate.dataSource": task.datasource,
+            "sluicegate.topic": task.ioConfig.topic,
+            "sluicegate.taskId": task.id,
+            "sluicegate.specVersion": str(task.context.get("specVersion", "")),
+        }
+        root = storage.path("_tasks", task.id, "staged")
+        rows = staging.stage_rows(task.context)
+        max_rows = task.tuningConfig.maxRowsPerSegment
+        self.stager = staging.Stager(plan, storage, root, provenance, rows, max_rows, scope)
         self.segments: list[str] = []
         self.error: str | None = None
         self.thread = threading.Thread(target=self._work, name="sequence-publisher", daemon=True)
@@ -100,6 +111,12 @@ class SequencePublisher:
     def submit(self, sequence: Sequence) -> None:
         self.queue.put(sequence)
 
+    def persisted(self, sequence: Sequence, persist: str, engine: EngineName, records: int) -> None:
+        """A persist of the open `sequence`: the Python workers' are staged in the background
+        (tasks/output/staging.py)."""
+        if engine is EngineName.PYTHON_WORKERS:
+            self.stager.add(sequence.index, persist, records)
+
     def failed(self) -> str | None:
         return self.error
 
@@ -107,6 +124,7 @@ class SequencePublisher:
         """Wait for every submitted sequence; the published segment ids, or the failure."""
         self.queue.put(None)
         self.thread.join()
+        self.stager.close()
         if self.error is not None:
             raise TaskFailedError(self.error)
         return self.segments
@@ -145,14 +163,16 @@ class SequencePublisher:
             generation=offsets_generation(task.context),
         )
         declared = sequence.dimensions or self.plan.declared_dimensions()
+        dims = [name for name, _ in declared]
         began = self.clock()
-        segments = self.engines.merge(
-            sequence.persists,
-            sequence.written_by,
-            [name for name, _ in declared],
-            context,
-            task.tuningConfig.maxRowsPerSegment,
-        )
+        staged, held = self.stager.take(sequence.index)
+        rest = [persist for persist in sequence.persists if persist not in held]
+        segments = []
+        if rest or not staged:
+            max_rows = task.tuningConfig.maxRowsPerSegment
+            segments = self.engines.merge(rest, sequence.written_by, dims, context, max_rows)
+        if staged:
+            segments = staging.place(staged, segments, context, self.plan, dims)
         merged = self.clock()
         action = PublishAction(
             supervisorId=task.supervisor_key,

@@ -8,7 +8,7 @@ import random
 
 import pyarrow as pa
 
-from tasks.output import segments
+from tasks.output import interval_merge
 from tasks.reading import worker_batch
 
 KEYS = ["__time", "channel", "n"]
@@ -36,7 +36,7 @@ def test_sorted_runs_roll_up_as_a_hash_aggregation_does() -> None:
         # two chunks, as concatenated persists are
         table = pa.concat_tables([table.slice(0, rows // 2), table.slice(rows // 2)])
         table = table.sort_by(ORDER)
-        got = segments._rollup_sorted(table, KEYS, COMBINE, ORDER)
+        got = interval_merge.rollup_sorted(table, KEYS, COMBINE, ORDER)
         expected = worker_batch.rollup(table, KEYS, [(name, op, name) for name, op in COMBINE])
         assert got.to_pylist() == expected.sort_by(ORDER).to_pylist(), seed
 
@@ -44,7 +44,7 @@ def test_sorted_runs_roll_up_as_a_hash_aggregation_does() -> None:
 def test_a_metric_with_nulls_takes_the_hash_aggregation() -> None:
     table = _table(60, 7)
     table = table.set_column(4, "least", pa.array([None] * 60, pa.int64())).sort_by(ORDER)
-    got = segments._rollup_sorted(table, KEYS, COMBINE, ORDER)
+    got = interval_merge.rollup_sorted(table, KEYS, COMBINE, ORDER)
     assert got.num_rows < table.num_rows
     assert got["least"].null_count == got.num_rows
     assert sum(got["count"].to_pylist()) == sum(table["count"].to_pylist())
@@ -59,7 +59,9 @@ def test_negative_zero_rolls_up_with_zero_as_spark_groups_it() -> None:
         }
     )
     order = [(key, "ascending", "at_start") for key in ("__time", "d")]
-    table = segments._signless_zeros(table, ["d"]).sort_by(order)
-    got = segments._rollup_sorted(table, ["__time", "d"], [("count", "sum")], order).to_pylist()
+    table = interval_merge.signless_zeros(table, ["d"]).sort_by(order)
+    got = interval_merge.rollup_sorted(
+        table, ["__time", "d"], [("count", "sum")], order
+    ).to_pylist()
     assert got == [{"__time": 0, "d": None, "count": 4}, {"__time": 0, "d": 0.0, "count": 6}]
     assert math.copysign(1.0, got[1]["d"]) == 1.0
