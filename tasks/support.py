@@ -3,11 +3,36 @@ refused when it is submitted (a 400 naming each field), never silently ignored."
 
 from __future__ import annotations
 
+from typing import Any
+
 from tasks import granularity
 from tasks.rows import aggregators, expression_parser, filters, parsing
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.errors import FieldError
 from tasks.spec.io_config import InputFormat
+
+# A task context key of Sluicegate's: records of persists a task merges into segment chunks
+# while it reads (tasks/output/staging.py); 0 never does
+STAGE_ROWS_KEY = "stageRows"
+STAGE_ROWS = 200_000
+
+
+def stage_rows(context: dict[str, Any]) -> int:
+    """The context's stageRows, else STAGE_ROWS; ValueError for anything but a whole number
+    of records."""
+    value = context.get(STAGE_ROWS_KEY, STAGE_ROWS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("a whole number of records (0: never)")
+    return value
+
+
+def context_problems(context: dict[str, Any] | None, prefix: str) -> list[FieldError]:
+    """The context keys of Sluicegate's a task cannot run with, with their field paths."""
+    try:
+        stage_rows(context or {})
+    except ValueError as exc:
+        return [FieldError(f"{prefix}{STAGE_ROWS_KEY}", str(exc))]
+    return []
 
 
 def unsupported(

@@ -13,7 +13,7 @@ from supervisor.lru import CACHE_BYTES, Lru
 from supervisor.schemas.spec import parse_supervisor_spec
 from tasks.partitions import PartitionKey, parse_key, split_key
 from tasks.spec.errors import FieldError, SpecError
-from tasks.support import unsupported
+from tasks.support import context_problems, unsupported
 
 
 def check_update(new: dict[str, Any], old: dict[str, Any]) -> None:
@@ -64,6 +64,7 @@ def check_spec(raw: Any) -> Checked:
         return hit
     parsed = parse_supervisor_spec(raw)
     problems = unsupported(parsed.spec.dataSchema, parsed.spec.ioConfig.inputFormat, "spec.")
+    problems += context_problems(parsed.context, "context.")
     scaler = parsed.spec.ioConfig.autoScalerConfig
     if (
         scaler is not None

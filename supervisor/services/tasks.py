@@ -27,7 +27,7 @@ from supervisor.services.task_life import TaskLife
 from tasks.protocol import IndexKafkaTask, StoredTask, TaskStatusCode
 from tasks.spec import legacy_parser
 from tasks.spec.errors import FieldError, SpecError, from_validation_error
-from tasks.support import unsupported
+from tasks.support import context_problems, unsupported
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ def parse_task(raw: object, access: KafkaAccess) -> IndexKafkaTask:
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     problems = unsupported(task.dataSchema, task.ioConfig.inputFormat, "")
+    problems += context_problems(task.context, "context.")
     problems += [
         FieldError(f"ioConfig.consumerProperties{e.field[len(PROPERTIES) :]}", e.reason)
         for e in access.problems(task.ioConfig.consumerProperties)

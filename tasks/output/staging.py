@@ -16,7 +16,8 @@ The persists stay until the publish, for queries of the rows tasks hold. A stage
 footer names its datasource, topic, task and spec version; its segment id and offsets are not
 known when it is written.
 
-`stage_rows` is the task context's `stageRows` (default STAGE_ROWS; 0 never stages). Plans that
+`stage_rows` is the task context's `stageRows` (tasks/support.py: default STAGE_ROWS; 0 never
+stages; anything else is refused when the spec or task is submitted). Plans that
 discover dimensions are not staged (a later persist may add a column).
 """
 
@@ -28,7 +29,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 from tasks import granularity
 from tasks.output.interval_merge import INTERVAL, merge_columns, merged_interval
@@ -36,18 +36,11 @@ from tasks.output.segments import SegmentContext, interval_files
 from tasks.protocol import SegmentDescriptor
 from tasks.rows.pipeline import RowPlan
 from tasks.storage import Storage
+from tasks.support import STAGE_ROWS, stage_rows
+
+__all__ = ["STAGE_ROWS", "StagedChunk", "Stager", "place", "stage_rows"]
 
 log = logging.getLogger(__name__)
-STAGE_ROWS = 200_000
-CONTEXT_KEY = "stageRows"
-
-
-def stage_rows(context: dict[str, Any]) -> int:
-    """The task context's stageRows (a whole number of records, 0 for never), else STAGE_ROWS."""
-    value = context.get(CONTEXT_KEY, STAGE_ROWS)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"context.{CONTEXT_KEY}: a whole number of records, 0 for never")
-    return value
 
 
 @dataclass(frozen=True)

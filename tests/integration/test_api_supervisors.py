@@ -378,6 +378,15 @@ def test_unsupported_pipeline_features_are_400(api: httpx.Client) -> None:
         "reason": "'costBased' is not supported yet; use lagBased",
     }
     assert api.get(BASE).json() == []
+    for bad in (-1, "lots", True):
+        response = submit(api, {**spec("wiki"), "context": {"stageRows": bad}})
+        assert response.status_code == 400
+        (error,) = response.json()["errors"]
+        assert error == {
+            "field": "context.stageRows",
+            "reason": "a whole number of records (0: never)",
+        }
+    assert api.get(BASE).json() == []
 
 
 def committed_offsets(service: RunningService) -> dict[str, int] | None:

@@ -126,7 +126,7 @@ def test_stage_rows_from_the_task_context() -> None:
     assert staging.stage_rows({}) == staging.STAGE_ROWS
     assert staging.stage_rows({"stageRows": 0}) == 0
     for bad in (-1, "5", True, 1.5):
-        with pytest.raises(ValueError, match="stageRows"):
+        with pytest.raises(ValueError, match="whole number"):
             staging.stage_rows({"stageRows": bad})
 
 
