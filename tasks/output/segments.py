@@ -186,10 +186,10 @@ def build_segments(
         _writer(context, plan.segment_granularity, metadata, names, max_rows_per_segment),
         WRITTEN_SCHEMA,
     ).collect()
-    return _descriptors(written, context, dims, plan.metric_names)
+    return descriptors(written, context, dims, plan.metric_names)
 
 
-def _descriptors(
+def descriptors(
     written: list[Any], context: SegmentContext, dims: list[str], metrics: list[str]
 ) -> list[SegmentDescriptor]:
     segments = [
@@ -214,12 +214,20 @@ def _descriptors(
 def _metadata(context: SegmentContext) -> dict[str, str]:
     """The provenance every segment file carries in its footer."""
     return {
-        "sluicegate.dataSource": context.datasource,
-        "sluicegate.topic": context.topic,
+        **provenance(context.datasource, context.topic, context.task_id, context.spec_version),
         "sluicegate.startOffsets": json.dumps(offsets_json(context.start)),
         "sluicegate.endOffsets": json.dumps(offsets_json(context.end)),
-        "sluicegate.taskId": context.task_id,
-        "sluicegate.specVersion": context.spec_version,
+    }
+
+
+def provenance(datasource: str, topic: str, task_id: str, spec_version: str) -> dict[str, str]:
+    """The footer provenance known before a segment's offsets are (staged chunks carry only
+    this, tasks/output/staging.py)."""
+    return {
+        "sluicegate.dataSource": datasource,
+        "sluicegate.topic": topic,
+        "sluicegate.taskId": task_id,
+        "sluicegate.specVersion": spec_version,
     }
 
 
@@ -267,12 +275,12 @@ def build_segments_by_interval(
             [pa.array(range(len(by_interval)), pa.int64())], ["id"]
         )
         written: list[Any] = [row for out in merge(iter([indexes])) for row in out.to_pylist()]
-        return _descriptors(written, context, dims, plan.metric_names)
+        return descriptors(written, context, dims, plan.metric_names)
     # the intervals' indexes, made in the JVM (a DataFrame of Python rows took a second Python
     # pass per Spark task); each task looks its intervals up
     jobs = spark.range(0, len(by_interval), 1, min(len(by_interval), 64))
     written = jobs.mapInArrow(merge, WRITTEN_SCHEMA).collect()
-    return _descriptors(written, context, dims, plan.metric_names)
+    return descriptors(written, context, dims, plan.metric_names)
 
 
 def _total_size(by_interval: list[tuple[int, list[str]]], storage: Storage) -> int:

@@ -16,7 +16,7 @@ The persists stay until the publish, for queries of the rows tasks hold. A stage
 footer names its datasource, topic, task and spec version; its segment id and offsets are not
 known when it is written.
 
-`stage_rows` is the task context's `stageRows` (tasks/support.py: default STAGE_ROWS; 0 never
+`stage_rows` is the task context's `stageRows` (tasks/support.py: default 200000; 0 never
 stages; anything else is refused when the spec or task is submitted). Plans that
 discover dimensions are not staged (a later persist may add a column).
 """
@@ -32,13 +32,10 @@ from dataclasses import dataclass, field
 
 from tasks import granularity
 from tasks.output.interval_merge import INTERVAL, merge_columns, merged_interval
-from tasks.output.segments import SegmentContext, interval_files
+from tasks.output.segments import SegmentContext, descriptors, interval_files
 from tasks.protocol import SegmentDescriptor
 from tasks.rows.pipeline import RowPlan
 from tasks.storage import Storage
-from tasks.support import STAGE_ROWS, stage_rows
-
-__all__ = ["STAGE_ROWS", "StagedChunk", "Stager", "place", "stage_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +122,11 @@ class Stager:
         with self.lock:
             number = len(self.sequences.get(sequence, _Sequence()).staged)
         with self.scope():
+            self.storage.make_dirs(directory)
             for start, files in sorted(interval_files(persists, self.storage).items()):
                 table = merged_interval(start, files, names, self.dims, combine, self.storage)
                 table = table.drop_columns([INTERVAL])
                 table = table.replace_schema_metadata({**(table.schema.metadata or {}), **footer})
-                self.storage.make_dirs(directory)
                 for begin in range(0, table.num_rows, self.max_rows):
                     part = table.slice(begin, self.max_rows)
                     path = f"{directory}/{start}-{number}.parquet"
@@ -160,7 +157,7 @@ def place(
     for segment in merged:
         start_iso = segment.intervalStart
         taken[start_iso] = max(taken.get(start_iso, 0), segment.partitionNum + 1)
-    placed = []
+    written = []
     for chunk in staged:
         start = chunk.interval_start
         end = granularity.bucket_end(start, plan.segment_granularity)
@@ -170,19 +167,15 @@ def place(
         storage.make_dirs(directory)
         path = f"{directory}/{number}.parquet"
         fs.move(chunk.path, path)
-        placed.append(
-            SegmentDescriptor(
-                id=context.segment_id(start, end, number),
-                dataSource=context.datasource,
-                intervalStart=granularity.iso(start),
-                intervalEnd=granularity.iso(end),
-                version=context.version,
-                partitionNum=number,
-                path=storage.uri(path),
-                size=storage.size(path),
-                numRows=chunk.rows,
-                dimensions=dims,
-                metrics=plan.metric_names,
-            )
+        written.append(
+            {
+                "interval_start": start,
+                "interval_end": end,
+                "chunk": number,
+                "path": storage.uri(path),
+                "rows": chunk.rows,
+                "size": storage.size(path),
+            }
         )
+    placed = descriptors(written, context, dims, plan.metric_names)
     return sorted([*merged, *placed], key=lambda s: s.id)

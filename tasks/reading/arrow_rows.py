@@ -26,7 +26,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.rows.json_values import EXACT_DOUBLE
+from tasks.rows.json_values import _DAYS_BEFORE_MONTH, EXACT_DOUBLE
 
 _TYPES = ("string", "int64")
 # the loop's canonical ISO form (tasks/rows/json_values.py _ISO), anchored, ASCII digits
@@ -35,7 +35,6 @@ _ISO = (
     r"(?P<second>\d{2})(?:\.(?P<fraction>\d{1,6}))?(?P<zone>Z|[+-]\d{2}:\d{2})?$"
 )
 _DECLINE = r"[\n\r]|\\u|NaN|Infinity"  # values the reader would read otherwise than orjson
-_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 

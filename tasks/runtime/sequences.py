@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from tasks.output import staging
-from tasks.output.segments import SegmentContext
+from tasks.output.segments import SegmentContext, provenance
 from tasks.partitions import Offsets, offsets_json
 from tasks.protocol import (
     IndexKafkaTask,
@@ -31,6 +31,7 @@ from tasks.reading.engines.base import EngineName
 from tasks.reading.engines.choice import Engines
 from tasks.rows.pipeline import RowPlan
 from tasks.storage import LOCAL, Storage
+from tasks.support import stage_rows
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +94,12 @@ class SequencePublisher:
         self.clock = clock
         self.sleep = sleep
         self.queue: queue.Queue[Sequence | None] = queue.Queue()
-        provenance = {
-            "sluicegate.dataSource": task.datasource,
-            "sluicegate.topic": task.ioConfig.topic,
-            "sluicegate.taskId": task.id,
-            "sluicegate.specVersion": str(task.context.get("specVersion", "")),
-        }
+        spec_version = str(task.context.get("specVersion", ""))
+        footer = provenance(task.datasource, task.ioConfig.topic, task.id, spec_version)
         root = storage.path("_tasks", task.id, "staged")
-        rows = staging.stage_rows(task.context)
+        rows = stage_rows(task.context)
         max_rows = task.tuningConfig.maxRowsPerSegment
-        self.stager = staging.Stager(plan, storage, root, provenance, rows, max_rows, scope)
+        self.stager = staging.Stager(plan, storage, root, footer, rows, max_rows, scope)
         self.segments: list[str] = []
         self.error: str | None = None
         self.thread = threading.Thread(target=self._work, name="sequence-publisher", daemon=True)

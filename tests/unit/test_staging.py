@@ -22,6 +22,7 @@ from tasks.rows.pipeline import RowPlan
 from tasks.spec.data_schema import DataSchema
 from tasks.spec.io_config import InputFormat
 from tasks.storage import Storage
+from tasks.support import STAGE_ROWS, stage_rows
 
 SCHEMA = {
     "dataSource": "wiki",
@@ -123,11 +124,11 @@ def test_staged_chunks_and_the_rest_hold_what_one_merge_holds(
 
 
 def test_stage_rows_from_the_task_context() -> None:
-    assert staging.stage_rows({}) == staging.STAGE_ROWS
-    assert staging.stage_rows({"stageRows": 0}) == 0
+    assert stage_rows({}) == STAGE_ROWS
+    assert stage_rows({"stageRows": 0}) == 0
     for bad in (-1, "5", True, 1.5):
         with pytest.raises(ValueError, match="whole number"):
-            staging.stage_rows({"stageRows": bad})
+            stage_rows({"stageRows": bad})
 
 
 def test_plans_that_discover_dimensions_are_not_staged(tmp_path: Path) -> None:
